@@ -1,0 +1,5 @@
+"""`python -m seqbench` runs the CLI."""
+
+from seqbench.cli import main
+
+main()

@@ -1,0 +1,16 @@
+"""The shared Typer app and consoles (stdout for results, stderr for progress and errors)."""
+
+from __future__ import annotations
+
+import typer
+from rich.console import Console
+
+app = typer.Typer(
+    name="seqbench",
+    help="Benchmark sequential recommenders: prepare data, run models, report tables.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+console = Console()
+console_err = Console(stderr=True)

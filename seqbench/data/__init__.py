@@ -1,0 +1,1 @@
+"""Data: registry of datasets, raw readers, preprocessing, prepared-dataset loading."""

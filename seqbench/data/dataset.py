@@ -1,0 +1,151 @@
+"""The prepared dataset as the rest of seqbench sees it: CSR sequences + side information.
+
+On disk (written by `seqbench prepare`, see `seqbench.data.prepare`):
+  interactions.parquet  user int32 (0..U-1), item int32 (1..N), position int32 (0-based,
+                        chronological), split int8 (0 train, 1 valid, 2 test),
+                        timestamp int64 (nullable), rating float32 (nullable)
+  items.parquet         item int32 (1..N), original_id string, one list<int32> column per
+                        item side field (ids 1..V, 0 never used)
+  users.parquet         user int32, original_id string
+  card.json             name, variant, filters, sources, stats, side_info, checksum
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow.parquet as pq
+
+from seqbench.errors import DataError
+from seqbench.paths import data_dir
+
+TRAIN, VALID, TEST = 0, 1, 2
+
+
+@dataclass
+class SeqDataset:
+    """Chronological item sequences of all users in CSR form, plus side information."""
+
+    name: str
+    n_users: int
+    n_items: int
+    offsets: np.ndarray
+    items: np.ndarray
+    timestamps: np.ndarray | None = None
+    ratings: np.ndarray | None = None
+    item_fields: dict[str, np.ndarray] = field(default_factory=dict)
+    item_vocab: dict[str, int] = field(default_factory=dict)
+    card: dict = field(default_factory=dict)
+
+    @property
+    def lengths(self) -> np.ndarray:
+        return np.diff(self.offsets)
+
+    @property
+    def checksum(self) -> str:
+        """Content checksum of the prepared files (part of every run id)."""
+        return str(self.card.get("checksum", ""))
+
+    def train_ends(self) -> np.ndarray:
+        """Exclusive end of each user's training part (last two items held out when len >= 3)."""
+        lens = self.lengths
+        return self.offsets[1:] - np.where(lens >= 3, 2, 0)
+
+    def eval_split(self, split: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(users, input end index, target item) for 'valid' or 'test' (users with >= 3 items)."""
+        if split not in ("valid", "test"):
+            raise ValueError(f"split must be 'valid' or 'test', got {split!r}")
+        users = np.flatnonzero(self.lengths >= 3)
+        ends = self.offsets[users + 1] - (2 if split == "valid" else 1)
+        return users, ends, self.items[ends]
+
+    def windows(self, users: np.ndarray, ends: np.ndarray, length: int) -> np.ndarray:
+        """Left-padded [B, length] int64 matrix of items[max(start, end-length):end] per user."""
+        starts = self.offsets[users]
+        idx = ends[:, None] - length + np.arange(length)[None, :]
+        ok = idx >= starts[:, None]
+        out = np.where(ok, self.items[np.clip(idx, 0, None)], 0)
+        return out.astype(np.int64)
+
+    def item_popularity(self, split: str = "train") -> np.ndarray:
+        """Counts per item id (index 0 unused) over the training part (no leakage)."""
+        lens = self.lengths
+        keep = np.ones(len(self.items), dtype=bool)
+        if split == "train":
+            users = np.repeat(np.arange(self.n_users), lens)
+            keep = np.arange(len(self.items)) < self.train_ends()[users]
+        return np.bincount(self.items[keep], minlength=self.n_items + 1)
+
+    @classmethod
+    def from_frames(
+        cls, name: str, interactions: pd.DataFrame, items: pd.DataFrame | None, card: dict
+    ) -> SeqDataset:
+        """Build from the interaction frame (sorted by user, position) and the item table."""
+        df = interactions.sort_values(["user", "position"], kind="stable")
+        n_users = int(card.get("stats", {}).get("users", df["user"].max() + 1))
+        n_items = int(card.get("stats", {}).get("items", df["item"].max()))
+        counts = np.bincount(df["user"].to_numpy(), minlength=n_users)
+        offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+        ts = df["timestamp"] if "timestamp" in df else None
+        rt = df["rating"] if "rating" in df else None
+        fields: dict[str, np.ndarray] = {}
+        vocab: dict[str, int] = {}
+        if items is not None:
+            for col in items.columns:
+                if col in ("item", "original_id"):
+                    continue
+                fields[col], vocab[col] = _pad_lists(items, col, n_items)
+        return cls(
+            name=name,
+            n_users=n_users,
+            n_items=n_items,
+            offsets=offsets,
+            items=df["item"].to_numpy(dtype=np.int64),
+            timestamps=None if ts is None or ts.isna().all() else ts.to_numpy(dtype=np.int64),
+            ratings=None if rt is None or rt.isna().all() else rt.to_numpy(dtype=np.float32),
+            item_fields=fields,
+            item_vocab=vocab,
+            card=card,
+        )
+
+
+def _pad_lists(items: pd.DataFrame, col: str, n_items: int) -> tuple[np.ndarray, int]:
+    """A list<int> column as a [N+1, K] matrix padded with 0 (row 0 = padding item)."""
+    values = items[col].tolist()
+    width = max((len(v) for v in values if v is not None), default=1) or 1
+    out = np.zeros((n_items + 1, width), dtype=np.int64)
+    for item, v in zip(items["item"].to_numpy(), values, strict=True):
+        if v is not None and len(v):
+            out[item, : len(v)] = v
+    return out, int(out.max()) + 1
+
+
+def dataset_path(name: str, root: str | Path | None = None) -> Path:
+    return data_dir(root) / name
+
+
+def prepared_names(root: str | Path | None = None) -> list[str]:
+    """Names of datasets prepared under the data dir (a card.json marks a finished one)."""
+    base = data_dir(root)
+    if not base.is_dir():
+        return []
+    return sorted(p.name for p in base.iterdir() if (p / "card.json").is_file())
+
+
+def load_dataset(name: str, root: str | Path | None = None) -> SeqDataset:
+    """Load a prepared dataset; a clear one-line error tells how to prepare a missing one."""
+    path = dataset_path(name, root)
+    card_file = path / "card.json"
+    if not card_file.is_file():
+        raise DataError(
+            f"dataset {name!r} is not prepared under {path.parent}/: run `seqbench prepare {name}`"
+        )
+    card = json.loads(card_file.read_text())
+    inter = pq.read_table(path / "interactions.parquet").to_pandas()
+    items_file = path / "items.parquet"
+    items = pq.read_table(items_file).to_pandas() if items_file.is_file() else None
+    return SeqDataset.from_frames(name, inter, items, card)

@@ -1,0 +1,13 @@
+"""User-facing errors: one line, naming the file/field and the fix; the CLI exits non-zero."""
+
+
+class SeqbenchError(Exception):
+    """An error caused by user input or data, shown as one line without a traceback."""
+
+
+class DataError(SeqbenchError):
+    """Bad or missing input data (names the file, and the line where it applies)."""
+
+
+class ConfigError(SeqbenchError):
+    """Unknown or invalid configuration key, value or ablation axis."""
