@@ -1,0 +1,134 @@
+"""Vectorised training-instance building shared by all models: windows, batches, negatives.
+
+Everything here works on whole arrays at once (numpy / torch); there is no Python loop
+over interactions, so an epoch's instances are ready in milliseconds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+import torch
+
+from seqbench.data.dataset import SeqDataset
+
+
+def train_segments(data: SeqDataset, min_len: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    """(start, end) global indices of each user's training part, users with >= min_len items."""
+    starts = data.offsets[:-1]
+    ends = data.train_ends()
+    keep = (ends - starts) >= min_len
+    return starts[keep], ends[keep]
+
+
+def slide_windows(
+    starts: np.ndarray, ends: np.ndarray, size: int, step: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """CBiT slide windows over segments: starts len-T, len-T-step, … > 0, plus 0.
+
+    Returns (window start, window end) global indices; a segment of length <= size is one
+    window. Each window is its own training instance.
+    """
+    lens = ends - starts
+    extra = np.maximum(lens - size, 0)
+    counts = np.where(extra > 0, -(-extra // step) + 1, 1)
+    seg = np.repeat(np.arange(len(lens)), counts)
+    first = np.cumsum(counts) - counts
+    k = np.arange(counts.sum()) - first[seg]
+    offset = extra[seg] - k * step
+    last = k == counts[seg] - 1
+    offset = np.where(last, 0, offset)
+    w_start = starts[seg] + offset
+    w_end = np.minimum(w_start + size, ends[seg])
+    return w_start, w_end
+
+
+def gather_padded(
+    items: np.ndarray, starts: np.ndarray, ends: np.ndarray, width: int
+) -> np.ndarray:
+    """Left-padded [B, width] matrix of items[max(start, end-width):end] for each row."""
+    idx = ends[:, None] - width + np.arange(width)[None, :]
+    ok = idx >= starts[:, None]
+    return np.where(ok, items[np.clip(idx, 0, None)], 0).astype(np.int64)
+
+
+def batch_indices(
+    lengths: torch.Tensor, batch_size: int, gen: torch.Generator, bucket: bool = True
+) -> list[torch.Tensor]:
+    """Shuffled batches of row indices; with bucket, rows of similar length share a batch.
+
+    Bucketing sorts rows by length inside chunks of 50 batches and then shuffles the batch
+    order, so padding (trimmed per batch) shrinks several-fold without a fixed epoch order.
+    """
+    n = len(lengths)
+    perm = torch.randperm(n, generator=gen)
+    if bucket:
+        chunk = batch_size * 50
+        parts = []
+        for s in range(0, n, chunk):
+            idx = perm[s : s + chunk]
+            parts.append(idx[torch.argsort(lengths[idx], stable=True)])
+        perm = torch.cat(parts) if parts else perm
+    batches = list(torch.split(perm, batch_size))
+    order = torch.randperm(len(batches), generator=gen)
+    return [batches[i] for i in order]
+
+
+def trim(seqs: torch.Tensor, *others: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """Drop the all-padding left columns of a left-padded batch (and the same columns of others)."""
+    nonzero = (seqs != 0).any(0)
+    first = int(nonzero.to(torch.int8).argmax()) if bool(nonzero.any()) else seqs.shape[1] - 1
+    return (seqs[:, first:], *(o[:, first:] for o in others))
+
+
+class NegativeSampler:
+    """Uniform negatives that avoid each row's own items (rejection sampling, vectorised).
+
+    Row r owns items[starts[r]:ends[r]]. Membership is tested on sorted (row * (N+1) + item)
+    keys with searchsorted and only collisions are redrawn: a few tensor ops per batch.
+    """
+
+    def __init__(self, n_items: int, items: np.ndarray, starts: np.ndarray, ends: np.ndarray):
+        self.n_items = n_items
+        lens = ends - starts
+        rows = np.repeat(np.arange(len(lens)), lens)
+        pos = np.arange(lens.sum()) - np.repeat(np.cumsum(lens) - lens, lens) + starts[rows]
+        keys = rows.astype(np.int64) * (n_items + 1) + items[pos]
+        self.keys = torch.from_numpy(np.unique(keys))
+
+    def sample(
+        self, rows: torch.Tensor, shape: tuple[int, ...], gen: torch.Generator
+    ) -> torch.Tensor:
+        """Negatives of `shape` = (len(rows), …): uniform over items the row does not own."""
+        out = torch.randint(1, self.n_items + 1, shape, generator=gen)
+        if len(self.keys) == 0:
+            return out
+        base = rows.view(-1, *([1] * (len(shape) - 1))) * (self.n_items + 1)
+        for _ in range(1000):
+            keys = base + out
+            pos = torch.searchsorted(self.keys, keys).clamp(max=len(self.keys) - 1)
+            bad = self.keys[pos] == keys
+            if not bool(bad.any()):
+                return out
+            out[bad] = torch.randint(1, self.n_items + 1, (int(bad.sum()),), generator=gen)
+        raise RuntimeError("negative sampling did not converge: a user owns almost every item")
+
+
+def iterate_rows(
+    tensors: dict[str, torch.Tensor],
+    key: str,
+    batch_size: int,
+    gen: torch.Generator,
+    bucket: bool = True,
+) -> Iterator[dict[str, torch.Tensor]]:
+    """Yield shuffled (bucketed) batches of aligned [R, …] tensors, trimmed by tensors[key]."""
+    lengths = (tensors[key] != 0).sum(1)
+    seq_like = [k for k, v in tensors.items() if v.dim() == 2 and v.shape == tensors[key].shape]
+    for idx in batch_indices(lengths, batch_size, gen, bucket):
+        batch = {k: v[idx] for k, v in tensors.items()}
+        trimmed = trim(*(batch[k] for k in [key, *[s for s in seq_like if s != key]]))
+        for k, v in zip([key, *[s for s in seq_like if s != key]], trimmed, strict=True):
+            batch[k] = v
+        batch["rows"] = idx
+        yield batch

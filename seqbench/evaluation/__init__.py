@@ -1,0 +1,1 @@
+"""Evaluation: protocols (candidate sets, history handling), ranks, metrics. Exists once."""

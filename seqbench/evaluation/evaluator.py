@@ -1,0 +1,123 @@
+"""Rank every evaluated user's target among the protocol's candidates; keep per-user metrics.
+
+Scores come from `model.score` in batches (one matmul against all items), the rank is found
+by counting (never sorting), and history handling follows the protocol. The negatives of
+sampled protocols come from a fixed seed, so every model sees the same candidates.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import torch
+
+from seqbench.data.dataset import SeqDataset
+from seqbench.data.sequences import NegativeSampler, gather_padded, trim
+from seqbench.evaluation.metrics import METRICS, metrics_from_counts, rank_counts
+from seqbench.evaluation.protocols import Protocol
+
+SPLIT_SEED = {"valid": 17, "test": 29}
+
+
+def history_mask(data: SeqDataset, users: np.ndarray, ends: np.ndarray) -> torch.Tensor:
+    """Bool [B, N+1]: True for every item in the user's whole input history."""
+    starts = data.offsets[users]
+    width = int((ends - starts).max()) if len(users) else 1
+    hist = torch.from_numpy(gather_padded(data.items, starts, ends, max(width, 1)))
+    mask = torch.zeros(len(users), data.n_items + 1, dtype=torch.bool)
+    return mask.scatter_(1, hist, True)
+
+
+class Evaluator:
+    """Evaluate a model on one split of a dataset under one protocol."""
+
+    def __init__(
+        self,
+        data: SeqDataset,
+        split: str,
+        protocol: Protocol,
+        window: int,
+        batch_size: int = 1024,
+        device: str | torch.device = "cpu",
+    ) -> None:
+        self.data, self.split, self.protocol = data, split, protocol
+        self.window, self.batch_size, self.device = window, batch_size, torch.device(device)
+        users, ends, targets = data.eval_split(split)
+        gen = np.random.default_rng(SPLIT_SEED[split])
+        if protocol.max_users and len(users) > protocol.max_users:
+            keep = np.sort(gen.choice(len(users), protocol.max_users, replace=False))
+            users, ends, targets = users[keep], ends[keep], targets[keep]
+        self.users, self.ends, self.targets = users, ends, targets
+        self.negatives = self._negatives() if protocol.candidates != "full" else None
+
+    def _negatives(self) -> torch.Tensor:
+        """[U, n] sampled negatives per evaluated user, fixed by the split's seed."""
+        data, p = self.data, self.protocol
+        gen = torch.Generator().manual_seed(SPLIT_SEED[self.split])
+        rows = torch.arange(len(self.users))
+        starts = data.offsets[self.users]
+        if p.candidates == "uniform":
+            train_end = data.train_ends()[self.users]
+            sampler = NegativeSampler(data.n_items, data.items, starts, train_end)
+            return sampler.sample(rows, (len(rows), p.n_negatives), gen)
+        pop = torch.from_numpy(data.item_popularity("all")).double()
+        out = []
+        for s in range(0, len(rows), self.batch_size):
+            u = self.users[s : s + self.batch_size]
+            rated = history_mask(data, u, data.offsets[u + 1])
+            u01 = torch.rand(len(u), data.n_items + 1, generator=gen, dtype=torch.float64)
+            keys = pop.log() - torch.log(-torch.log(u01.clamp_min(1e-300)))
+            keys[rated] = -torch.inf
+            keys[:, 0] = -torch.inf
+            out.append(keys.topk(p.n_negatives, dim=1).indices)
+        return torch.cat(out)
+
+    @torch.no_grad()
+    def run(self, model: torch.nn.Module) -> pd.DataFrame:
+        """Per-user metrics (user, target, rank, HR@K, NDCG@K, MRR, MRR@10) for this split."""
+        was_training = model.training
+        model.eval()
+        parts = []
+        try:
+            for s in range(0, len(self.users), self.batch_size):
+                parts.append(self._batch(model, slice(s, s + self.batch_size)))
+        finally:
+            model.train(was_training)
+        frame = {k: torch.cat([p[k] for p in parts]).cpu().numpy() for k in parts[0]}
+        df = pd.DataFrame({"user": self.users, "target": self.targets, **frame})
+        return df[["user", "target", "rank", *METRICS]]
+
+    def _batch(self, model: torch.nn.Module, sl: slice) -> dict[str, torch.Tensor]:
+        users, ends, targets = self.users[sl], self.ends[sl], self.targets[sl]
+        hist = torch.from_numpy(self.data.windows(users, ends, self.window))
+        (seqs,) = trim(hist)
+        u = torch.from_numpy(users)
+        scores = model.score(seqs.to(self.device), u.to(self.device)).float().cpu()
+        target = torch.from_numpy(targets)
+        p = self.protocol
+        if p.candidates != "full":
+            cand = torch.cat([target[:, None], self.negatives[sl]], dim=1)
+            above, equal = rank_counts(scores.gather(1, cand), torch.zeros_like(target))
+            return metrics_from_counts(above, equal)
+        candidates = torch.ones_like(scores, dtype=torch.bool)
+        candidates[:, 0] = False
+        if self.data.n_items + 1 < scores.shape[1]:
+            candidates[:, self.data.n_items + 1 :] = False
+        if p.history != "none":
+            if p.history == "window":
+                excl = torch.zeros_like(candidates).scatter_(1, hist, True)
+            else:
+                excl = history_mask(self.data, users, ends)
+            excl.scatter_(1, target[:, None], False)
+            excl[:, 0] = False
+            if p.history == "zero":
+                scores = scores.masked_fill(excl, 0.0)
+            else:
+                candidates &= ~excl
+        above, equal = rank_counts(scores, target, candidates)
+        return metrics_from_counts(above, equal)
+
+
+def summarize(per_user: pd.DataFrame) -> dict[str, float]:
+    """Mean of each metric over evaluated users."""
+    return {m: float(per_user[m].mean()) for m in METRICS}

@@ -1,0 +1,185 @@
+"""The model interface every registered model implements, its typed config and the registry.
+
+A model owns what differs between papers: its config (with per-dataset defaults), how it
+builds training batches, its loss and how it scores all items. The trainer and the
+evaluator are shared, so every model is trained and ranked the same way.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal, get_args, get_origin
+
+import torch
+from torch import nn
+
+from seqbench.data.dataset import SeqDataset
+from seqbench.errors import ConfigError
+from seqbench.registry import Registry
+
+Batch = dict[str, torch.Tensor]
+
+
+@dataclass
+class ModelConfig:
+    """Training hyper-parameters shared by all models; models subclass and add theirs."""
+
+    epochs: int = 200
+    batch_size: int = 256
+    lr: float = 1e-3
+    adam_beta1: float = 0.9
+    adam_beta2: float = 0.999
+    weight_decay: float = 0.0
+    lr_schedule: Literal["constant", "linear"] = "constant"
+    warmup: float = 0.0
+    grad_clip: float = 0.0
+    patience: int = 20
+    eval_every: int = 1
+    max_len: int = 50
+    d: int = 64
+    dropout: float = 0.2
+    eval_batch_size: int = 1024
+
+
+class SeqModel(nn.Module):
+    """Base class: subclasses set the class variables and implement the four methods."""
+
+    name: ClassVar[str] = ""
+    paper: ClassVar[str] = ""
+    Config: ClassVar[type[ModelConfig]] = ModelConfig
+    #: per-dataset overrides of the config defaults (the papers' settings)
+    dataset_defaults: ClassVar[dict[str, dict[str, Any]]] = {}
+    #: ablation axes: config field names switchable with --ablate (choices come from the type)
+    ablations: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, cfg: ModelConfig, data: SeqDataset) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.n_items = data.n_items
+        self.n_users = data.n_users
+
+    def train_batches(self, data: SeqDataset, gen: torch.Generator) -> Iterator[Batch]:
+        """Yield the training batches of one epoch (all randomness from `gen`)."""
+        raise NotImplementedError
+
+    def loss(self, batch: Batch) -> tuple[torch.Tensor, dict[str, float]]:
+        """Return the loss to minimise and its named parts for the history."""
+        raise NotImplementedError
+
+    def score(self, seqs: torch.Tensor, users: torch.Tensor) -> torch.Tensor:
+        """Scores [B, N+1] of all items for left-padded histories [B, T] (column 0 ignored)."""
+        raise NotImplementedError
+
+    def after_step(self, parts: dict[str, float]) -> dict[str, float]:
+        """Hook after each optimiser step (e.g. CBiT's θ update); returns values to log."""
+        return {}
+
+    def extra_state(self) -> dict[str, Any]:
+        """Non-parameter training state to checkpoint (e.g. θ)."""
+        return {}
+
+    def load_extra_state(self, state: dict[str, Any]) -> None:
+        """Restore what `extra_state` returned."""
+
+
+MODELS: Registry[type[SeqModel]] = Registry("model")
+
+
+def register(name: str):
+    """Class decorator: register a model under `name` (its CLI name)."""
+
+    def deco(cls: type[SeqModel]) -> type[SeqModel]:
+        cls.name = name
+        return MODELS.register(name)(cls)
+
+    return deco
+
+
+def get_model(name: str) -> type[SeqModel]:
+    import seqbench.models  # noqa: F401  (registers all models)
+
+    return MODELS.get(name)
+
+
+def field_choices(cfg_cls: type[ModelConfig], key: str) -> tuple[Any, ...] | None:
+    """The allowed values of a Literal-typed config field, else None."""
+    hint = typing.get_type_hints(cfg_cls)[key]
+    return get_args(hint) if get_origin(hint) is Literal else None
+
+
+def parse_value(cfg_cls: type[ModelConfig], key: str, raw: Any) -> Any:
+    """Parse a command-line string into the config field's type, or raise ConfigError."""
+    hints = typing.get_type_hints(cfg_cls)
+    if key not in hints:
+        raise ConfigError(
+            f"unknown config key {key!r} for {cfg_cls.__qualname__} "
+            f"(valid: {', '.join(sorted(hints))})"
+        )
+    hint = hints[key]
+    choices = field_choices(cfg_cls, key)
+    if choices is not None:
+        if raw not in choices and str(raw) not in [str(c) for c in choices]:
+            raise ConfigError(
+                f"bad value {raw!r} for {key!r} (choices: {', '.join(map(str, choices))})"
+            )
+        return next(c for c in choices if str(c) == str(raw))
+    if not isinstance(raw, str):
+        return raw
+    try:
+        if hint is bool:
+            low = raw.lower()
+            if low not in ("true", "false", "1", "0", "on", "off", "yes", "no"):
+                raise ValueError(raw)
+            return low in ("true", "1", "on", "yes")
+        if hint is int:
+            return int(raw)
+        if hint is float:
+            return float(raw)
+        return raw
+    except ValueError:
+        raise ConfigError(
+            f"bad value {raw!r} for {key!r}: expected {getattr(hint, '__name__', hint)}"
+        ) from None
+
+
+def dataset_key(model_cls: type[SeqModel], dataset: str) -> str | None:
+    """Which dataset_defaults entry applies: exact name, else its family (ml-1m-5core → ml-1m)."""
+    if dataset in model_cls.dataset_defaults:
+        return dataset
+    for key in model_cls.dataset_defaults:
+        if dataset.startswith(key):
+            return key
+    return None
+
+
+def resolve_config(
+    model_cls: type[SeqModel],
+    dataset: str,
+    sets: dict[str, str] | None = None,
+    ablate: dict[str, str] | None = None,
+) -> ModelConfig:
+    """Defaults → the paper's settings for the dataset → --ablate → --set; every key checked."""
+    cfg_cls = model_cls.Config
+    values: dict[str, Any] = {}
+    key = dataset_key(model_cls, dataset)
+    if key is not None:
+        values.update(model_cls.dataset_defaults[key])
+    for axis, raw in (ablate or {}).items():
+        if axis not in model_cls.ablations:
+            axes = ", ".join(model_cls.ablations) or "none"
+            raise ConfigError(f"unknown ablation axis {axis!r} for {model_cls.name} (axes: {axes})")
+        values[axis] = parse_value(cfg_cls, axis, raw)
+    for k, raw in (sets or {}).items():
+        values[k] = parse_value(cfg_cls, k, raw)
+    names = {f.name for f in dataclasses.fields(cfg_cls)}
+    unknown = set(values) - names
+    if unknown:
+        raise ConfigError(f"unknown config keys {sorted(unknown)} for {model_cls.name}")
+    cfg = cfg_cls(**{k: parse_value(cfg_cls, k, v) for k, v in values.items()})
+    validate = getattr(cfg, "validate", None)
+    if validate is not None:
+        validate()
+    return cfg

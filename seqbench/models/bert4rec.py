@@ -1,0 +1,180 @@
+"""BERT4Rec (Sun et al., CIKM 2019) and BERT4Rec_S: bidirectional Transformer, cloze task.
+
+BERT4Rec_S is BERT4Rec trained on CBiT's slide windows, in the CBiT code's layout
+(pre-LN blocks, untied linear output layer) so that CBiT with no contrastive loss equals it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from seqbench.data.dataset import SeqDataset
+from seqbench.data.sequences import gather_padded, iterate_rows, slide_windows, train_segments
+from seqbench.models.base import Batch, ModelConfig, SeqModel, register
+from seqbench.models.layers import SeqEmbedding, TransformerEncoder, key_padding_mask
+
+
+@dataclass
+class BERT4RecConfig(ModelConfig):
+    """BERT4Rec paper defaults; `window`, `norm` and `head` select the BERT4Rec_S layout."""
+
+    d: int = 64
+    layers: int = 2
+    heads: int = 2
+    dropout: float = 0.1
+    max_len: int = 50
+    mask_prob: float = 0.6
+    mask_replace: bool = False
+    window: Literal["off", "on"] = "off"
+    window_step: int = 1
+    norm: Literal["post", "pre"] = "post"
+    head: Literal["bert", "linear"] = "bert"
+    batch_size: int = 256
+    lr: float = 1e-3
+
+    def validate(self) -> None:
+        if not 0.0 < self.mask_prob < 1.0:
+            from seqbench.errors import ConfigError
+
+            raise ConfigError(f"mask_prob must be in (0, 1), got {self.mask_prob}")
+
+
+def cloze_mask(
+    seqs: torch.Tensor,
+    prob: float,
+    mask_id: int,
+    n_items: int,
+    gen: torch.Generator,
+    replace: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Mask a proportion `prob` of real items (>= 1 per row: the last one if none drawn).
+
+    Returns (input with [mask], labels with 0 where nothing is predicted). With `replace`,
+    BERT's 80/10/10 rule: of the chosen items 10% become random items and 10% stay.
+    """
+    real = seqs != 0
+    chosen = (torch.rand(seqs.shape, generator=gen) < prob) & real
+    none = ~chosen.any(1)
+    chosen[none, -1] = real[none, -1]
+    labels = torch.where(chosen, seqs, 0)
+    inputs = seqs.masked_fill(chosen, mask_id)
+    if replace:
+        u = torch.rand(seqs.shape, generator=gen)
+        rand_items = torch.randint(1, n_items + 1, seqs.shape, generator=gen)
+        inputs = torch.where(chosen & (u >= 0.8) & (u < 0.9), rand_items, inputs)
+        inputs = torch.where(chosen & (u >= 0.9), seqs, inputs)
+    return inputs, labels
+
+
+@register("bert4rec")
+class BERT4Rec(SeqModel):
+    """Bidirectional encoder trained to fill masked items; scores through an appended [mask]."""
+
+    paper = "Sun et al., BERT4Rec, CIKM 2019"
+    Config = BERT4RecConfig
+    ablations = ("window",)
+    dataset_defaults = {
+        "beauty": {"mask_prob": 0.6, "max_len": 50},
+        "toys": {"mask_prob": 0.6, "max_len": 50},
+        "sports": {"mask_prob": 0.6, "max_len": 50},
+        "ml-1m": {"mask_prob": 0.2, "max_len": 200},
+        "synthetic": {"epochs": 40, "mask_prob": 0.3, "max_len": 30, "d": 64},
+    }
+
+    def __init__(self, cfg: BERT4RecConfig, data: SeqDataset) -> None:
+        super().__init__(cfg, data)
+        self.mask_id = data.n_items + 1
+        self.emb = SeqEmbedding(data.n_items + 2, cfg.d, cfg.max_len, cfg.dropout, layer_norm=True)
+        self.encoder = TransformerEncoder(
+            cfg.d, cfg.heads, cfg.layers, cfg.dropout, 4 * cfg.d, "gelu", cfg.norm
+        )
+        if cfg.head == "bert":
+            self.transform = nn.Sequential(nn.Linear(cfg.d, cfg.d), nn.GELU(), nn.LayerNorm(cfg.d))
+            self.bias = nn.Parameter(torch.zeros(data.n_items + 1))
+        else:
+            self.out = nn.Linear(cfg.d, data.n_items + 1)
+        self._train: dict[str, torch.Tensor] | None = None
+
+    def training_windows(self, data: SeqDataset) -> torch.Tensor:
+        """All training instances: slide windows (window=on) or each user's last T items."""
+        starts, ends = train_segments(data, min_len=2)
+        if self.cfg.window == "on":
+            starts, ends = slide_windows(starts, ends, self.cfg.max_len, self.cfg.window_step)
+        return torch.from_numpy(gather_padded(data.items, starts, ends, self.cfg.max_len))
+
+    def encode(self, seqs: torch.Tensor) -> torch.Tensor:
+        return self.encoder(self.emb(seqs), seqs, key_padding_mask(seqs))
+
+    def logits(self, h: torch.Tensor) -> torch.Tensor:
+        """Scores of items 0..N for hidden states [..., d] (column 0 = padding, never a target)."""
+        if self.cfg.head == "bert":
+            w = self.emb.item.weight[: self.n_items + 1]
+            return self.transform(h) @ w.T + self.bias
+        return self.out(h)
+
+    def cloze_loss(self, h: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        """Softmax cross-entropy over items 1..N at masked positions only."""
+        where = labels != 0
+        logits = self.logits(h[where])[:, 1:]
+        return F.cross_entropy(logits, labels[where] - 1)
+
+    def train_batches(self, data: SeqDataset, gen: torch.Generator) -> Iterator[Batch]:
+        if self._train is None:
+            self._train = {"seqs": self.training_windows(data)}
+        for batch in iterate_rows(self._train, "seqs", self.cfg.batch_size, gen):
+            batch["inputs"], batch["labels"] = cloze_mask(
+                batch["seqs"],
+                self.cfg.mask_prob,
+                self.mask_id,
+                self.n_items,
+                gen,
+                self.cfg.mask_replace,
+            )
+            yield batch
+
+    def loss(self, batch: Batch) -> tuple[torch.Tensor, dict[str, float]]:
+        loss = self.cloze_loss(self.encode(batch["inputs"]), batch["labels"])
+        return loss, {"cloze": loss.item()}
+
+    def score(self, seqs: torch.Tensor, users: torch.Tensor) -> torch.Tensor:
+        mask = torch.full_like(seqs[:, :1], self.mask_id)
+        inputs = torch.cat([seqs[:, 1:], mask], dim=1)
+        return self.logits(self.encode(inputs)[:, -1])
+
+
+@dataclass
+class BERT4RecSConfig(BERT4RecConfig):
+    """BERT4Rec_S: CBiT's settings without the contrastive part (Beauty defaults)."""
+
+    d: int = 256
+    heads: int = 2
+    dropout: float = 0.3
+    max_len: int = 15
+    mask_prob: float = 0.15
+    window: Literal["off", "on"] = "on"
+    norm: Literal["post", "pre"] = "pre"
+    head: Literal["bert", "linear"] = "linear"
+    epochs: int = 250
+
+
+CBIT_DATASET_DEFAULTS = {
+    "beauty": {"max_len": 15, "window_step": 1, "heads": 2, "dropout": 0.3},
+    "toys": {"max_len": 20, "window_step": 1, "heads": 2, "dropout": 0.3},
+    "ml-1m": {"max_len": 40, "window_step": 10, "heads": 4, "dropout": 0.2},
+    "synthetic": {"epochs": 30, "max_len": 20, "window_step": 2, "d": 64},
+}
+
+
+@register("bert4rec_s")
+class BERT4RecS(BERT4Rec):
+    """BERT4Rec on slide windows (CBiT Section 4.1.1), CBiT's code layout."""
+
+    paper = "Du et al., CBiT, CIKM 2022 (BERT4Rec with slide windows)"
+    Config = BERT4RecSConfig
+    dataset_defaults = CBIT_DATASET_DEFAULTS

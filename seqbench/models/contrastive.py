@@ -1,0 +1,31 @@
+"""NT-Xent over m views in one batched computation (CBiT, CL4SRec, CoSeRec, DuoRec, CoSeBERT)."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+
+def nt_xent(views: torch.Tensor, tau: float, reduce: str = "sum") -> torch.Tensor:
+    """Multi-pair NT-Xent for views [m, B, D] with cosine similarity / τ.
+
+    For every ordered pair of views (x, y), x ≠ y, and anchor i: the positive is view y of
+    sequence i; the negatives are the other 2(B−1) representations of views x and y. The loss
+    of a pair is the mean cross-entropy over anchors; `reduce="sum"` adds the m(m−1) pairs
+    (CBiT), `"mean"` averages them (the usual two-view NT-Xent).
+    """
+    m, b, _ = views.shape
+    if m < 2:
+        raise ValueError(f"nt_xent needs at least 2 views, got {m}")
+    z = F.normalize(views.float(), dim=-1)
+    sim = torch.einsum("xid,yjd->xyij", z, z) / tau
+    xs, ys = torch.meshgrid(torch.arange(m), torch.arange(m), indexing="ij")
+    off = xs != ys
+    xs, ys = xs[off], ys[off]
+    eye = torch.eye(b, dtype=torch.bool, device=views.device)
+    own = sim[xs, xs].masked_fill(eye, -torch.inf)
+    logits = torch.cat([sim[xs, ys], own], dim=-1)
+    target = torch.arange(b, device=views.device).repeat(len(xs))
+    per_pair = F.cross_entropy(logits.reshape(-1, 2 * b), target, reduction="none").view(-1, b)
+    per_pair = per_pair.mean(1)
+    return per_pair.sum() if reduce == "sum" else per_pair.mean()

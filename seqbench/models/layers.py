@@ -1,0 +1,179 @@
+"""Shared layers: embeddings, attention masks and Transformer blocks (written once)."""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+Norm = Literal["pre", "post", "sasrec"]
+
+
+def key_padding_mask(seqs: torch.Tensor) -> torch.Tensor:
+    """Bool [B, 1, T, T]: every query may read every non-padding key (bidirectional)."""
+    keys = seqs != 0
+    return keys[:, None, None, :].expand(-1, 1, seqs.shape[1], -1)
+
+
+def with_self(mask: torch.Tensor) -> torch.Tensor:
+    """Let each query read itself too, so no attention row is empty (padding rows give no NaN)."""
+    t = mask.shape[-1]
+    return mask | torch.eye(t, dtype=torch.bool, device=mask.device)
+
+
+class SeqEmbedding(nn.Module):
+    """Item + learned position embedding; positions count from the right end of the window.
+
+    Position of the last column is always max_len - 1, so a batch trimmed to its longest
+    sequence gives each item the same position embedding as the untrimmed window.
+    """
+
+    def __init__(
+        self,
+        n_tokens: int,
+        d: int,
+        max_len: int,
+        dropout: float,
+        scale: bool = False,
+        layer_norm: bool = False,
+    ) -> None:
+        super().__init__()
+        self.item = nn.Embedding(n_tokens, d, padding_idx=0)
+        self.pos = nn.Embedding(max_len, d)
+        self.max_len = max_len
+        self.scale = math.sqrt(d) if scale else 1.0
+        self.norm = nn.LayerNorm(d) if layer_norm else nn.Identity()
+        self.drop = nn.Dropout(dropout)
+
+    def positions(self, length: int, device: torch.device) -> torch.Tensor:
+        if length > self.max_len:
+            raise ValueError(f"sequence length {length} exceeds max_len {self.max_len}")
+        return torch.arange(self.max_len - length, self.max_len, device=device)
+
+    def forward(self, seqs: torch.Tensor, extra: torch.Tensor | None = None) -> torch.Tensor:
+        x = self.item(seqs) * self.scale + self.pos(self.positions(seqs.shape[1], seqs.device))
+        if extra is not None:
+            x = x + extra
+        return self.drop(self.norm(x))
+
+
+class FeedForward(nn.Module):
+    """Point-wise FFN d → hidden → d with ReLU or GELU (built-in, never hand-written)."""
+
+    def __init__(self, d: int, hidden: int, dropout: float, act: str) -> None:
+        super().__init__()
+        self.lin1 = nn.Linear(d, hidden)
+        self.lin2 = nn.Linear(hidden, d)
+        self.drop = nn.Dropout(dropout)
+        self.act = nn.GELU() if act == "gelu" else nn.ReLU()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.lin2(self.drop(self.act(self.lin1(x))))
+
+
+class MultiHeadAttention(nn.Module):
+    """Multi-head attention through scaled_dot_product_attention with a boolean mask."""
+
+    def __init__(self, d: int, heads: int, dropout: float) -> None:
+        super().__init__()
+        if d % heads:
+            raise ValueError(f"d={d} must be divisible by heads={heads}")
+        self.heads = heads
+        self.q = nn.Linear(d, d)
+        self.k = nn.Linear(d, d)
+        self.v = nn.Linear(d, d)
+        self.out = nn.Linear(d, d)
+        self.dropout = dropout
+
+    def split(self, x: torch.Tensor) -> torch.Tensor:
+        b, t, d = x.shape
+        return x.view(b, t, self.heads, d // self.heads).transpose(1, 2)
+
+    def forward(
+        self,
+        query: torch.Tensor,
+        key: torch.Tensor,
+        value: torch.Tensor,
+        mask: torch.Tensor,
+    ) -> torch.Tensor:
+        q, k, v = self.split(self.q(query)), self.split(self.k(key)), self.split(self.v(value))
+        p = self.dropout if self.training else 0.0
+        o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)
+        b, _, t, _ = o.shape
+        return self.out(o.transpose(1, 2).reshape(b, t, -1))
+
+
+class TransformerBlock(nn.Module):
+    """Self-attention + FFN block in one of three residual/norm layouts.
+
+    post   : BERT4Rec   x = LN(x + drop(attn(x))); x = LN(x + drop(ffn(x)))
+    pre    : CBiT       x = x + drop(attn(LN(x))); x = x + drop(ffn(LN(x)))
+    sasrec : SASRec     q = LN(x); x = q + attn(q, x, x); x = LN(x); x = x + drop(ffn(x))
+    """
+
+    def __init__(
+        self,
+        d: int,
+        heads: int,
+        dropout: float,
+        hidden: int,
+        act: str,
+        norm: Norm,
+        attn_dropout: float | None = None,
+    ) -> None:
+        super().__init__()
+        self.attn = MultiHeadAttention(d, heads, dropout if attn_dropout is None else attn_dropout)
+        self.ffn = FeedForward(d, hidden, dropout, act)
+        self.ln1 = nn.LayerNorm(d)
+        self.ln2 = nn.LayerNorm(d)
+        self.drop = nn.Dropout(dropout)
+        self.norm = norm
+
+    def forward(
+        self, x: torch.Tensor, mask: torch.Tensor, qk: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """`qk`, when given, replaces x as the source of queries and keys (NOVA layers)."""
+        src = x if qk is None else qk
+        if self.norm == "post":
+            x = self.ln1(x + self.drop(self.attn(src, src, x, mask)))
+            return self.ln2(x + self.drop(self.ffn(x)))
+        if self.norm == "pre":
+            h, hs = self.ln1(x), self.ln1(src)
+            x = x + self.drop(self.attn(hs, hs, h, mask))
+            return x + self.drop(self.ffn(self.ln2(x)))
+        q = self.ln1(x)
+        x = q + self.drop(self.attn(q, src, x, mask))
+        x = self.ln2(x)
+        return x + self.drop(self.ffn(x))
+
+
+class TransformerEncoder(nn.Module):
+    """A stack of blocks; padding positions are zeroed after each block."""
+
+    def __init__(
+        self,
+        d: int,
+        heads: int,
+        layers: int,
+        dropout: float,
+        hidden: int,
+        act: str,
+        norm: Norm,
+        final_norm: bool = False,
+    ) -> None:
+        super().__init__()
+        self.blocks = nn.ModuleList(
+            TransformerBlock(d, heads, dropout, hidden, act, norm) for _ in range(layers)
+        )
+        self.final = nn.LayerNorm(d) if final_norm else nn.Identity()
+
+    def forward(self, x: torch.Tensor, seqs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        keep = (seqs != 0).unsqueeze(-1).to(x.dtype)
+        mask = with_self(mask)
+        x = x * keep
+        for block in self.blocks:
+            x = block(x, mask) * keep
+        return self.final(x)

@@ -1,0 +1,33 @@
+"""Popularity: ranks items by their training-set count; the floor every model must beat."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from seqbench.data.dataset import SeqDataset
+from seqbench.models.base import ModelConfig, SeqModel, register
+
+
+@dataclass
+class PopularityConfig(ModelConfig):
+    """No training: zero epochs."""
+
+    epochs: int = 0
+
+
+@register("popularity")
+class Popularity(SeqModel):
+    """Score = number of training interactions of the item (ties broken by the tie rule)."""
+
+    paper = "non-personalised baseline"
+    Config = PopularityConfig
+
+    def __init__(self, cfg: PopularityConfig, data: SeqDataset) -> None:
+        super().__init__(cfg, data)
+        pop = torch.from_numpy(data.item_popularity("train")).float()
+        self.register_buffer("pop", pop)
+
+    def score(self, seqs: torch.Tensor, users: torch.Tensor) -> torch.Tensor:
+        return self.pop.expand(seqs.shape[0], -1)

@@ -1,0 +1,132 @@
+"""SASRec (Kang & McAuley, ICDM 2018): causal self-attention, sampled BCE at every position."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from seqbench.data.dataset import SeqDataset
+from seqbench.data.sequences import NegativeSampler, gather_padded, iterate_rows, train_segments
+from seqbench.models.base import Batch, ModelConfig, SeqModel, register
+from seqbench.models.layers import SeqEmbedding, TransformerEncoder
+
+
+def causal_item_mask(item_ids: torch.Tensor) -> torch.Tensor:
+    """Bool [B, T, T]: query i may read key j iff both ids are non-zero and j <= i."""
+    if not isinstance(item_ids, torch.Tensor) or item_ids.dtype != torch.int64:
+        raise ValueError("causal_item_mask: item_ids must be an int64 tensor")
+    if item_ids.dim() != 2:
+        raise ValueError(f"causal_item_mask: item_ids must be [B, T], got {item_ids.dim()}-D")
+    if item_ids.numel() and bool((item_ids < 0).any()):
+        raise ValueError("causal_item_mask: item ids must be non-negative (0 = padding)")
+    with torch.no_grad():
+        real = item_ids != 0
+        t = item_ids.shape[1]
+        tril = torch.ones(t, t, dtype=torch.bool, device=item_ids.device).tril()
+        return real[:, :, None] & real[:, None, :] & tril
+
+
+def sampled_next_item_loss(
+    positive: torch.Tensor, negative: torch.Tensor, target_ids: torch.Tensor
+) -> torch.Tensor:
+    """Mean over valid targets (id != 0) of softplus(-r⁺) + softplus(r⁻); 0 when none valid.
+
+    Ignored positions may hold NaN/Inf: they are masked with torch.where before any
+    arithmetic, so they reach neither the value nor the gradients.
+    """
+    for name, x in (("positive", positive), ("negative", negative), ("target_ids", target_ids)):
+        if not isinstance(x, torch.Tensor):
+            raise ValueError(f"sampled_next_item_loss: {name} must be a tensor")
+        if x.dim() != 2:
+            raise ValueError(f"sampled_next_item_loss: {name} must be [B, T], got {x.dim()}-D")
+    if positive.dtype not in (torch.float32, torch.float64):
+        raise ValueError("sampled_next_item_loss: logits must be float32 or float64")
+    if negative.dtype != positive.dtype:
+        raise ValueError("sampled_next_item_loss: positive and negative dtypes differ")
+    if target_ids.dtype != torch.int64:
+        raise ValueError("sampled_next_item_loss: target_ids must be int64")
+    if not (positive.device == negative.device == target_ids.device):
+        raise ValueError("sampled_next_item_loss: inputs are on different devices")
+    if not (positive.shape == negative.shape == target_ids.shape):
+        raise ValueError(
+            "sampled_next_item_loss: shape mismatch "
+            f"{tuple(positive.shape)}, {tuple(negative.shape)}, {tuple(target_ids.shape)}"
+        )
+    if target_ids.numel() and bool((target_ids < 0).any()):
+        raise ValueError("sampled_next_item_loss: target ids must be non-negative")
+    valid = target_ids != 0
+    zero = torch.zeros((), dtype=positive.dtype, device=positive.device)
+    pos = torch.where(valid, positive, zero)
+    neg = torch.where(valid, negative, zero)
+    if valid.any() and not bool(
+        torch.isfinite(pos[valid]).all() & torch.isfinite(neg[valid]).all()
+    ):
+        raise ValueError("sampled_next_item_loss: non-finite logits at valid positions")
+    per = (F.softplus(-pos) + F.softplus(neg)) * valid.to(positive.dtype)
+    return per.sum() / valid.sum().clamp(min=1).to(positive.dtype)
+
+
+@dataclass
+class SASRecConfig(ModelConfig):
+    """SASRec paper defaults (Amazon); ML-1M overrides in dataset_defaults."""
+
+    d: int = 50
+    layers: int = 2
+    heads: int = 1
+    dropout: float = 0.5
+    max_len: int = 50
+    batch_size: int = 128
+    adam_beta2: float = 0.98
+
+
+@register("sasrec")
+class SASRec(SeqModel):
+    """Unidirectional Transformer; scores with the shared item embedding."""
+
+    paper = "Kang & McAuley, Self-Attentive Sequential Recommendation, ICDM 2018"
+    Config = SASRecConfig
+    dataset_defaults = {
+        "beauty": {"dropout": 0.5, "max_len": 50},
+        "toys": {"dropout": 0.5, "max_len": 50},
+        "sports": {"dropout": 0.5, "max_len": 50},
+        "ml-1m": {"dropout": 0.2, "max_len": 200},
+        "synthetic": {"epochs": 30, "dropout": 0.2, "max_len": 50},
+    }
+
+    def __init__(self, cfg: SASRecConfig, data: SeqDataset) -> None:
+        super().__init__(cfg, data)
+        self.emb = SeqEmbedding(data.n_items + 1, cfg.d, cfg.max_len, cfg.dropout, scale=True)
+        self.encoder = TransformerEncoder(
+            cfg.d, cfg.heads, cfg.layers, cfg.dropout, cfg.d, "relu", "sasrec", final_norm=True
+        )
+        self._train: dict[str, torch.Tensor] | None = None
+        self._sampler: NegativeSampler | None = None
+
+    def encode(self, seqs: torch.Tensor) -> torch.Tensor:
+        return self.encoder(self.emb(seqs), seqs, causal_item_mask(seqs)[:, None])
+
+    def train_batches(self, data: SeqDataset, gen: torch.Generator) -> Iterator[Batch]:
+        if self._train is None:
+            starts, ends = train_segments(data, min_len=2)
+            window = torch.from_numpy(gather_padded(data.items, starts, ends, self.cfg.max_len + 1))
+            inputs, targets = window[:, :-1], window[:, 1:]
+            self._train = {"seqs": inputs, "targets": torch.where(inputs != 0, targets, 0)}
+            self._sampler = NegativeSampler(data.n_items, data.items, starts, ends)
+        for batch in iterate_rows(self._train, "seqs", self.cfg.batch_size, gen):
+            batch["negatives"] = self._sampler.sample(batch["rows"], batch["seqs"].shape, gen)
+            yield batch
+
+    def loss(self, batch: Batch) -> tuple[torch.Tensor, dict[str, float]]:
+        h = self.encode(batch["seqs"])
+        w = self.emb.item.weight
+        pos = (h * w[batch["targets"]]).sum(-1)
+        neg = (h * w[batch["negatives"]]).sum(-1)
+        loss = sampled_next_item_loss(pos, neg, batch["targets"])
+        return loss, {"bce": loss.item()}
+
+    def score(self, seqs: torch.Tensor, users: torch.Tensor) -> torch.Tensor:
+        h = self.encode(seqs)[:, -1]
+        return h @ self.emb.item.weight.T

@@ -1,0 +1,1 @@
+"""Training: the one shared loop, checkpoints and devices."""
