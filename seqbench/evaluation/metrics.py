@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 
 KS = (5, 10, 20)
-METRICS = tuple(f"{m}@{k}" for m in ("HR", "NDCG") for k in KS) + ("MRR", "MRR@10")
+METRICS = (*(f"{m}@{k}" for m in ("HR", "NDCG") for k in KS), "MRR", "MRR@10")
 
 
 def rank_counts(

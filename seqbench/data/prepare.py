@@ -1,0 +1,361 @@
+"""`seqbench prepare`: find (or download) raw files, read, preprocess, write the dataset atomically.
+
+Output under <data dir>/<name>/ (the contract of `seqbench.data.dataset`): interactions.parquet,
+items.parquet, users.parquet and card.json. Everything is read and preprocessed before anything
+is written, and the folder appears by one rename, so a failed prepare leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from rich.console import Console
+
+from seqbench import __version__
+from seqbench.data import readers, synthetic
+from seqbench.data.dataset import dataset_path
+from seqbench.data.download import cache_dir, fetch, sha256_file
+from seqbench.data.preprocess import (
+    Sequences,
+    encode_side,
+    interaction_frame,
+    item_frame,
+    preprocess,
+    user_frame,
+)
+from seqbench.data.registry import DatasetSpec, FieldSpec, FileSpec, SourceSpec, get_spec
+from seqbench.errors import DataError
+from seqbench.io import atomic_dir, atomic_path, write_json
+
+INTERACTION_SCHEMA = pa.schema(
+    [
+        ("user", pa.int32()),
+        ("item", pa.int32()),
+        ("position", pa.int32()),
+        ("split", pa.int8()),
+        ("timestamp", pa.int64()),
+        ("rating", pa.float32()),
+    ]
+)
+
+
+@dataclass
+class Prepared:
+    """What a prepare call produced: the card, the folder, and whether it was already up to date."""
+
+    card: dict[str, Any]
+    path: Path
+    skipped: bool = False
+
+
+# ---------------------------------------------------------------- locating raw files
+
+
+def _lookup(folder: Path, name: str) -> Path | None:
+    """`folder/name`, matching the name case-insensitively (registry names vs. local copies)."""
+    exact = folder / name
+    if exact.is_file():
+        return exact
+    if folder.is_dir():
+        for p in folder.iterdir():
+            if p.name.lower() == name.lower() and p.is_file():
+                return p
+    return None
+
+
+def _extract(archive: Path, member: str, cache: Path) -> Path:
+    """Extract one archive member into the cache (atomically) and return its path."""
+    dest = cache / archive.stem / Path(member).name
+    if dest.is_file():
+        return dest
+    try:
+        with zipfile.ZipFile(archive) as zf, zf.open(member) as src, atomic_path(dest) as tmp:
+            with open(tmp, "wb") as out:
+                while chunk := src.read(1 << 20):
+                    out.write(chunk)
+    except (zipfile.BadZipFile, EOFError, OSError) as e:
+        raise DataError(f"{archive}: cannot extract {member} ({e}): re-download the archive") from None
+    except KeyError:
+        raise DataError(f"{archive}: has no member {member}: is it the right archive?") from None
+    return dest
+
+
+def find_file(spec: FileSpec, raw_dirs: list[Path], cache: Path) -> Path | None:
+    """A raw file from the raw dirs or the cache: as named, gzipped, or inside its archive."""
+    for folder in [*raw_dirs, cache]:
+        for name in (spec.file, spec.file + ".gz"):
+            if found := _lookup(folder, name):
+                return found
+        if spec.archive and spec.member and (archive := _lookup(folder, spec.archive)):
+            return _extract(archive, spec.member, cache)
+    return None
+
+
+def _download(source: SourceSpec, missing: list[FileSpec], cache: Path, console: Console) -> None:
+    """Fetch the missing files of a source (archives once), verifying known checksums."""
+    for url in dict.fromkeys(f.url for f in missing if f.url):
+        direct = [f for f in missing if f.url == url and not f.archive]
+        fetch(url, cache / Path(url).name, direct[0].sha256 if direct else None, console=console)
+
+
+def resolve(
+    spec: DatasetSpec, raw_dirs: list[Path], cache: Path, allow_download: bool, console: Console
+) -> tuple[SourceSpec, dict[str, tuple[FileSpec, Path]]]:
+    """The first source whose required files are all found (downloading one if none is)."""
+    wanted = []
+    for source in spec.sources:
+        found = {f.role: (f, find_file(f, raw_dirs, cache)) for f in source.files}
+        missing = [f for f, p in found.values() if p is None and not f.optional]
+        if not missing:
+            return source, {role: (f, p) for role, (f, p) in found.items() if p is not None}
+        wanted.append((source, missing))
+    dirs = ", ".join(str(d) for d in raw_dirs) or "none given"
+    need = "; or ".join(
+        f"{' + '.join(f.file for f in missing)} ({source.name})" for source, missing in wanted
+    )
+    if allow_download:
+        for source, missing in wanted:
+            if all(f.url for f in missing):
+                _download(source, missing, cache, console)
+                return resolve(spec, raw_dirs, cache, False, console)
+    raise DataError(
+        f"{spec.name}: raw files not found in --raw-dir ({dirs}) or the cache ({cache}): "
+        f"need {need}; put them in a --raw-dir"
+    )
+
+
+# ---------------------------------------------------------------- building the tables
+
+
+def _side(
+    ids: np.ndarray, frames: list[pd.DataFrame], fields: tuple[FieldSpec, ...]
+) -> tuple[dict[str, tuple[np.ndarray, np.ndarray]], dict[str, Any]]:
+    """Encode the requested side fields from long (id, field, token) frames; describe them."""
+    long = pd.concat(frames, ignore_index=True) if frames else None
+    out: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    info: dict[str, Any] = {}
+    for f in fields:
+        if long is None or not long["field"].isin(f.sources).any():
+            continue
+        rows = long[long["field"].isin(f.sources)]
+        out[f.name], vocab = encode_side(ids, rows, f.bucket)
+        covered = float((out[f.name][1] > 0).mean())
+        info[f.name] = {"from": list(f.sources), "bucket": f.bucket, "vocab": len(vocab)}
+        info[f.name]["coverage"] = round(covered, 4)
+    return out, info
+
+
+def _read_raw(
+    spec: DatasetSpec, files: dict[str, tuple[FileSpec, Path]]
+) -> tuple[Sequences, dict[str, list[pd.DataFrame]]]:
+    """Run each file's reader, map item ids through an id map, and preprocess the interactions."""
+    parts: dict[str, list[pd.DataFrame]] = {kind: [] for kind in readers.KINDS}
+    inter_file = ""
+    for fspec, path in files.values():
+        reader = readers.READERS.get(fspec.format)
+        parts[reader.kind].append(reader.read(path))
+        if reader.kind == "interactions":
+            inter_file = str(path)
+    raw = parts["interactions"][0]
+    if parts["item_map"]:
+        id_map = parts["item_map"][0]
+        back = pd.Series(id_map["original"].to_numpy(), index=id_map["mapped"].to_numpy())
+        originals = back.reindex(raw["item"].to_numpy())
+        if originals.isna().any():
+            bad = raw["item"].to_numpy()[originals.isna().to_numpy()][0]
+            raise DataError(f"{inter_file}: item {bad} is not in the item id map: wrong map file?")
+        raw = raw.assign(item=originals.to_numpy())
+    flt = spec.filters
+    seqs = preprocess(
+        raw,
+        min_rating=flt.min_rating,
+        min_user=flt.min_user,
+        min_item=flt.min_item,
+        iterative=flt.kcore == "iterative",
+        source=inter_file,
+    )
+    return seqs, parts
+
+
+def _frames(
+    spec: DatasetSpec, files: dict[str, tuple[FileSpec, Path]]
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, dict[str, Any]]:
+    """(interactions, items, users, side_info) built from the resolved raw files."""
+    seqs, parts = _read_raw(spec, files)
+    inter = interaction_frame(seqs.users, seqs.items, seqs.lengths, seqs.timestamps, seqs.ratings)
+    item_fields, item_info = _side(seqs.item_ids, parts["item_side"], spec.item_fields)
+    user_fields, user_info = _side(seqs.user_ids, parts["user_side"], spec.user_fields)
+    side = {"item_fields": item_info, "user_fields": user_info}
+    return inter, item_frame(seqs.item_ids, item_fields), user_frame(seqs.user_ids, user_fields), side
+
+
+def _synthetic_frames(
+    spec: DatasetSpec,
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, dict[str, Any]]:
+    """(interactions, items, users, side_info) from the built-in generator."""
+    inter, items = synthetic.generate(**(spec.generator or {}))
+    n_users = int(inter["user"].max()) + 1
+    users = user_frame(np.arange(n_users).astype(str), {})
+    vocab = int(max((int(v.max()) for v in items["attributes"] if len(v)), default=0))
+    info = {"attributes": {"from": ["generator"], "bucket": None, "vocab": vocab, "coverage": 1.0}}
+    return inter, items, users, {"item_fields": info, "user_fields": {}}
+
+
+# ---------------------------------------------------------------- card and checksum
+
+
+def _hash_array(h: Any, arr: pa.Array) -> None:
+    """Feed one Arrow array's values (not its memory layout) to a hash."""
+    if pa.types.is_list(arr.type):
+        h.update(pc.fill_null(arr.value_lengths(), -1).to_numpy().astype("<i8").tobytes())
+        _hash_array(h, arr.flatten())
+    elif pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type):
+        h.update("\x00".join(arr.to_pylist()).encode())
+    else:
+        h.update(arr.is_null().to_numpy(zero_copy_only=False).tobytes())
+        dtype = np.dtype(arr.type.to_pandas_dtype()).newbyteorder("<")
+        h.update(pc.fill_null(arr, 0).to_numpy().astype(dtype).tobytes())
+
+
+def content_checksum(tables: dict[str, pa.Table]) -> str:
+    """sha256 over the written tables' names, columns, types and values (format independent)."""
+    h = hashlib.sha256()
+    for name, table in tables.items():
+        h.update(name.encode())
+        for col_name, col in zip(table.column_names, table.columns, strict=True):
+            h.update(f"\x00{col_name}:{col.type}\x00".encode())
+            _hash_array(h, col.combine_chunks())
+    return h.hexdigest()
+
+
+def compute_stats(inter: pd.DataFrame, n_items: int) -> dict[str, Any]:
+    """CBiT Table 2 statistics: #users, #items, #actions, avg.length, sparsity."""
+    users = int(inter["user"].max()) + 1 if len(inter) else 0
+    actions = len(inter)
+    return {
+        "users": users,
+        "items": n_items,
+        "actions": actions,
+        "avg_length": round(actions / max(users, 1), 4),
+        "sparsity": round(1.0 - actions / max(users * n_items, 1), 6),
+    }
+
+
+def compare_published(stats: dict[str, Any], published: dict[str, Any] | None) -> str | None:
+    """'matches the published statistics (...)' or the differences; None when nothing published."""
+    if not published:
+        return None
+    where = published.get("source", "published")
+    diffs = [
+        f"{key} {stats[key]:,} vs {published[key]:,} ({stats[key] - published[key]:+,})"
+        for key in ("users", "items", "actions")
+        if key in published and stats[key] != published[key]
+    ]
+    if not diffs:
+        return f"matches the published statistics ({where})"
+    return f"differs from the published statistics ({where}): " + ", ".join(diffs)
+
+
+def _fingerprint(spec: DatasetSpec, sources: list[dict[str, Any]]) -> str:
+    """Identity of the inputs: registry entry, source file checksums, seqbench version."""
+    blob = json.dumps([spec.raw, sources, __version__], sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def _tables(
+    inter: pd.DataFrame, items: pd.DataFrame, users: pd.DataFrame
+) -> dict[str, pa.Table]:
+    """Arrow tables with the contract's types (lists as list<int32>, nulls for unknown values)."""
+
+    def table(df: pd.DataFrame) -> pa.Table:
+        list_cols = [c for c in df.columns if c not in ("item", "user", "original_id")]
+        fields = [(c, pa.list_(pa.int32())) for c in list_cols]
+        key = "item" if "item" in df.columns else "user"
+        schema = pa.schema([(key, pa.int32()), ("original_id", pa.string()), *fields])
+        return pa.Table.from_pandas(df, schema=schema, preserve_index=False)
+
+    return {
+        "interactions": pa.Table.from_pandas(inter, INTERACTION_SCHEMA, preserve_index=False),
+        "items": table(items),
+        "users": table(users),
+    }
+
+
+# ---------------------------------------------------------------- entry point
+
+
+def prepare(
+    name: str,
+    raw_dirs: list[Path] | None = None,
+    root: str | Path | None = None,
+    force: bool = False,
+    download: bool = True,
+    cache: str | Path | None = None,
+    console: Console | None = None,
+) -> Prepared:
+    """Prepare dataset `name` into <root>/<name>/ (a no-op when the inputs are unchanged)."""
+    console = console or Console(stderr=True)
+    spec = get_spec(name)
+    out = dataset_path(name, root)
+    raw_dirs = [Path(d) for d in raw_dirs or []]
+    sources: list[dict[str, Any]] = []
+    files: dict[str, tuple[FileSpec, Path]] = {}
+    source_name = "generator"
+    if spec.generator is None:
+        cache_path = cache_dir(cache)
+        source, files = resolve(spec, raw_dirs, cache_path, download, console)
+        source_name = source.name
+        for fspec in source.files:
+            if fspec.role not in files:
+                console.print(f"[yellow]note:[/yellow] optional {fspec.file} not found: no {fspec.role}")
+        for role, (fspec, path) in files.items():
+            digest = sha256_file(path)
+            if fspec.sha256 and digest != fspec.sha256 and path.suffix != ".gz":
+                console.print(f"[yellow]warning:[/yellow] {path} differs from the registry checksum")
+            sources.append({"role": role, "file": path.name, "path": str(path), "sha256": digest})
+    fingerprint = _fingerprint(spec, [{k: s[k] for k in ("role", "sha256")} for s in sources])
+    card_file = out / "card.json"
+    if not force and card_file.is_file():
+        card = json.loads(card_file.read_text())
+        if card.get("fingerprint") == fingerprint:
+            return Prepared(card, out, skipped=True)
+
+    if spec.generator is None:
+        inter, items, users, side = _frames(spec, files)
+    else:
+        inter, items, users, side = _synthetic_frames(spec)
+    side["behaviour"] = {
+        "timestamp": bool(inter["timestamp"].notna().any()),
+        "rating": bool(inter["rating"].notna().any()),
+    }
+    tables = _tables(inter, items, users)
+    stats = compute_stats(inter, len(items))
+    card = {
+        "name": name,
+        "variant": spec.variant,
+        "source": source_name,
+        "sources": sources,
+        "filters": spec.filters.as_dict(),
+        "stats": stats,
+        "published": spec.published,
+        "published_check": compare_published(stats, spec.published),
+        "side_info": side,
+        "seqbench_version": __version__,
+        "checksum": content_checksum(tables),
+        "fingerprint": fingerprint,
+    }
+    with atomic_dir(out) as tmp:
+        for table_name, table in tables.items():
+            pq.write_table(table, tmp / f"{table_name}.parquet")
+        write_json(tmp / "card.json", card)
+    return Prepared(card, out)
