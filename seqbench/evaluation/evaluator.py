@@ -49,6 +49,7 @@ class Evaluator:
             users, ends, targets = users[keep], ends[keep], targets[keep]
         self.users, self.ends, self.targets = users, ends, targets
         self.negatives = self._negatives() if protocol.candidates != "full" else None
+        self.positions = np.arange(1, len(data.items) + 1, dtype=np.int64)
 
     def _negatives(self) -> torch.Tensor:
         """[U, n] sampled negatives per evaluated user, fixed by the split's seed."""
@@ -89,10 +90,12 @@ class Evaluator:
 
     def _batch(self, model: torch.nn.Module, sl: slice) -> dict[str, torch.Tensor]:
         users, ends, targets = self.users[sl], self.ends[sl], self.targets[sl]
-        hist = torch.from_numpy(self.data.windows(users, ends, self.window))
-        (seqs,) = trim(hist)
-        u = torch.from_numpy(users)
-        scores = model.score(seqs.to(self.device), u.to(self.device)).float().cpu()
+        starts = self.data.offsets[users]
+        hist = torch.from_numpy(gather_padded(self.data.items, starts, ends, self.window))
+        index = torch.from_numpy(gather_padded(self.positions, starts, ends, self.window))
+        seqs, index = trim(hist, index)
+        batch = {"seqs": seqs, "users": torch.from_numpy(users), "index": index}
+        scores = model.score({k: v.to(self.device) for k, v in batch.items()}).float().cpu()
         target = torch.from_numpy(targets)
         p = self.protocol
         if p.candidates != "full":

@@ -69,8 +69,13 @@ class SeqModel(nn.Module):
         """Return the loss to minimise and its named parts for the history."""
         raise NotImplementedError
 
-    def score(self, seqs: torch.Tensor, users: torch.Tensor) -> torch.Tensor:
-        """Scores [B, N+1] of all items for left-padded histories [B, T] (column 0 ignored)."""
+    def score(self, batch: Batch) -> torch.Tensor:
+        """Scores [B, N+1] of all items (column 0 ignored) for an evaluation batch.
+
+        batch["seqs"]: left-padded item histories [B, T] (the last max_len input items);
+        batch["users"]: user ids [B]; batch["index"]: global interaction index + 1 of each
+        history item in the dataset's flat arrays (0 = padding), for behaviour side info.
+        """
         raise NotImplementedError
 
     def after_step(self, parts: dict[str, float]) -> dict[str, float]:

@@ -142,7 +142,8 @@ class BERT4Rec(SeqModel):
         loss = self.cloze_loss(self.encode(batch["inputs"]), batch["labels"])
         return loss, {"cloze": loss.item()}
 
-    def score(self, seqs: torch.Tensor, users: torch.Tensor) -> torch.Tensor:
+    def score(self, batch: Batch) -> torch.Tensor:
+        seqs = batch["seqs"]
         mask = torch.full_like(seqs[:, :1], self.mask_id)
         inputs = torch.cat([seqs[:, 1:], mask], dim=1)
         return self.logits(self.encode(inputs)[:, -1])

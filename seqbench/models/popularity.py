@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import torch
 
 from seqbench.data.dataset import SeqDataset
-from seqbench.models.base import ModelConfig, SeqModel, register
+from seqbench.models.base import Batch, ModelConfig, SeqModel, register
 
 
 @dataclass
@@ -29,5 +29,6 @@ class Popularity(SeqModel):
         pop = torch.from_numpy(data.item_popularity("train")).float()
         self.register_buffer("pop", pop)
 
-    def score(self, seqs: torch.Tensor, users: torch.Tensor) -> torch.Tensor:
+    def score(self, batch: Batch) -> torch.Tensor:
+        seqs = batch["seqs"]
         return self.pop.expand(seqs.shape[0], -1)

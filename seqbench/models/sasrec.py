@@ -127,6 +127,7 @@ class SASRec(SeqModel):
         loss = sampled_next_item_loss(pos, neg, batch["targets"])
         return loss, {"bce": loss.item()}
 
-    def score(self, seqs: torch.Tensor, users: torch.Tensor) -> torch.Tensor:
+    def score(self, batch: Batch) -> torch.Tensor:
+        seqs = batch["seqs"]
         h = self.encode(seqs)[:, -1]
         return h @ self.emb.item.weight.T

@@ -1,0 +1,172 @@
+"""`seqbench run`, `seqbench models`, `seqbench runs`: train/evaluate and inspect the store."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Annotated
+
+import torch
+import typer
+from rich.table import Table
+
+from seqbench.cli.app import app, console, console_err
+from seqbench.errors import ConfigError
+from seqbench.evaluation.metrics import METRICS
+from seqbench.evaluation.protocols import PROTOCOLS
+from seqbench.models.base import MODELS, get_model
+from seqbench.runs.execute import RunRequest, default_dataset, execute
+from seqbench.runs.store import RunStore
+
+
+def parse_pairs(pairs: list[str] | None, flag: str) -> dict[str, str]:
+    """key=value strings → dict; a malformed pair names the flag and the expected form."""
+    out: dict[str, str] = {}
+    for raw in pairs or []:
+        key, sep, value = raw.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"{flag} expects key=value, got {raw!r}")
+        out[key.strip()] = value.strip()
+    return out
+
+
+@app.command()
+def run(
+    model: Annotated[str, typer.Argument(help="registered model name (see `seqbench models`)")],
+    dataset: Annotated[
+        str | None,
+        typer.Option("--dataset", "-d", help="prepared dataset [default: beauty, or the only one]"),
+    ] = None,
+    set_: Annotated[
+        list[str] | None, typer.Option("--set", help="config override key=value (repeatable)")
+    ] = None,
+    ablate: Annotated[
+        list[str] | None, typer.Option("--ablate", help="ablation axis=value (repeatable)")
+    ] = None,
+    seed: Annotated[list[int] | None, typer.Option(help="seed(s); repeat for several")] = None,
+    epochs: Annotated[int | None, typer.Option(help="override the number of epochs")] = None,
+    protocol: Annotated[str, typer.Option(help="evaluation protocol preset")] = "seqbench",
+    device: Annotated[str, typer.Option(help="auto|cpu|cuda|mps")] = "auto",
+    threads: Annotated[int | None, typer.Option(help="torch CPU threads")] = None,
+    amp: Annotated[bool, typer.Option(help="mixed precision on CUDA")] = False,
+    budget_minutes: Annotated[
+        float | None, typer.Option(help="stop training after this many minutes")
+    ] = None,
+    force: Annotated[bool, typer.Option(help="retrain even if the run is stored")] = False,
+    resume: Annotated[bool, typer.Option(help="continue an interrupted run")] = True,
+    progress: Annotated[bool, typer.Option(help="show progress bars")] = True,
+    data_dir: Annotated[str | None, typer.Option(help="prepared data [default: ./data]")] = None,
+    runs_dir: Annotated[
+        str | None, typer.Option(help="run store [default: ./results/runs]")
+    ] = None,
+) -> None:
+    """Train MODEL, select the epoch by validation, evaluate on test with full ranking."""
+    if threads:
+        torch.set_num_threads(threads)
+    get_model(model)
+    PROTOCOLS.get(protocol)
+    dataset = dataset or default_dataset(data_dir)
+    store = RunStore(runs_dir)
+    for s in seed or [0]:
+        req = RunRequest(
+            model,
+            dataset,
+            parse_pairs(set_, "--set"),
+            parse_pairs(ablate, "--ablate"),
+            s,
+            protocol,
+            epochs,
+        )
+        m = execute(
+            req,
+            store=store,
+            data_root=data_dir,
+            device=device,
+            force=force,
+            resume=resume,
+            progress=progress,
+            amp=amp,
+            max_minutes=budget_minutes,
+            log=console_err.print,
+        )
+        show_result(m, store)
+
+
+def show_result(m: dict, store: RunStore) -> None:
+    """Print one run's valid/test metrics as a table."""
+    cached = " (cached: use --force to retrain)" if m.get("cached") else ""
+    title = f"{m['model']} on {m['dataset']} · protocol {m['protocol']} · seed {m['seed']}{cached}"
+    table = Table(title=title)
+    table.add_column("split")
+    for k in METRICS:
+        table.add_column(k, justify="right")
+    for split in ("valid", "test"):
+        table.add_row(split, *(f"{m[split][k]:.4f}" for k in METRICS))
+    console.print(table)
+    console.print(
+        f"run {m['run_id']} · best epoch {m['best_epoch']}/{m['epochs_run']} ({m['stopped']}) · "
+        f"train {m['train_seconds']:.1f}s · eval {m['eval_seconds']:.2f}s · "
+        f"{m['params']:,} params · {store.final(m['run_id'])}"
+    )
+
+
+@app.command()
+def models() -> None:
+    """List registered models with their paper, ablation axes and default config."""
+    import seqbench.models  # noqa: F401
+
+    table = Table(title="models")
+    for col in ("name", "paper", "ablation axes", "defaults"):
+        table.add_column(col)
+    for name in MODELS.names():
+        cls = MODELS.get(name)
+        cfg = dataclasses.asdict(cls.Config())
+        axes = ", ".join(f"{a}=" + "|".join(map(str, _choices(cls, a))) for a in cls.ablations)
+        defaults = " ".join(f"{k}={v}" for k, v in cfg.items())
+        table.add_row(name, cls.paper, axes or "-", defaults)
+    console.print(table)
+
+
+def _choices(cls, axis: str) -> tuple:
+    from seqbench.models.base import field_choices
+
+    return field_choices(cls.Config, axis) or ("<value>",)
+
+
+@app.command()
+def runs(
+    model: Annotated[str | None, typer.Option(help="only this model")] = None,
+    dataset: Annotated[
+        str | None, typer.Option("--dataset", "-d", help="only this dataset")
+    ] = None,
+    runs_dir: Annotated[str | None, typer.Option(help="run store")] = None,
+) -> None:
+    """List stored runs with their test metrics."""
+    table = Table(title="runs")
+    for col in (
+        "run id",
+        "model",
+        "dataset",
+        "protocol",
+        "seed",
+        "ablate",
+        "epoch",
+        "HR@10",
+        "NDCG@10",
+    ):
+        table.add_column(col)
+    for m in RunStore(runs_dir).list_runs():
+        if (model and m["model"] != model) or (dataset and m["dataset"] != dataset):
+            continue
+        ablate = ",".join(f"{k}={v}" for k, v in m.get("ablate", {}).items()) or "-"
+        table.add_row(
+            m["run_id"],
+            m["model"],
+            m["dataset"],
+            m["protocol"],
+            str(m["seed"]),
+            ablate,
+            f"{m['best_epoch']}/{m['epochs_run']}",
+            f"{m['test']['HR@10']:.4f}",
+            f"{m['test']['NDCG@10']:.4f}",
+        )
+    console.print(table)
