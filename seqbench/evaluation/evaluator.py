@@ -47,7 +47,9 @@ class Evaluator:
         if protocol.max_users and len(users) > protocol.max_users:
             keep = np.sort(gen.choice(len(users), protocol.max_users, replace=False))
             users, ends, targets = users[keep], ends[keep], targets[keep]
-        self.users, self.ends, self.targets = users, ends, targets
+        # evaluate in order of input length so each batch trims to a short window
+        order = np.argsort(np.minimum(ends - data.offsets[users], window), kind="stable")
+        self.users, self.ends, self.targets = users[order], ends[order], targets[order]
         self.negatives = self._negatives() if protocol.candidates != "full" else None
         self.positions = np.arange(1, len(data.items) + 1, dtype=np.int64)
 
@@ -86,7 +88,7 @@ class Evaluator:
             model.train(was_training)
         frame = {k: torch.cat([p[k] for p in parts]).cpu().numpy() for k in parts[0]}
         df = pd.DataFrame({"user": self.users, "target": self.targets, **frame})
-        return df[["user", "target", "rank", *METRICS]]
+        return df[["user", "target", "rank", *METRICS]].sort_values("user", ignore_index=True)
 
     def _batch(self, model: torch.nn.Module, sl: slice) -> dict[str, torch.Tensor]:
         users, ends, targets = self.users[sl], self.ends[sl], self.targets[sl]

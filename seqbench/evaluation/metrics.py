@@ -22,12 +22,19 @@ def rank_counts(
     [B, C] bool or None for all columns.
     """
     t = scores.gather(1, target[:, None])
+    if bool(torch.isnan(t).any()):
+        raise ValueError("a model scored a target item NaN: its ranks would be meaningless")
     above = scores > t
     equal = scores == t
     if candidates is not None:
-        above &= candidates
-        equal &= candidates
-    return above.sum(1), equal.sum(1) - 1
+        above.logical_and_(candidates)
+        equal.logical_and_(candidates)
+    return _count(above), _count(equal) - 1
+
+
+def _count(mask: torch.Tensor) -> torch.Tensor:
+    """Row-wise count of True (summing the bytes is ~2x faster than a bool sum on CPU)."""
+    return mask.view(torch.uint8).sum(1, dtype=torch.int32).to(torch.int64)
 
 
 def _prefix(fn, n: int, device: torch.device) -> torch.Tensor:

@@ -43,6 +43,10 @@ class SeqEmbedding(nn.Module):
         super().__init__()
         self.item = nn.Embedding(n_tokens, d, padding_idx=0)
         self.pos = nn.Embedding(max_len, d)
+        for table in (self.item, self.pos):
+            nn.init.trunc_normal_(table.weight, std=0.02, a=-0.04, b=0.04)
+        with torch.no_grad():
+            self.item.weight[0].zero_()
         self.max_len = max_len
         self.scale = math.sqrt(d) if scale else 1.0
         self.norm = nn.LayerNorm(d) if layer_norm else nn.Identity()

@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 
 from seqbench.data.dataset import SeqDataset
-from seqbench.data.sequences import NegativeSampler, gather_padded, iterate_rows, train_segments
+from seqbench.data.sequences import NegativeSampler, iterate_rows, next_item_instances
 from seqbench.models.base import Batch, ModelConfig, SeqModel, register
 from seqbench.models.layers import SeqEmbedding, TransformerEncoder
 
@@ -93,7 +93,7 @@ class SASRec(SeqModel):
         "toys": {"dropout": 0.5, "max_len": 50},
         "sports": {"dropout": 0.5, "max_len": 50},
         "ml-1m": {"dropout": 0.2, "max_len": 200},
-        "synthetic": {"epochs": 30, "dropout": 0.2, "max_len": 50},
+        "synthetic": {"epochs": 15, "batch_size": 32, "dropout": 0.2, "max_len": 40},
     }
 
     def __init__(self, cfg: SASRecConfig, data: SeqDataset) -> None:
@@ -110,11 +110,7 @@ class SASRec(SeqModel):
 
     def train_batches(self, data: SeqDataset, gen: torch.Generator) -> Iterator[Batch]:
         if self._train is None:
-            starts, ends = train_segments(data, min_len=2)
-            window = torch.from_numpy(gather_padded(data.items, starts, ends, self.cfg.max_len + 1))
-            inputs, targets = window[:, :-1], window[:, 1:]
-            self._train = {"seqs": inputs, "targets": torch.where(inputs != 0, targets, 0)}
-            self._sampler = NegativeSampler(data.n_items, data.items, starts, ends)
+            self._train, self._sampler = next_item_instances(data, self.cfg.max_len)
         for batch in iterate_rows(self._train, "seqs", self.cfg.batch_size, gen):
             batch["negatives"] = self._sampler.sample(batch["rows"], batch["seqs"].shape, gen)
             yield batch

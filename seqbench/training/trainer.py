@@ -193,7 +193,7 @@ class Trainer:
             batch = move(batch, self.device)
             with torch.autocast("cuda", enabled=self.amp):
                 loss, parts = model.loss(batch)
-            value = float(loss)
+            value = loss.detach().item()
             if not math.isfinite(value):
                 raise TrainingError(
                     f"loss became {value} at epoch {epoch}, step {step + 1}: lower --set lr=…, "
