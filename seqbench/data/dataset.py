@@ -18,6 +18,8 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from seqbench.errors import DataError
@@ -90,8 +92,8 @@ class SeqDataset:
         n_items = int(card.get("stats", {}).get("items", df["item"].max()))
         counts = np.bincount(df["user"].to_numpy(), minlength=n_users)
         offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
-        ts = df["timestamp"] if "timestamp" in df else None
-        rt = df["rating"] if "rating" in df else None
+        ts = df.get("timestamp")
+        rt = df.get("rating")
         fields: dict[str, np.ndarray] = {}
         vocab: dict[str, int] = {}
         if items is not None:
@@ -115,12 +117,13 @@ class SeqDataset:
 
 def _pad_lists(items: pd.DataFrame, col: str, n_items: int) -> tuple[np.ndarray, int]:
     """A list<int> column as a [N+1, K] matrix padded with 0 (row 0 = padding item)."""
-    values = items[col].tolist()
-    width = max((len(v) for v in values if v is not None), default=1) or 1
-    out = np.zeros((n_items + 1, width), dtype=np.int64)
-    for item, v in zip(items["item"].to_numpy(), values, strict=True):
-        if v is not None and len(v):
-            out[item, : len(v)] = v
+    lists = pa.array(items[col], type=pa.list_(pa.int64()))
+    lens = pc.fill_null(lists.value_lengths(), 0).to_numpy().astype(np.int64)
+    flat = lists.flatten().to_numpy()
+    out = np.zeros((n_items + 1, max(int(lens.max(initial=0)), 1)), dtype=np.int64)
+    rows = np.repeat(items["item"].to_numpy(np.int64), lens)
+    cols = np.arange(len(flat)) - np.repeat(np.cumsum(lens) - lens, lens)
+    out[rows, cols] = flat
     return out, int(out.max()) + 1
 
 

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 import zipfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -51,11 +52,12 @@ INTERACTION_SCHEMA = pa.schema(
 
 @dataclass
 class Prepared:
-    """What a prepare call produced: the card, the folder, and whether it was already up to date."""
+    """What a prepare call produced: card, folder, whether it was up to date, notes for the user."""
 
     card: dict[str, Any]
     path: Path
     skipped: bool = False
+    notes: list[str] = field(default_factory=list)
 
 
 # ---------------------------------------------------------------- locating raw files
@@ -79,12 +81,17 @@ def _extract(archive: Path, member: str, cache: Path) -> Path:
     if dest.is_file():
         return dest
     try:
-        with zipfile.ZipFile(archive) as zf, zf.open(member) as src, atomic_path(dest) as tmp:
-            with open(tmp, "wb") as out:
-                while chunk := src.read(1 << 20):
-                    out.write(chunk)
+        with (
+            zipfile.ZipFile(archive) as zf,
+            zf.open(member) as src,
+            atomic_path(dest) as tmp,
+            open(tmp, "wb") as out,
+        ):
+            shutil.copyfileobj(src, out, 1 << 20)
     except (zipfile.BadZipFile, EOFError, OSError) as e:
-        raise DataError(f"{archive}: cannot extract {member} ({e}): re-download the archive") from None
+        raise DataError(
+            f"{archive}: cannot extract {member} ({e}): re-download the archive"
+        ) from None
     except KeyError:
         raise DataError(f"{archive}: has no member {member}: is it the right archive?") from None
     return dest
@@ -101,7 +108,7 @@ def find_file(spec: FileSpec, raw_dirs: list[Path], cache: Path) -> Path | None:
     return None
 
 
-def _download(source: SourceSpec, missing: list[FileSpec], cache: Path, console: Console) -> None:
+def _download(missing: list[FileSpec], cache: Path, console: Console | None) -> None:
     """Fetch the missing files of a source (archives once), verifying known checksums."""
     for url in dict.fromkeys(f.url for f in missing if f.url):
         direct = [f for f in missing if f.url == url and not f.archive]
@@ -109,7 +116,11 @@ def _download(source: SourceSpec, missing: list[FileSpec], cache: Path, console:
 
 
 def resolve(
-    spec: DatasetSpec, raw_dirs: list[Path], cache: Path, allow_download: bool, console: Console
+    spec: DatasetSpec,
+    raw_dirs: list[Path],
+    cache: Path,
+    allow_download: bool,
+    console: Console | None = None,
 ) -> tuple[SourceSpec, dict[str, tuple[FileSpec, Path]]]:
     """The first source whose required files are all found (downloading one if none is)."""
     wanted = []
@@ -124,9 +135,9 @@ def resolve(
         f"{' + '.join(f.file for f in missing)} ({source.name})" for source, missing in wanted
     )
     if allow_download:
-        for source, missing in wanted:
+        for _, missing in wanted:
             if all(f.url for f in missing):
-                _download(source, missing, cache, console)
+                _download(missing, cache, console)
                 return resolve(spec, raw_dirs, cache, False, console)
     raise DataError(
         f"{spec.name}: raw files not found in --raw-dir ({dirs}) or the cache ({cache}): "
@@ -166,7 +177,7 @@ def _read_raw(
         parts[reader.kind].append(reader.read(path))
         if reader.kind == "interactions":
             inter_file = str(path)
-    raw = parts["interactions"][0]
+    raw = parts["interactions"].pop()  # only referenced here, so freed after preprocessing
     if parts["item_map"]:
         id_map = parts["item_map"][0]
         back = pd.Series(id_map["original"].to_numpy(), index=id_map["mapped"].to_numpy())
@@ -196,7 +207,12 @@ def _frames(
     item_fields, item_info = _side(seqs.item_ids, parts["item_side"], spec.item_fields)
     user_fields, user_info = _side(seqs.user_ids, parts["user_side"], spec.user_fields)
     side = {"item_fields": item_info, "user_fields": user_info}
-    return inter, item_frame(seqs.item_ids, item_fields), user_frame(seqs.user_ids, user_fields), side
+    return (
+        inter,
+        item_frame(seqs.item_ids, item_fields),
+        user_frame(seqs.user_ids, user_fields),
+        side,
+    )
 
 
 def _synthetic_frames(
@@ -228,12 +244,14 @@ def _hash_array(h: Any, arr: pa.Array) -> None:
 
 
 def content_checksum(tables: dict[str, pa.Table]) -> str:
-    """sha256 over the written tables' names, columns, types and values (format independent)."""
+    """sha256 over table names, columns, value types and values (not bytes: same on re-read)."""
     h = hashlib.sha256()
     for name, table in tables.items():
         h.update(name.encode())
         for col_name, col in zip(table.column_names, table.columns, strict=True):
-            h.update(f"\x00{col_name}:{col.type}\x00".encode())
+            kind = col.type
+            kind = f"list<{kind.value_type}>" if pa.types.is_list(kind) else str(kind)
+            h.update(f"\x00{col_name}:{kind}\x00".encode())
             _hash_array(h, col.combine_chunks())
     return h.hexdigest()
 
@@ -272,12 +290,11 @@ def _fingerprint(spec: DatasetSpec, sources: list[dict[str, Any]]) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
-def _tables(
-    inter: pd.DataFrame, items: pd.DataFrame, users: pd.DataFrame
-) -> dict[str, pa.Table]:
+def _tables(inter: pd.DataFrame, items: pd.DataFrame, users: pd.DataFrame) -> dict[str, pa.Table]:
     """Arrow tables with the contract's types (lists as list<int32>, nulls for unknown values)."""
 
     def table(df: pd.DataFrame) -> pa.Table:
+        """The item or user table with list<int32> side columns."""
         list_cols = [c for c in df.columns if c not in ("item", "user", "original_id")]
         fields = [(c, pa.list_(pa.int32())) for c in list_cols]
         key = "item" if "item" in df.columns else "user"
@@ -308,27 +325,35 @@ def prepare(
     spec = get_spec(name)
     out = dataset_path(name, root)
     raw_dirs = [Path(d) for d in raw_dirs or []]
+    card_file = out / "card.json"
+    old_card = json.loads(card_file.read_text()) if card_file.is_file() and not force else None
     sources: list[dict[str, Any]] = []
     files: dict[str, tuple[FileSpec, Path]] = {}
+    notes: list[str] = []
     source_name = "generator"
     if spec.generator is None:
-        cache_path = cache_dir(cache)
-        source, files = resolve(spec, raw_dirs, cache_path, download, console)
+        try:
+            allow = download and old_card is None
+            source, files = resolve(spec, raw_dirs, cache_dir(cache), allow, console)
+        except DataError:
+            if old_card is None:
+                raise
+            note = (
+                "raw files not found: kept the prepared data (use --raw-dir and --force to rebuild)"
+            )
+            return Prepared(old_card, out, skipped=True, notes=[note])
         source_name = source.name
-        for fspec in source.files:
-            if fspec.role not in files:
-                console.print(f"[yellow]note:[/yellow] optional {fspec.file} not found: no {fspec.role}")
+        notes += [
+            f"optional {f.file} not found: no {f.role}" for f in source.files if f.role not in files
+        ]
         for role, (fspec, path) in files.items():
             digest = sha256_file(path)
             if fspec.sha256 and digest != fspec.sha256 and path.suffix != ".gz":
-                console.print(f"[yellow]warning:[/yellow] {path} differs from the registry checksum")
+                notes.append(f"{path} differs from the registry checksum {fspec.sha256[:12]}…")
             sources.append({"role": role, "file": path.name, "path": str(path), "sha256": digest})
     fingerprint = _fingerprint(spec, [{k: s[k] for k in ("role", "sha256")} for s in sources])
-    card_file = out / "card.json"
-    if not force and card_file.is_file():
-        card = json.loads(card_file.read_text())
-        if card.get("fingerprint") == fingerprint:
-            return Prepared(card, out, skipped=True)
+    if old_card is not None and old_card.get("fingerprint") == fingerprint:
+        return Prepared(old_card, out, skipped=True, notes=notes)
 
     if spec.generator is None:
         inter, items, users, side = _frames(spec, files)
@@ -358,4 +383,4 @@ def prepare(
         for table_name, table in tables.items():
             pq.write_table(table, tmp / f"{table_name}.parquet")
         write_json(tmp / "card.json", card)
-    return Prepared(card, out)
+    return Prepared(card, out, notes=notes)

@@ -19,7 +19,7 @@ from seqbench.errors import DataError
 
 @dataclass
 class Sequences:
-    """Reindexed, chronologically ordered interactions grouped by user (users 0..U-1, items 1..N)."""
+    """Reindexed chronological interactions grouped by user (users 0..U-1, items 1..N)."""
 
     users: np.ndarray  # int64 per interaction, ascending
     items: np.ndarray  # int64 per interaction, 1..N
@@ -31,9 +31,27 @@ class Sequences:
 
 
 def sorted_codes(values: pd.Series | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Codes 0..K-1 following the sorted order of the distinct values (numeric ids sort as numbers)."""
-    codes, uniques = pd.factorize(np.asarray(values), sort=True)
+    """Codes 0..K-1 in the sorted order of the distinct values (numeric ids sort as numbers)."""
+    arr = np.asarray(values)
+    if arr.dtype.kind in "iu" and len(arr):
+        lo, hi = int(arr.min()), int(arr.max())
+        if hi - lo < max(4 * len(arr), 1 << 20):  # dense integer ids: a lookup table, no hashing
+            present = np.zeros(hi - lo + 1, dtype=bool)
+            present[arr - lo] = True
+            lookup = np.cumsum(present) - 1
+            return lookup[arr - lo], np.flatnonzero(present) + lo
+    codes, uniques = pd.factorize(arr, sort=True)
     return codes.astype(np.int64), np.asarray(uniques)
+
+
+def stable_order(major: np.ndarray, minor: np.ndarray) -> np.ndarray:
+    """Stable argsort by (major, minor) via one int64 key (much faster than np.lexsort)."""
+    lo = int(minor.min(initial=0))
+    span = int(minor.max(initial=0)) - lo + 1
+    if (int(major.max(initial=0)) + 1) * span >= 2**62:  # would overflow: use dense ranks
+        minor = np.unique(minor, return_inverse=True)[1].reshape(-1)
+        lo, span = 0, int(minor.max(initial=0)) + 1
+    return np.argsort(major * span + (minor - lo), kind="stable")
 
 
 def numeric_order(tokens: np.ndarray) -> np.ndarray:
@@ -42,6 +60,15 @@ def numeric_order(tokens: np.ndarray) -> np.ndarray:
     if len(tokens) and as_num.notna().all():
         return np.argsort(as_num.to_numpy(), kind="stable")
     return np.argsort(tokens.astype(str), kind="stable")
+
+
+def first_occurrence(keys: np.ndarray) -> np.ndarray:
+    """Mask of the first occurrence of each key (by a stable sort: no hashing of 20M keys)."""
+    by_key = np.argsort(keys, kind="stable")
+    sorted_keys = keys[by_key]
+    first = np.zeros(len(keys), dtype=bool)
+    first[by_key[np.concatenate([[True], sorted_keys[1:] != sorted_keys[:-1]])]] = True
+    return first
 
 
 def kcore(
@@ -67,7 +94,7 @@ def preprocess(
     iterative: bool = True,
     source: str = "input",
 ) -> Sequences:
-    """Min-rating filter, stable time sort, dedupe (user, item) keeping the earliest, k-core, reindex."""
+    """Min-rating filter, stable time sort, dedupe (user, item) keeping the earliest, k-core."""
     has_ts = "timestamp" in raw
     has_rating = "rating" in raw
     if min_rating is not None and has_rating:
@@ -75,11 +102,11 @@ def preprocess(
     u_codes, u_ids = sorted_codes(raw["user"])
     i_codes, i_ids = sorted_codes(raw["item"])
     if has_ts:
-        order = np.lexsort((raw["timestamp"].to_numpy(np.int64), u_codes))
+        order = stable_order(u_codes, raw["timestamp"].to_numpy(np.int64))
     else:
         order = np.argsort(u_codes, kind="stable")
     u_codes, i_codes = u_codes[order], i_codes[order]
-    first = ~pd.Series(u_codes * (len(i_ids) + 1) + i_codes).duplicated(keep="first").to_numpy()
+    first = first_occurrence(u_codes * len(i_ids) + i_codes)
     keep = np.zeros(len(u_codes), dtype=bool)
     keep[first] = kcore(u_codes[first], i_codes[first], min_user, min_item, iterative)
     if not keep.any():
@@ -141,7 +168,7 @@ def interaction_frame(
 
 
 def list_column(flat: np.ndarray, lengths: np.ndarray) -> pd.Series:
-    """A list<int32> column (object Series of int32 arrays, as parquet reads back) from flat values."""
+    """A list<int32> column (object Series of int32 arrays, as parquet reads back)."""
     offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
     arr = pa.ListArray.from_arrays(pa.array(offsets), pa.array(flat.astype(np.int32)))
     return pd.Series(arr.to_pandas(), dtype=object)
@@ -173,11 +200,7 @@ def user_frame(
 def encode_side(
     entity_ids: np.ndarray, side: pd.DataFrame, bucket: int | None = None
 ) -> tuple[tuple[np.ndarray, np.ndarray], list[str]]:
-    """Long (id, token) rows -> per-entity token ids 1..V sorted, plus the vocabulary (index = id-1).
-
-    `entity_ids` are the original ids of the kept entities in prepared order; rows for other ids
-    are dropped. Integer tokens are bucketed to multiples of `bucket` when given (e.g. years).
-    """
+    """Long (id, token) rows of kept ids -> sorted token ids 1..V per entity, and the vocabulary."""
     tokens = side["token"].astype(str).to_numpy()
     if bucket:
         tokens = ((pd.to_numeric(side["token"]).to_numpy(np.int64) // bucket) * bucket).astype(str)

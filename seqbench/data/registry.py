@@ -91,6 +91,7 @@ class DatasetSpec:
 
 
 def _fields(raw: dict[str, Any] | None) -> tuple[FieldSpec, ...]:
+    """Output side fields from a yaml mapping {name: {from: field(s), bucket: n}}."""
     out = []
     for name, spec in (raw or {}).items():
         src = spec.get("from", name)
@@ -105,6 +106,7 @@ def _fields(raw: dict[str, Any] | None) -> tuple[FieldSpec, ...]:
 
 
 def _source(raw: dict[str, Any]) -> SourceSpec:
+    """One source entry of the yaml as a typed SourceSpec."""
     files = tuple(FileSpec(**f) for f in raw["files"])
     return SourceSpec(name=raw["name"], files=files, description=raw.get("description", ""))
 
@@ -129,6 +131,7 @@ def parse_spec(name: str, raw: dict[str, Any]) -> DatasetSpec:
 
 @functools.cache
 def _load_yaml() -> dict[str, Any]:
+    """The packaged datasets.yaml (read once per process)."""
     text = resources.files("seqbench").joinpath("datasets.yaml").read_text(encoding="utf-8")
     return yaml.safe_load(text)
 
@@ -145,6 +148,7 @@ def _fill(obj: Any, values: dict[str, str]) -> Any:
 
 
 def _templates() -> dict[str, dict[str, Any]]:
+    """The template entries (names ending in <category>)."""
     return {k: v for k, v in _load_yaml().items() if k.endswith(TEMPLATE_MARK)}
 
 

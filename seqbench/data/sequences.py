@@ -132,3 +132,19 @@ def iterate_rows(
             batch[k] = v
         batch["rows"] = idx
         yield batch
+
+
+def next_item_instances(
+    data: SeqDataset, max_len: int
+) -> tuple[dict[str, torch.Tensor], NegativeSampler]:
+    """SASRec-style rows: each user's last max_len training inputs with next-item targets.
+
+    Returns {"seqs", "targets"} (left-padded [U, max_len], target 0 where the input is padding)
+    and a sampler of uniform negatives outside each user's training items; shared by the
+    next-item models so they train on identical instances.
+    """
+    starts, ends = train_segments(data, min_len=2)
+    window = torch.from_numpy(gather_padded(data.items, starts, ends, max_len + 1))
+    inputs, targets = window[:, :-1], window[:, 1:]
+    rows = {"seqs": inputs, "targets": torch.where(inputs != 0, targets, 0)}
+    return rows, NegativeSampler(data.n_items, data.items, starts, ends)

@@ -1,0 +1,129 @@
+"""`seqbench datasets` and `seqbench prepare`: the dataset registry and raw-data preparation."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.table import Table
+
+from seqbench.cli.app import app, console, console_err
+from seqbench.data.dataset import dataset_path, prepared_names
+from seqbench.data.prepare import prepare as run_prepare
+from seqbench.data.registry import TEMPLATE_MARK, dataset_names, get_spec
+from seqbench.paths import data_dir
+
+STAT_HEADERS = ("#users", "#items", "#actions", "avg.length", "sparsity")
+
+
+def stat_cells(stats: dict[str, Any]) -> list[str]:
+    """Stats formatted as in CBiT's Table 2: counts with separators, avg.length, sparsity in %."""
+    return [
+        f"{stats['users']:,}",
+        f"{stats['items']:,}",
+        f"{stats['actions']:,}",
+        f"{stats['avg_length']:.1f}",
+        f"{100 * stats['sparsity']:.2f}%",
+    ]
+
+
+def _card(name: str, root: Path | None) -> dict[str, Any] | None:
+    """The card of a prepared dataset, or None when it is not prepared."""
+    card_file = dataset_path(name, root) / "card.json"
+    return json.loads(card_file.read_text()) if card_file.is_file() else None
+
+
+@app.command()
+def datasets(
+    data_dir_opt: Path = typer.Option(
+        None,
+        "--data-dir",
+        help="Prepared datasets folder.",
+        show_default="./data or $SEQBENCH_DATA",
+    ),
+) -> None:
+    """List the registry: name, variant, source, whether prepared, stats of the prepared ones."""
+    table = Table(title=f"datasets (prepared under {data_dir(data_dir_opt)}/)")
+    table.add_column("name", no_wrap=True)
+    table.add_column("variant", ratio=1, min_width=16)
+    table.add_column("source")
+    table.add_column("prepared")
+    for header in STAT_HEADERS:
+        table.add_column(header, justify="right", no_wrap=True)
+    names = dataset_names()
+    extra = [n for n in prepared_names(data_dir_opt) if n not in names]
+    for name in names + extra:
+        if name.endswith(TEMPLATE_MARK):
+            prefix = name[: -len(TEMPLATE_MARK)]
+            expanded = [n for n in dataset_names(expand=True) if n.startswith(prefix)]
+            variant = f"template for {len(expanded)} categories, e.g. {expanded[0]}"
+            table.add_row(name, variant, prefix.rstrip("-"), "", *[""] * 5)
+            continue
+        spec = get_spec(name)
+        card = _card(name, data_dir_opt)
+        cells = stat_cells(card["stats"]) if card else [""] * 5
+        table.add_row(name, spec.variant, spec.source_label, "yes" if card else "no", *cells)
+    console.print(table)
+
+
+@app.command()
+def prepare(
+    name: str = typer.Argument(..., help="Dataset name from `seqbench datasets`."),
+    raw_dir: list[Path] = typer.Option(
+        [],
+        "--raw-dir",
+        help="Folder with raw or preprocessed files (repeatable).",
+        show_default="none",
+    ),
+    data_dir_opt: Path = typer.Option(
+        None,
+        "--data-dir",
+        help="Prepared datasets folder.",
+        show_default="./data or $SEQBENCH_DATA",
+    ),
+    cache_dir: Path = typer.Option(
+        None,
+        "--cache-dir",
+        help="Download cache.",
+        show_default="$SEQBENCH_CACHE or ~/.cache/seqbench",
+    ),
+    force: bool = typer.Option(False, "--force", help="Rebuild even if the source is unchanged."),
+    download: bool = typer.Option(
+        True, "--download/--no-download", help="Download missing raw files from the official URLs."
+    ),
+) -> None:
+    """Read raw files (from --raw-dir, the cache, or a download), preprocess, write the dataset."""
+    with console_err.status(f"preparing {name}"):
+        result = run_prepare(
+            name,
+            raw_dir,
+            data_dir_opt,
+            force=force,
+            download=download,
+            cache=cache_dir,
+            console=console_err,
+        )
+    card = result.card
+    for note in result.notes:
+        console_err.print(f"[yellow]note:[/yellow] {note}", highlight=False, soft_wrap=True)
+    if result.skipped:
+        console.print(f"{name} is up to date in {result.path}/ (use --force to rebuild)")
+    table = Table(title=f"{name}: {card['variant']}")
+    table.add_column("dataset")
+    for header in STAT_HEADERS:
+        table.add_column(header, justify="right")
+    table.add_row(name, *stat_cells(card["stats"]))
+    console.print(table)
+    if card.get("published_check"):
+        ok = card["published_check"].startswith("matches")
+        console.print(f"[{'green' if ok else 'yellow'}]{card['published_check']}[/]")
+    side = card["side_info"]
+    fields = [f"{k} ({v['vocab']} values)" for k, v in side["item_fields"].items()] or ["none"]
+    behaviour = [k for k, present in side["behaviour"].items() if present] or ["none"]
+    console.print(f"item fields: {', '.join(fields)}; behaviour fields: {', '.join(behaviour)}")
+    if not result.skipped:
+        console.print(
+            f"wrote {result.path}/ (source: {card['source']}, checksum {card['checksum'][:12]})"
+        )

@@ -1,0 +1,522 @@
+"""Raw-file readers: one small function per format, registered by format name.
+
+Each reader returns one of four kinds of frame:
+  interactions  user, item (original ids) [, timestamp int64] [, rating float32], in file order
+  item_side     long rows (id, field, token) of item side information (genres, year, brand, ...)
+  user_side     long rows (id, field, token) of user side information
+  item_map      original, mapped: the id map of a preprocessed release (mapped ids -> original)
+Tabular files are parsed by pyarrow from a stream (gzip handled transparently); line-based files
+are streamed. Every problem is a one-line DataError naming the file, the line, and the fix.
+"""
+
+from __future__ import annotations
+
+import ast
+import gzip
+import json
+import re
+import zlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.csv as pacsv
+
+from seqbench.errors import DataError
+from seqbench.registry import Registry
+
+KINDS = ("interactions", "item_side", "user_side", "item_map")
+ML100K_GENRES = (
+    *("unknown", "Action", "Adventure", "Animation", "Children's", "Comedy", "Crime"),
+    *("Documentary", "Drama", "Fantasy", "Film-Noir", "Horror", "Musical", "Mystery"),
+    *("Romance", "Sci-Fi", "Thriller", "War", "Western"),
+)
+YEAR_IN_TITLE = re.compile(r"\((\d{4})\)\s*$")
+
+
+@dataclass(frozen=True)
+class Reader:
+    """A registered reader: the kind of frame it returns and the function reading one file."""
+
+    kind: str
+    read: Callable[[Path], pd.DataFrame]
+
+
+READERS: Registry[Reader] = Registry("reader format")
+
+
+ReadFn = Callable[[Path], pd.DataFrame]
+
+
+def reader(fmt: str, kind: str) -> Callable[[ReadFn], ReadFn]:
+    """Register a reader function under a format name (as used in datasets.yaml)."""
+
+    def deco(fn: ReadFn) -> ReadFn:
+        """Register `fn` and return it unchanged (readers stay plain functions)."""
+        READERS.register(fmt)(Reader(kind, fn))
+        return fn
+
+    return deco
+
+
+# ---------------------------------------------------------------- opening files
+
+
+def _fail(path: Path, problem: str, fix: str, line: int | None = None) -> DataError:
+    """A one-line DataError: where (file, line), what went wrong, how to fix it."""
+    where = f"{path}, line {line}" if line else str(path)
+    return DataError(f"{where}: {problem}: {fix}")
+
+
+def _is_gzip(path: Path) -> bool:
+    """True when the file starts with the gzip magic bytes (whatever its name)."""
+    with open(path, "rb") as f:
+        return f.read(2) == b"\x1f\x8b"
+
+
+def _open_binary(path: Path) -> IO[bytes]:
+    """Open a raw file (gzip detected by its magic bytes); missing or empty files fail here."""
+    if not path.is_file():
+        raise _fail(path, "file not found", "check the path, or put the file in --raw-dir")
+    if path.stat().st_size == 0:
+        raise _fail(path, "file is empty", "download it again")
+    return gzip.open(path, "rb") if _is_gzip(path) else open(path, "rb")
+
+
+class _Stream:
+    """A binary stream with gzip errors turned into DataErrors and an optional '::' -> '\\t'."""
+
+    def __init__(self, path: Path, double_colon: bool = False) -> None:
+        """Open `path`; with `double_colon`, MovieLens "::" separators become tabs."""
+        self.path = path
+        self.raw = _open_binary(path)
+        self.double_colon = double_colon
+        self.carry = b""
+        self.closed = False
+
+    def read(self, n: int = -1) -> bytes:
+        """Up to n bytes (never splitting a "::" across reads)."""
+        try:
+            chunk = self.raw.read(n - len(self.carry) if n > 0 else n)
+        except EOFError:
+            raise _fail(
+                self.path, "truncated gzip file (the data ends early)", "download it again"
+            ) from None
+        except (gzip.BadGzipFile, zlib.error) as e:
+            raise _fail(self.path, f"corrupt gzip file ({e})", "download it again") from None
+        data, self.carry = self.carry + chunk, b""
+        if self.double_colon:
+            kept = data.rstrip(b":")
+            if chunk and n > 0 and kept:  # a '::' may straddle two reads: hold colons back
+                data, self.carry = kept, data[len(kept) :]
+            data = data.replace(b"::", b"\t")
+        return data
+
+    def readable(self) -> bool:
+        """File-object protocol for pyarrow."""
+        return True
+
+    def close(self) -> None:
+        """Close the underlying file."""
+        self.raw.close()
+        self.closed = True
+
+
+def _lines(path: Path, encoding: str = "utf-8") -> Iterator[tuple[int, str]]:
+    """(line number, text) of the non-blank lines, decoded strictly."""
+    stream = _Stream(path)
+    try:
+        buf = b""
+        lineno = 0
+        while chunk := stream.read(1 << 20):
+            buf += chunk
+            *full, buf = buf.split(b"\n")
+            for raw in full:
+                lineno += 1
+                if raw.strip():
+                    yield lineno, _decode(path, raw, lineno, encoding)
+        if buf.strip():
+            yield lineno + 1, _decode(path, buf, lineno + 1, encoding)
+    finally:
+        stream.close()
+
+
+def _decode(path: Path, raw: bytes, lineno: int, encoding: str) -> str:
+    """Strictly decode one line, naming the line when the encoding is wrong."""
+    try:
+        return raw.decode(encoding).rstrip("\r")
+    except UnicodeDecodeError as e:
+        raise _fail(
+            path,
+            f"not valid {encoding} text ({e.reason})",
+            f"re-save the file as {encoding}",
+            lineno,
+        ) from None
+
+
+def _int(path: Path, value: Any, what: str, lineno: int) -> int:
+    """An integer field value, or a DataError naming the line."""
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise _fail(
+            path, f"{what} {value!r} is not an integer", "fix or drop the line", lineno
+        ) from None
+
+
+# ---------------------------------------------------------------- tabular files (pyarrow)
+
+
+def _table(
+    path: Path,
+    columns: dict[str, pa.DataType],
+    delimiter: str = ",",
+    encoding: str = "utf8",
+    header: str | None = None,
+    double_colon: bool = False,
+) -> pd.DataFrame:
+    """Parse a delimited file with fixed columns; on error, find and name the first bad line."""
+    if header is not None:
+        first = next(_lines(path, encoding), (1, ""))[1]
+        if first.replace('"', "").strip().lower() != header.lower():
+            raise _fail(path, f"unexpected header {first[:80]!r}", f"expected {header!r}", 1)
+    stream = _Stream(path, double_colon)
+    try:
+        table = pacsv.read_csv(
+            stream,
+            read_options=pacsv.ReadOptions(
+                column_names=list(columns), skip_rows=int(header is not None), encoding=encoding
+            ),
+            parse_options=pacsv.ParseOptions(delimiter="\t" if double_colon else delimiter),
+            convert_options=pacsv.ConvertOptions(column_types=columns),
+        )
+    except pa.ArrowInvalid as e:
+        raise _bad_line(path, columns, delimiter, encoding, header is not None, str(e)) from None
+    finally:
+        stream.close()
+    if table.num_rows == 0:
+        raise _fail(path, "file has no data rows", "download it again")
+    return table.to_pandas(split_blocks=True, self_destruct=True)
+
+
+def _bad_line(
+    path: Path,
+    columns: dict[str, pa.DataType],
+    delimiter: str,
+    encoding: str,
+    skip_header: bool,
+    message: str,
+) -> DataError:
+    """Scan the file line by line (only after a parse error) to name the first bad line."""
+    if "Empty CSV file" in message:
+        return _fail(path, "file is empty", "download it again")
+    names = list(columns)
+    for lineno, text in _lines(path, encoding):
+        if skip_header and lineno == 1:
+            continue
+        fields = text.split(delimiter)
+        if len(fields) != len(names):
+            return _fail(
+                path,
+                f"expected {len(names)} fields ({', '.join(names)}), found {len(fields)}",
+                "is this the right file for the format?",
+                lineno,
+            )
+        for name, value in zip(names, fields, strict=True):
+            kind = columns[name]
+            if pa.types.is_integer(kind) and not re.fullmatch(r"\s*-?\d+\s*", value):
+                return _fail(path, f"{name} {value!r} is not an integer", "fix or drop it", lineno)
+            if pa.types.is_floating(kind):
+                try:
+                    float(value)
+                except ValueError:
+                    return _fail(
+                        path, f"{name} {value!r} is not a number", "fix or drop it", lineno
+                    )
+    return _fail(path, f"cannot parse ({message})", "check the file format")
+
+
+def _interactions(df: pd.DataFrame) -> pd.DataFrame:
+    """Normalise reader output dtypes: int64 timestamps, float32 ratings."""
+    out = {"user": df["user"], "item": df["item"]}
+    if "timestamp" in df:
+        out["timestamp"] = df["timestamp"].astype(np.int64)
+    if "rating" in df:
+        out["rating"] = df["rating"].astype(np.float32)
+    return pd.DataFrame(out)
+
+
+RATING_COLUMNS = {
+    "user": pa.int64(),
+    "item": pa.int64(),
+    "rating": pa.float32(),
+    "timestamp": pa.int64(),
+}
+
+
+@reader("ml_dat_ratings", "interactions")
+def read_ml_dat_ratings(path: Path) -> pd.DataFrame:
+    """MovieLens 1M/10M ratings.dat: UserID::MovieID::Rating::Timestamp (ISO-8859-1)."""
+    return _interactions(_table(path, RATING_COLUMNS, "::", "latin1", double_colon=True))
+
+
+@reader("ml100k_ratings", "interactions")
+def read_ml100k_ratings(path: Path) -> pd.DataFrame:
+    """MovieLens 100K u.data: user, item, rating, timestamp, tab-separated."""
+    return _interactions(_table(path, RATING_COLUMNS, "\t", "latin1"))
+
+
+@reader("ml_csv_ratings", "interactions")
+def read_ml_csv_ratings(path: Path) -> pd.DataFrame:
+    """MovieLens 20M/25M ratings.csv with header userId,movieId,rating,timestamp."""
+    header = "userId,movieId,rating,timestamp"
+    return _interactions(_table(path, RATING_COLUMNS, ",", header=header))
+
+
+@reader("amazon14_ratings_csv", "interactions")
+def read_amazon14_ratings(path: Path) -> pd.DataFrame:
+    """Amazon 2014 ratings_<Cat>.csv, no header: user,item,rating,timestamp."""
+    columns = {**RATING_COLUMNS, "user": pa.string(), "item": pa.string()}
+    return _interactions(_table(path, columns, ","))
+
+
+# ---------------------------------------------------------------- line-based formats
+
+
+@reader("seq_text", "interactions")
+def read_seq_text(path: Path) -> pd.DataFrame:
+    """Preprocessed sequences (S3-Rec / CBiT releases): `user item1 item2 ...`, chronological."""
+    users: list[int] = []
+    lengths: list[int] = []
+    items: list[int] = []
+    for lineno, line in _lines(path):
+        tokens = line.split()
+        try:
+            ids = list(map(int, tokens))
+        except ValueError:
+            bad = next(t for t in tokens if not t.lstrip("-").isdigit())
+            raise _fail(
+                path, f"id {bad!r} is not an integer", "expected `user item1 item2 ...`", lineno
+            ) from None
+        if len(ids) < 2:
+            raise _fail(path, "a user without items", "expected `user item1 item2 ...`", lineno)
+        users.append(ids[0])
+        lengths.append(len(ids) - 1)
+        items.extend(ids[1:])
+    if not users:
+        raise _fail(path, "file is empty", "download it again")
+    user_col = np.repeat(np.asarray(users, dtype=np.int64), lengths)
+    return pd.DataFrame({"user": user_col, "item": np.asarray(items, dtype=np.int64)})
+
+
+def _parse_record(path: Path, line: str, lineno: int) -> dict[str, Any]:
+    """One JSON object per line, or a Python dict literal (Amazon 2014); never `eval`."""
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError:
+        try:
+            record = ast.literal_eval(line)
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            raise _fail(
+                path, "not a JSON object or dict literal", "the file may be damaged", lineno
+            ) from None
+    if not isinstance(record, dict):
+        raise _fail(path, "not a JSON object", "the file may be damaged", lineno)
+    return record
+
+
+def _reviews(path: Path) -> pd.DataFrame:
+    """Amazon review lines (2014 dict literals or 2018 JSON) as an interaction frame."""
+    users: list[str] = []
+    items: list[str] = []
+    ratings: list[float] = []
+    times: list[int] = []
+    for lineno, line in _lines(path):
+        rec = _parse_record(path, line, lineno)
+        missing = [k for k in ("reviewerID", "asin", "unixReviewTime") if k not in rec]
+        if missing:
+            raise _fail(path, f"review without {missing[0]!r}", "is this a review file?", lineno)
+        users.append(str(rec["reviewerID"]))
+        items.append(str(rec["asin"]))
+        ratings.append(float(rec.get("overall", np.nan)))
+        times.append(_int(path, rec["unixReviewTime"], "timestamp", lineno))
+    if not users:
+        raise _fail(path, "file is empty", "download it again")
+    return pd.DataFrame(
+        {
+            "user": np.asarray(users, dtype=object),
+            "item": np.asarray(items, dtype=object),
+            "timestamp": np.asarray(times, dtype=np.int64),
+            "rating": np.asarray(ratings, dtype=np.float32),
+        }
+    )
+
+
+@reader("amazon14_reviews", "interactions")
+def read_amazon14_reviews(path: Path) -> pd.DataFrame:
+    """Amazon 2014 reviews_<Cat>[_5].json.gz: one dict literal (or JSON object) per line."""
+    return _reviews(path)
+
+
+@reader("amazon18_reviews", "interactions")
+def read_amazon18_reviews(path: Path) -> pd.DataFrame:
+    """Amazon 2018 <Cat>_5.json.gz: one JSON object per line."""
+    return _reviews(path)
+
+
+def _long(rows: list[tuple[str, str, str]]) -> pd.DataFrame:
+    """Side-information rows as the long (id, field, token) frame."""
+    return pd.DataFrame(rows, columns=["id", "field", "token"], dtype=object)
+
+
+def _meta(path: Path, category_key: str) -> pd.DataFrame:
+    """Amazon product metadata as long rows: categories (flattened) and brand."""
+    rows: list[tuple[str, str, str]] = []
+    for lineno, line in _lines(path):
+        rec = _parse_record(path, line, lineno)
+        if "asin" not in rec:
+            raise _fail(path, "product without 'asin'", "is this a meta file?", lineno)
+        asin = str(rec["asin"])
+        cats = rec.get(category_key) or []
+        flat = [c for group in cats for c in group] if cats and isinstance(cats[0], list) else cats
+        rows += [(asin, "categories", str(c)) for c in flat if str(c).strip()]
+        brand = str(rec.get("brand") or "").strip()
+        if brand:
+            rows.append((asin, "brand", brand))
+    return _long(rows)
+
+
+@reader("amazon14_meta", "item_side")
+def read_amazon14_meta(path: Path) -> pd.DataFrame:
+    """Amazon 2014 meta_<Cat>.json.gz: categories (list of lists) and brand per asin."""
+    return _meta(path, "categories")
+
+
+@reader("amazon18_meta", "item_side")
+def read_amazon18_meta(path: Path) -> pd.DataFrame:
+    """Amazon 2018 meta_<Cat>.json.gz: category (list) and brand per asin."""
+    return _meta(path, "category")
+
+
+@reader("item2attributes_json", "item_side")
+def read_item2attributes(path: Path) -> pd.DataFrame:
+    """S3-Rec `<Name>_item2attributes.json`: {item id: [attribute ids]} as field `attributes`."""
+    text = "\n".join(line for _, line in _lines(path))
+    try:
+        mapping = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise _fail(path, f"invalid JSON ({e.msg})", "download it again", e.lineno) from None
+    if not isinstance(mapping, dict):
+        raise _fail(path, "expected a JSON object {item: [attributes]}", "download it again")
+    rows = [(str(k), "attributes", str(a)) for k, attrs in mapping.items() for a in attrs]
+    return _long(rows)
+
+
+@reader("id_map_tsv", "item_map")
+def read_id_map(path: Path) -> pd.DataFrame:
+    """An id map `original<TAB>mapped`, optional header line (CBiT smap / umap as TSV)."""
+    pairs: list[tuple[int, int]] = []
+    for lineno, (original, mapped) in _split_fields(path, "utf-8", "\t", 2):
+        if lineno == 1 and not original.strip().lstrip("-").isdigit():
+            continue
+        pairs.append((_int(path, original, "id", lineno), _int(path, mapped, "id", lineno)))
+    if not pairs:
+        raise _fail(path, "file has no data rows", "download it again")
+    return pd.DataFrame(pairs, columns=["original", "mapped"], dtype=np.int64)
+
+
+def _split_fields(path: Path, encoding: str, sep: str, n: int) -> Iterator[tuple[int, list[str]]]:
+    """Lines split on `sep`, each checked to have exactly `n` fields."""
+    for lineno, line in _lines(path, encoding):
+        fields = line.split(sep)
+        if len(fields) != n:
+            raise _fail(
+                path,
+                f"expected {n} fields separated by {sep!r}, found {len(fields)}",
+                "is this the right file for the format?",
+                lineno,
+            )
+        yield lineno, fields
+
+
+def _title_year(title: str) -> list[str]:
+    """The release year from a MovieLens title like "Toy Story (1995)", if any."""
+    m = YEAR_IN_TITLE.search(title)
+    return [m.group(1)] if m else []
+
+
+@reader("ml_dat_movies", "item_side")
+def read_ml_dat_movies(path: Path) -> pd.DataFrame:
+    """MovieLens movies.dat: MovieID::Title (Year)::Genre|Genre (ISO-8859-1)."""
+    rows: list[tuple[str, str, str]] = []
+    for lineno, (mid, title, genres) in _split_fields(path, "latin-1", "::", 3):
+        movie = str(_int(path, mid, "MovieID", lineno))
+        rows += [(movie, "genres", g) for g in genres.split("|") if g]
+        rows += [(movie, "year", y) for y in _title_year(title)]
+    return _long(rows)
+
+
+@reader("ml_dat_users", "user_side")
+def read_ml_dat_users(path: Path) -> pd.DataFrame:
+    """MovieLens 1M users.dat: UserID::Gender::Age::Occupation::Zip-code (ISO-8859-1)."""
+    rows: list[tuple[str, str, str]] = []
+    for lineno, (uid, gender, age, occupation, _zip) in _split_fields(path, "latin-1", "::", 5):
+        user = str(_int(path, uid, "UserID", lineno))
+        rows += [(user, "gender", gender), (user, "age", age), (user, "occupation", occupation)]
+    return _long(rows)
+
+
+@reader("ml100k_items", "item_side")
+def read_ml100k_items(path: Path) -> pd.DataFrame:
+    """MovieLens 100K u.item: id|title|release date|video date|URL|19 genre flags (ISO-8859-1)."""
+    rows: list[tuple[str, str, str]] = []
+    for lineno, fields in _split_fields(path, "latin-1", "|", 5 + len(ML100K_GENRES)):
+        movie = str(_int(path, fields[0], "movie id", lineno))
+        flags = fields[5:]
+        rows += [
+            (movie, "genres", g) for g, f in zip(ML100K_GENRES, flags, strict=True) if f == "1"
+        ]
+        date = fields[2].strip()
+        rows += [(movie, "year", date[-4:])] if date[-4:].isdigit() else []
+    return _long(rows)
+
+
+@reader("ml100k_users", "user_side")
+def read_ml100k_users(path: Path) -> pd.DataFrame:
+    """MovieLens 100K u.user: id|age|gender|occupation|zip (ISO-8859-1)."""
+    rows: list[tuple[str, str, str]] = []
+    for lineno, (uid, age, gender, occupation, _zip) in _split_fields(path, "latin-1", "|", 5):
+        user = str(_int(path, uid, "user id", lineno))
+        age_years = str(_int(path, age, "age", lineno))
+        rows += [
+            (user, "gender", gender),
+            (user, "age", age_years),
+            (user, "occupation", occupation),
+        ]
+    return _long(rows)
+
+
+@reader("ml_csv_movies", "item_side")
+def read_ml_csv_movies(path: Path) -> pd.DataFrame:
+    """MovieLens 20M/25M movies.csv: movieId,title,genres (quoted titles, header)."""
+    columns = {"movie": pa.int64(), "title": pa.string(), "genres": pa.string()}
+    stream = _Stream(path)
+    try:
+        table = pacsv.read_csv(
+            stream,
+            read_options=pacsv.ReadOptions(column_names=list(columns), skip_rows=1),
+            convert_options=pacsv.ConvertOptions(column_types=columns),
+        )
+    except pa.ArrowInvalid as e:
+        raise _fail(path, f"cannot parse ({e})", "expected movieId,title,genres") from None
+    finally:
+        stream.close()
+    rows: list[tuple[str, str, str]] = []
+    for movie, title, genres in zip(*(table.column(c).to_pylist() for c in columns), strict=True):
+        rows += [(str(movie), "genres", g) for g in genres.split("|") if g and "(" not in g]
+        rows += [(str(movie), "year", y) for y in _title_year(title)]
+    return _long(rows)

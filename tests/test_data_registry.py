@@ -1,0 +1,62 @@
+"""The dataset registry: every entry parses, uses known readers, and templates expand."""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+
+import pytest
+import yaml
+
+from seqbench.data.readers import READERS
+from seqbench.data.registry import all_specs, dataset_names, get_spec
+from seqbench.errors import DataError
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_required_entries_exist() -> None:
+    names = set(dataset_names())
+    required = {"beauty", "toys", "sports", "ml-1m", "ml-1m-5core", "ml-20m", "ml-100k"}
+    assert required | {"synthetic", "amazon2018-<category>"} <= names
+
+
+def test_every_file_uses_a_registered_reader() -> None:
+    for spec in all_specs():
+        for source in spec.sources:
+            for f in source.files:
+                assert f.format in READERS, (spec.name, f.format)
+        assert spec.sources or spec.generator is not None
+
+
+def test_published_stats_and_filters() -> None:
+    assert get_spec("beauty").published["users"] == 22363
+    assert get_spec("ml-1m").filters.min_item == 1
+    assert get_spec("ml-1m").filters.kcore == "single"
+    five = get_spec("ml-1m-5core")
+    assert (five.filters.min_item, five.filters.kcore) == (5, "iterative")
+    assert five.published["items"] == 3416 and five.sources == get_spec("ml-1m").sources
+    assert [f.name for f in get_spec("ml-1m").item_fields] == ["genres", "year"]
+
+
+def test_template_expands_with_official_names_and_known_checksums() -> None:
+    spec = get_spec("amazon2018-gift_cards")
+    files = {f.role: f for f in spec.sources[0].files}
+    assert files["reviews"].file == "Gift_Cards_5.json.gz"
+    assert files["reviews"].url.endswith("/categoryFilesSmall/Gift_Cards_5.json.gz")
+    assert files["reviews"].sha256.startswith("41e1f0e5")
+    assert files["meta"].optional and "Gift_Cards" in spec.variant
+    assert get_spec("amazon2018-amazon_fashion").sources[0].files[0].file.startswith("AMAZON_")
+    assert "amazon2018-all_beauty" in dataset_names(expand=True)
+
+
+def test_unknown_name_lists_closest() -> None:
+    with pytest.raises(DataError, match=r"unknown dataset 'beuty' \(closest: beauty"):
+        get_spec("beuty")
+    with pytest.raises(DataError, match="amazon2018-gift_cards"):
+        get_spec("amazon2018-gift_card")
+
+
+def test_packaged_yaml_is_the_repo_yaml() -> None:
+    packaged = resources.files("seqbench").joinpath("datasets.yaml").read_text()
+    assert yaml.safe_load(packaged) == yaml.safe_load((REPO / "datasets.yaml").read_text())
