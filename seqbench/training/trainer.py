@@ -159,6 +159,8 @@ class Trainer:
                 sel = self.protocol.select
                 info = f"loss {parts.get('loss', 0):.4f}  best {sel} {best['score']:.4f}"
                 bar.update(task, completed=epoch, info=info)
+                if not self.progress:
+                    self.log(f"epoch {epoch}/{cfg.epochs} {info} ({seconds:.0f}s)")
                 save_checkpoint(
                     self.work_dir, self._state(epoch, opt, gen, history, best, bad, seconds)
                 )
