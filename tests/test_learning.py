@@ -8,7 +8,11 @@ from seqbench.data.dataset import SeqDataset
 from seqbench.runs.execute import RunRequest, execute
 from seqbench.runs.store import RunStore
 
-FAST = {"epochs": "6", "d": "32", "eval_batch_size": "512"}
+FAST = {
+    "sasrec": {"epochs": "4", "d": "32"},
+    "bert4rec": {"epochs": "12", "d": "32", "lr": "3e-3", "mask_prob": "0.5"},
+    "bert4rec_s": {"epochs": "3", "d": "32", "max_len": "10", "lr": "5e-3", "dropout": "0.1"},
+}
 
 
 @pytest.fixture(scope="module")
@@ -26,12 +30,12 @@ def popularity(data, tmp_path_factory) -> float:
 
 @pytest.mark.parametrize("model", ["sasrec", "bert4rec", "bert4rec_s"])
 def test_model_beats_popularity(model: str, data, popularity, tmp_path) -> None:
-    sets = dict(FAST, epochs="3") if model == "bert4rec_s" else FAST
     m = execute(
-        RunRequest(model, "synthetic", sets=sets),
+        RunRequest(model, "synthetic", sets=FAST[model]),
         store=RunStore(tmp_path),
         data=data,
         progress=False,
+        log=lambda _: None,
     )
     assert m["test"]["NDCG@10"] > 2 * popularity, (model, m["test"]["NDCG@10"], popularity)
     assert m["best_epoch"] >= 1

@@ -54,6 +54,8 @@ class SeqModel(nn.Module):
     dataset_defaults: ClassVar[dict[str, dict[str, Any]]] = {}
     #: ablation axes: config field names switchable with --ablate (choices come from the type)
     ablations: ClassVar[tuple[str, ...]] = ()
+    #: --set spellings that are not identifiers (e.g. "lambda" → "lambda_")
+    key_aliases: ClassVar[dict[str, str]] = {}
 
     def __init__(self, cfg: ModelConfig, data: SeqDataset) -> None:
         super().__init__()
@@ -178,6 +180,7 @@ def resolve_config(
             raise ConfigError(f"unknown ablation axis {axis!r} for {model_cls.name} (axes: {axes})")
         values[axis] = parse_value(cfg_cls, axis, raw)
     for k, raw in (sets or {}).items():
+        k = model_cls.key_aliases.get(k, k)
         values[k] = parse_value(cfg_cls, k, raw)
     names = {f.name for f in dataclasses.fields(cfg_cls)}
     unknown = set(values) - names

@@ -84,7 +84,7 @@ class BERT4Rec(SeqModel):
         "toys": {"mask_prob": 0.6, "max_len": 50},
         "sports": {"mask_prob": 0.6, "max_len": 50},
         "ml-1m": {"mask_prob": 0.2, "max_len": 200},
-        "synthetic": {"epochs": 15, "batch_size": 32, "mask_prob": 0.3, "max_len": 40},
+        "synthetic": {"epochs": 20, "batch_size": 32, "mask_prob": 0.5, "lr": 3e-3, "max_len": 40},
     }
 
     def __init__(self, cfg: BERT4RecConfig, data: SeqDataset) -> None:

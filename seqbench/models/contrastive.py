@@ -6,18 +6,21 @@ import torch
 import torch.nn.functional as F
 
 
-def nt_xent(views: torch.Tensor, tau: float, reduce: str = "sum") -> torch.Tensor:
+def nt_xent(
+    views: torch.Tensor, tau: float, reduce: str = "sum", cosine: bool = True
+) -> torch.Tensor:
     """Multi-pair NT-Xent for views [m, B, D] with cosine similarity / τ.
 
     For every ordered pair of views (x, y), x ≠ y, and anchor i: the positive is view y of
     sequence i; the negatives are the other 2(B−1) representations of views x and y. The loss
     of a pair is the mean cross-entropy over anchors; `reduce="sum"` adds the m(m−1) pairs
-    (CBiT), `"mean"` averages them (the usual two-view NT-Xent).
+    (CBiT), `"mean"` averages them (the usual two-view NT-Xent). `cosine=False` uses the plain
+    dot product instead (DuoRec's code, sim='dot').
     """
     m, b, _ = views.shape
     if m < 2:
         raise ValueError(f"nt_xent needs at least 2 views, got {m}")
-    z = F.normalize(views.float(), dim=-1)
+    z = F.normalize(views.float(), dim=-1) if cosine else views.float()
     sim = torch.einsum("xid,yjd->xyij", z, z) / tau
     xs, ys = torch.meshgrid(torch.arange(m), torch.arange(m), indexing="ij")
     off = xs != ys
