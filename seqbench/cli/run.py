@@ -13,7 +13,7 @@ from seqbench.cli.app import app, console, console_err
 from seqbench.errors import ConfigError
 from seqbench.evaluation.metrics import METRICS
 from seqbench.evaluation.protocols import PROTOCOLS
-from seqbench.models.base import MODELS, get_model
+from seqbench.models.base import MODELS, ModelConfig, get_model
 from seqbench.runs.execute import RunRequest, default_dataset, execute
 from seqbench.runs.store import RunStore
 
@@ -111,7 +111,7 @@ def show_result(m: dict, store: RunStore) -> None:
 
 @app.command()
 def models() -> None:
-    """List registered models with their paper, ablation axes and default config."""
+    """List registered models: paper, ablation axes, and defaults that differ from the base."""
     import seqbench.models  # noqa: F401
 
     table = Table(title="models")
@@ -119,7 +119,8 @@ def models() -> None:
         table.add_column(col)
     for name in MODELS.names():
         cls = MODELS.get(name)
-        cfg = dataclasses.asdict(cls.Config())
+        base = dataclasses.asdict(ModelConfig())
+        cfg = {k: v for k, v in dataclasses.asdict(cls.Config()).items() if base.get(k) != v}
         axes = ", ".join(f"{a}=" + "|".join(map(str, _choices(cls, a))) for a in cls.ablations)
         defaults = " ".join(f"{k}={v}" for k, v in cfg.items())
         table.add_row(name, cls.paper, axes or "-", defaults)
