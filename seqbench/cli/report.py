@@ -1,0 +1,213 @@
+"""`seqbench report` (tables and plots from stored runs) and `seqbench reproduce` (paper specs)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import torch
+import typer
+
+from seqbench.cli.app import app, console_err
+from seqbench.errors import ConfigError
+from seqbench.evaluation.metrics import METRICS
+from seqbench.evaluation.protocols import PROTOCOLS
+from seqbench.io import atomic_path
+from seqbench.papers import all_specs, get_spec
+from seqbench.report.layouts import CARD_LAYOUTS, LAYOUTS, ReportOptions
+from seqbench.report.plots import save_figure
+from seqbench.report.render import format_for, render
+from seqbench.report.reproduce import reproduce as run_reproduction
+from seqbench.report.select import load_runs, select_runs
+from seqbench.report.tables import SignificanceOptions, Table
+
+
+def split_list(values: list[str] | None) -> list[str] | None:
+    """Repeatable and/or comma-separated option values → one list (None when not given)."""
+    out = [v.strip() for raw in values or [] for v in raw.split(",") if v.strip()]
+    return out or None
+
+
+def check_metrics(metrics: list[str] | None, layout: str) -> None:
+    """Metric names must be known (training curves may also plot loss columns)."""
+    if metrics is None or layout == "curves":
+        return
+    bad = [m for m in metrics if m not in METRICS]
+    if bad:
+        raise ConfigError(f"unknown metric(s) {', '.join(bad)} (valid: {', '.join(METRICS)})")
+
+
+def write_output(tables: list[Table], fmt: str, out: str | None, plot: str | None) -> None:
+    """Print or write the rendered tables; save their figures as PNG/SVG where asked."""
+    text = render(tables, fmt)
+    if out is None:
+        typer.echo(text, nl=False)
+    else:
+        with atomic_path(out) as tmp:
+            tmp.write_text(text)
+            tmp.chmod(0o644)
+        console_err.print(f"wrote {out}")
+    if fmt == "csv":
+        for t in tables:
+            for note in t.notes:
+                console_err.print(f"[dim]note:[/dim] {note}", highlight=False, soft_wrap=True)
+    figures = [t for t in tables if t.figure is not None]
+    if not figures:
+        return
+    if plot is None and out is None:
+        console_err.print("[dim]pass --plot FILE.png|.svg (or --out) to save the plot[/dim]")
+        return
+    base = Path(plot or Path(out).with_suffix(".png"))
+    for i, t in enumerate(figures):
+        path = base if len(figures) == 1 else base.with_name(f"{base.stem}-{i + 1}{base.suffix}")
+        console_err.print(f"wrote {save_figure(t.figure, path)}")
+
+
+ListOpt = Annotated[
+    list[str] | None, typer.Option(help="e.g. HR@5,NDCG@10 (default: the layout's metrics)")
+]
+
+
+@app.command()
+def report(
+    format_: Annotated[
+        str | None,
+        typer.Option(
+            "--format",
+            "-f",
+            help="markdown|latex|csv|html (default: by --out suffix, else markdown)",
+        ),
+    ] = None,
+    layout: Annotated[
+        str, typer.Option(help="overall|ablation|sensitivity|curves|stats")
+    ] = "overall",
+    datasets: Annotated[
+        list[str] | None, typer.Option("--datasets", "-d", help="datasets (comma-separated ok)")
+    ] = None,
+    models: Annotated[list[str] | None, typer.Option(help="models, in column order")] = None,
+    metrics: ListOpt = None,
+    sweep: Annotated[
+        str | None, typer.Option(help="only the runs of this named sweep (`seqbench sweep`)")
+    ] = None,
+    param: Annotated[
+        str | None,
+        typer.Option(help="sensitivity: the swept config key (default: the one that varies)"),
+    ] = None,
+    baseline: Annotated[
+        str, typer.Option(help="overall: Improv./test against MODEL, or the best other model")
+    ] = "best",
+    test: Annotated[str, typer.Option(help="paired test: ttest|wilcoxon|permutation")] = "ttest",
+    alpha: Annotated[float, typer.Option(help="significance level")] = 0.05,
+    correction: Annotated[
+        str, typer.Option(help="multiple-test correction: holm|bonferroni|none")
+    ] = "holm",
+    protocol: Annotated[
+        str | None, typer.Option(help="protocol of the runs (default: the most common one)")
+    ] = None,
+    out: Annotated[str | None, typer.Option(help="write to FILE instead of stdout")] = None,
+    plot: Annotated[
+        str | None,
+        typer.Option(
+            help="plot FILE.png|.svg of ablation/sensitivity/curves (default: next to --out)"
+        ),
+    ] = None,
+    runs_dir: Annotated[
+        str | None, typer.Option(help="run store (default: ./results/runs)")
+    ] = None,
+    data_dir: Annotated[str | None, typer.Option(help="prepared data (default: ./data)")] = None,
+) -> None:
+    """Tables in the papers' layouts from stored runs, with paired significance tests."""
+    fmt = format_for(out, format_)
+    build = LAYOUTS.get(layout)
+    metric_list = split_list(metrics)
+    check_metrics(metric_list, layout)
+    tests = SignificanceOptions(test, alpha, correction)
+    tests.validate()
+    if protocol is not None:
+        PROTOCOLS.get(protocol)
+    opts = ReportOptions(
+        split_list(datasets),
+        split_list(models),
+        metric_list,
+        baseline,
+        tests,
+        param,
+        data_dir,
+    )
+    selection = None
+    if layout not in CARD_LAYOUTS:
+        run_ids = None
+        if sweep is not None:
+            from seqbench.runs.sweep import sweep_run_ids
+
+            run_ids = set(sweep_run_ids(sweep, runs_dir))
+        selection = select_runs(
+            load_runs(runs_dir),
+            datasets=opts.datasets,
+            models=opts.models,
+            protocol=protocol,
+            run_ids=run_ids,
+        )
+        for note in selection.notes:
+            console_err.print(f"[yellow]note:[/yellow] {note}", highlight=False, soft_wrap=True)
+    write_output([build(selection, opts)], fmt, out, plot)
+
+
+@app.command()
+def reproduce(
+    spec: Annotated[str, typer.Argument(help="paper spec, e.g. cbit-table3 (see --list)")] = "",
+    datasets: Annotated[
+        list[str] | None, typer.Option("--datasets", "-d", help="paper or seqbench dataset names")
+    ] = None,
+    models: Annotated[list[str] | None, typer.Option(help="paper or seqbench model names")] = None,
+    budget_epochs: Annotated[
+        int | None, typer.Option(help="cap every run at N epochs (stated in the table)")
+    ] = None,
+    workers: Annotated[int, typer.Option(help="parallel runs")] = 1,
+    threads: Annotated[
+        int | None, typer.Option(help="torch CPU threads in total (default: all cores)")
+    ] = None,
+    format_: Annotated[
+        str | None, typer.Option("--format", "-f", help="markdown|latex|csv|html")
+    ] = None,
+    out: Annotated[str | None, typer.Option(help="write the table to FILE")] = None,
+    plot: Annotated[str | None, typer.Option(help="figure FILE.png|.svg (sensitivity)")] = None,
+    test: Annotated[str, typer.Option(help="paired test: ttest|wilcoxon|permutation")] = "ttest",
+    alpha: Annotated[float, typer.Option(help="significance level")] = 0.05,
+    correction: Annotated[str, typer.Option(help="holm|bonferroni|none")] = "holm",
+    spec_file: Annotated[
+        str | None, typer.Option(help="a paper YAML outside seqbench/papers/")
+    ] = None,
+    list_: Annotated[bool, typer.Option("--list", help="list the paper specs and exit")] = False,
+    progress: Annotated[bool, typer.Option(help="show progress bars")] = True,
+    runs_dir: Annotated[str | None, typer.Option(help="run store")] = None,
+    data_dir: Annotated[str | None, typer.Option(help="prepared data")] = None,
+) -> None:
+    """Run what a paper spec needs (stored runs are reused) and render it next to the paper."""
+    if list_ or not spec:
+        for name, s in all_specs().items():
+            typer.echo(f"{name}\t{s.layout}\t{s.title}")
+        return
+    fmt = format_for(out, format_)
+    tests = SignificanceOptions(test, alpha, correction)
+    tests.validate()
+    if threads:
+        torch.set_num_threads(threads)
+    table_spec = get_spec(spec, spec_file)
+    result = run_reproduction(
+        table_spec,
+        datasets=split_list(datasets),
+        models=split_list(models),
+        budget_epochs=budget_epochs,
+        workers=workers,
+        threads=threads,
+        runs_dir=runs_dir,
+        data_dir=data_dir,
+        progress=progress,
+        tests=tests,
+    )
+    console_err.print(
+        f"{table_spec.name}: {result.trained} run(s) trained, {result.cached} from the store, "
+        f"{len(result.failed)} failed, {result.seconds:.0f} s"
+    )
+    write_output(result.tables, fmt, out, plot)

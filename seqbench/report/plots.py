@@ -1,0 +1,84 @@
+"""Matplotlib figures: sensitivity (CBiT Figure 2), ablation bars (Figure 3(a)) and training
+curves (Figure 3(b)).
+
+Uses the object-oriented API (no pyplot state, no GUI backend) so reports run headless.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from seqbench.report.select import ReportError
+
+#: {panel title: {line label: [(x, mean, std or None)]}}
+Series = dict[str, dict[str, list[tuple[Any, float, float | None]]]]
+
+
+def _figure(panels: int) -> tuple[Any, Any]:
+    """A figure with one panel per dataset side by side."""
+    try:
+        from matplotlib.figure import Figure
+    except ImportError:
+        raise ReportError("plots need matplotlib: pip install 'seqbench[plot]'") from None
+    if not panels:
+        raise ReportError("nothing to plot")
+    fig = Figure(figsize=(4.2 * panels, 3.4), layout="constrained")
+    return fig, fig.subplots(1, panels, squeeze=False)[0]
+
+
+def line_figure(series: Series, xlabel: str, ylabel: str, *, categorical: bool = False) -> Any:
+    """One panel per dataset, one line per label, error bars where there are several seeds."""
+    panels = list(series)
+    fig, axes = _figure(len(panels))
+    for ax, panel in zip(axes, panels, strict=True):
+        for label, points in series[panel].items():
+            xs = [p[0] for p in points]
+            pos = list(range(len(xs))) if categorical else xs
+            ys = [p[1] for p in points]
+            err = [p[2] or 0.0 for p in points]
+            if any(err):
+                ax.errorbar(pos, ys, yerr=err, marker="o", capsize=3, label=label)
+            else:
+                ax.plot(pos, ys, marker="o" if len(xs) < 30 else None, label=label)
+            if categorical:
+                ax.set_xticks(pos, [str(x) for x in xs])
+        ax.set_title(panel)
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(ylabel)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize="small")
+    return fig
+
+
+def bar_figure(series: Series, ylabel: str) -> Any:
+    """Grouped bars: one panel per dataset, a group per metric (x), a bar per variant (label)."""
+    panels = list(series)
+    fig, axes = _figure(len(panels))
+    for ax, panel in zip(axes, panels, strict=True):
+        lines = series[panel]
+        groups = list(dict.fromkeys(p[0] for points in lines.values() for p in points))
+        width = 0.8 / max(1, len(lines))
+        for i, (label, points) in enumerate(lines.items()):
+            at = {p[0]: p for p in points}
+            xs = [g + (i - (len(lines) - 1) / 2) * width for g in range(len(groups))]
+            ys = [at[g][1] if g in at else 0.0 for g in groups]
+            err = [(at[g][2] or 0.0) if g in at else 0.0 for g in groups]
+            ax.bar(xs, ys, width, yerr=err if any(err) else None, capsize=2, label=label)
+        ax.set_xticks(range(len(groups)), [str(g) for g in groups])
+        ax.set_title(panel)
+        ax.set_ylabel(ylabel)
+        ax.grid(alpha=0.3, axis="y")
+        ax.legend(fontsize="x-small", loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=2)
+    return fig
+
+
+def save_figure(fig: Any, path: str | Path) -> Path:
+    """Write a figure as PNG or SVG (by suffix); returns the path."""
+    path = Path(path)
+    fmt = path.suffix.lower().lstrip(".")
+    if fmt not in ("png", "svg"):
+        raise ReportError(f"--plot must end in .png or .svg, got {path.name!r}")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, format=fmt, dpi=150, bbox_inches="tight", metadata={"Date": None})
+    return path

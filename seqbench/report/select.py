@@ -1,0 +1,206 @@
+"""Load finished runs from the store, filter them, and refuse tables that mix incomparable runs.
+
+Two runs are comparable only when they were measured under the same protocol definition and
+on the same prepared data (dataset card checksum); every table goes through `check_comparable`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from seqbench.errors import SeqbenchError
+from seqbench.paths import runs_dir
+from seqbench.runs.store import PARTIAL_PREFIX
+
+
+class ReportError(SeqbenchError):
+    """The requested table cannot be built honestly (mixed runs, nothing to show, ...)."""
+
+
+@dataclass(frozen=True)
+class Run:
+    """One finished run as a report sees it (metrics.json + config.json of its folder)."""
+
+    path: Path
+    metrics: dict[str, Any]
+    config: dict[str, Any]
+
+    @property
+    def run_id(self) -> str:
+        return str(self.metrics["run_id"])
+
+    @property
+    def model(self) -> str:
+        return str(self.metrics["model"])
+
+    @property
+    def dataset(self) -> str:
+        return str(self.metrics["dataset"])
+
+    @property
+    def seed(self) -> int:
+        return int(self.metrics["seed"])
+
+    @property
+    def protocol(self) -> str:
+        return str(self.metrics["protocol"])
+
+    @property
+    def protocol_spec(self) -> dict[str, Any]:
+        """The full protocol definition recorded in config.json (the name alone may drift)."""
+        return dict(self.config.get("protocol") or {"name": self.protocol})
+
+    @property
+    def checksum(self) -> str:
+        return str(self.metrics.get("data_checksum") or self.config.get("data_checksum", ""))
+
+    @property
+    def ablate(self) -> dict[str, str]:
+        return {str(k): str(v) for k, v in (self.metrics.get("ablate") or {}).items()}
+
+    @property
+    def settings(self) -> dict[str, Any]:
+        """The resolved model config (hyper-parameters) of the run."""
+        return dict(self.config.get("config") or {})
+
+    @property
+    def test(self) -> dict[str, float]:
+        return dict(self.metrics["test"])
+
+    @cached_property
+    def per_user(self) -> pd.DataFrame:
+        return pd.read_parquet(self.path / "per_user.parquet")
+
+    @cached_property
+    def history(self) -> pd.DataFrame:
+        return pd.read_parquet(self.path / "history.parquet")
+
+    def variant(self) -> str:
+        """Ablation label: 'default' or 'axis=value, ...' in axis order."""
+        return ", ".join(f"{k}={v}" for k, v in sorted(self.ablate.items())) or "default"
+
+
+def load_runs(root: str | Path | None = None) -> list[Run]:
+    """Every finished run under the run store (partial runs are skipped)."""
+    base = runs_dir(root)
+    if not base.is_dir():
+        return []
+    out = []
+    for p in sorted(base.iterdir()):
+        if p.name.startswith(PARTIAL_PREFIX) or not (p / "metrics.json").is_file():
+            continue
+        metrics = json.loads((p / "metrics.json").read_text())
+        config_file = p / "config.json"
+        config = json.loads(config_file.read_text()) if config_file.is_file() else {}
+        out.append(Run(p, metrics, config))
+    return out
+
+
+@dataclass
+class Selection:
+    """The runs a table is built from, with notes on what was chosen for the user."""
+
+    runs: list[Run]
+    notes: list[str] = field(default_factory=list)
+
+
+def _matches(value: str, wanted: list[str] | None) -> bool:
+    return not wanted or value.lower() in {w.lower() for w in wanted}
+
+
+def select_runs(
+    runs: list[Run],
+    *,
+    datasets: list[str] | None = None,
+    models: list[str] | None = None,
+    protocol: str | None = None,
+    run_ids: set[str] | None = None,
+) -> Selection:
+    """Filter runs; without `protocol`, take the most common one among the matches and say so."""
+    picked = [
+        r
+        for r in runs
+        if _matches(r.dataset, datasets)
+        and _matches(r.model, models)
+        and (run_ids is None or r.run_id in run_ids)
+    ]
+    notes: list[str] = []
+    if protocol is None and picked:
+        counts = Counter(r.protocol for r in picked)
+        if len(counts) > 1:
+            newest = {r.protocol: (r.path / "metrics.json").stat().st_mtime for r in picked}
+            protocol = max(counts, key=lambda p: (counts[p], newest[p]))
+            others = ", ".join(
+                f"{p} ({n} runs)" for p, n in sorted(counts.items()) if p != protocol
+            )
+            notes.append(
+                f"several protocols in the run store: showing {protocol} "
+                f"({counts[protocol]} runs); also present: {others} — choose with --protocol"
+            )
+    if protocol is not None:
+        picked = [r for r in picked if r.protocol == protocol]
+    if not picked:
+        wanted = " and ".join(
+            f"{k} {', '.join(v)}" for k, v in (("datasets", datasets), ("models", models)) if v
+        )
+        where = f" matching {wanted}" if wanted else ""
+        proto = f" under protocol {protocol}" if protocol else ""
+        raise ReportError(
+            f"no finished runs{where}{proto}: run `seqbench run MODEL` first "
+            "(`seqbench runs` lists the store)"
+        )
+    return Selection(picked, notes)
+
+
+def _short(run_ids: list[str], n: int = 3) -> str:
+    shown = ", ".join(run_ids[:n])
+    return shown + (f", … (+{len(run_ids) - n})" if len(run_ids) > n else "")
+
+
+def check_comparable(runs: list[Run]) -> None:
+    """Raise ReportError naming the difference if runs differ in protocol or dataset card."""
+    protocols: dict[str, list[Run]] = {}
+    for r in runs:
+        protocols.setdefault(json.dumps(r.protocol_spec, sort_keys=True), []).append(r)
+    if len(protocols) > 1:
+        groups = sorted(protocols.values(), key=len, reverse=True)
+        specs = [g[0].protocol_spec for g in groups]
+        names = {s.get("name") for s in specs}
+        if len(names) > 1:
+            detail = " vs ".join(
+                f"{g[0].protocol} ({len(g)} runs: {_short([r.run_id for r in g])})" for g in groups
+            )
+            raise ReportError(
+                f"runs measured under different protocols cannot share a table: {detail}; "
+                "choose one with --protocol"
+            )
+        keys = sorted(
+            k for k in set(specs[0]) | set(specs[1]) if specs[0].get(k) != specs[1].get(k)
+        )
+        detail = "; ".join(f"{k}: " + " vs ".join(repr(s.get(k)) for s in specs) for k in keys)
+        raise ReportError(
+            f"runs under protocol {specs[0].get('name')!r} were recorded with different "
+            f"definitions of it ({detail}): {_short([r.run_id for r in groups[-1]])} — "
+            "re-run them with the current protocol"
+        )
+    by_dataset: dict[str, dict[str, list[str]]] = {}
+    for r in runs:
+        by_dataset.setdefault(r.dataset, {}).setdefault(r.checksum, []).append(r.run_id)
+    for dataset, sums in sorted(by_dataset.items()):
+        if len(sums) > 1:
+            ordered = sorted(sums.items(), key=lambda kv: len(kv[1]), reverse=True)
+            detail = " vs ".join(
+                f"checksum {c[:12] or '(none)'} ({len(ids)} runs: {_short(ids)})"
+                for c, ids in ordered
+            )
+            raise ReportError(
+                f"runs on dataset {dataset!r} were measured on different dataset cards: {detail}; "
+                "remove the stale runs (or point --runs-dir elsewhere) and re-run them"
+            )
