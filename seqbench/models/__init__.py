@@ -9,6 +9,15 @@ MODEL_MODULES = (
     "popularity",
     "sasrec",
     "bert4rec",
+    "nova_bert",
+    "stosa",
+    "cbit",
+    "gru4rec",
+    "caser",
+    "duorec",
+    "cl4srec",
+    "coserec",
+    "cosebert",
 )
 
 for _name in MODEL_MODULES:

@@ -1,0 +1,131 @@
+"""Caser (Tang & Wang, WSDM 2018): convolutions over the last L items as an L×d image.
+
+Horizontal filters of heights 1..L (max-pooled over time) and vertical filters (weighted
+sums of the L rows) → dropout → FC → concatenated with a user embedding → an untied output
+embedding (2d) + bias per item. Trained on sliding windows of L+T items per training
+sequence: the first L are the input, the next T the targets, each scored against sampled
+negatives with binary cross-entropy. Defaults follow the authors' code (caser_pytorch).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from seqbench.data.dataset import SeqDataset
+from seqbench.data.sequences import NegativeSampler, gather_padded, iterate_rows, train_segments
+from seqbench.models.base import Batch, ModelConfig, SeqModel, register
+
+
+@dataclass
+class CaserConfig(ModelConfig):
+    """Authors' defaults; `max_len` is Caser's L (input length), `targets` its T."""
+
+    d: int = 50
+    max_len: int = 5
+    targets: int = 3
+    nv: int = 4
+    nh: int = 16
+    negatives: int = 3
+    dropout: float = 0.5
+    lr: float = 1e-3
+    weight_decay: float = 1e-6
+    batch_size: int = 512
+    epochs: int = 50
+
+
+def caser_windows(
+    starts: np.ndarray, ends: np.ndarray, size: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Caser's sliding windows: (segment id, window start, window end) global indices.
+
+    A segment with at least `size` items gives every full window ending at len, len-1, …,
+    size (step 1); a shorter one gives one window (the whole segment, left-padded later).
+    """
+    lens = ends - starts
+    counts = np.where(lens >= size, lens - size + 1, 1)
+    seg = np.repeat(np.arange(len(lens)), counts)
+    k = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
+    w_end = ends[seg] - k
+    w_start = np.maximum(w_end - size, starts[seg])
+    return seg, w_start, w_end
+
+
+@register("caser")
+class Caser(SeqModel):
+    """Convolutional sequence embedding + user embedding; T next items per window."""
+
+    paper = "Tang & Wang, Personalized Top-N Sequential Recommendation via CNN, WSDM 2018"
+    Config = CaserConfig
+    dataset_defaults = {
+        "synthetic": {"epochs": 10, "batch_size": 64, "lr": 1e-2, "dropout": 0.1, "negatives": 10},
+    }
+
+    def __init__(self, cfg: CaserConfig, data: SeqDataset) -> None:
+        super().__init__(cfg, data)
+        d, L = cfg.d, cfg.max_len
+        self.user = nn.Embedding(data.n_users, d)
+        self.item = nn.Embedding(data.n_items + 1, d, padding_idx=0)
+        self.conv_v = nn.Conv2d(1, cfg.nv, (L, 1))
+        self.conv_h = nn.ModuleList(nn.Conv2d(1, cfg.nh, (h, d)) for h in range(1, L + 1))
+        self.fc = nn.Linear(cfg.nv * d + cfg.nh * L, d)
+        self.drop = nn.Dropout(cfg.dropout)
+        self.out = nn.Embedding(data.n_items + 1, 2 * d)
+        self.bias = nn.Embedding(data.n_items + 1, 1)
+        nn.init.normal_(self.user.weight, 0, 1 / d)
+        nn.init.normal_(self.item.weight, 0, 1 / d)
+        nn.init.normal_(self.out.weight, 0, 1 / (2 * d))
+        nn.init.zeros_(self.bias.weight)
+        with torch.no_grad():
+            self.item.weight[0].zero_()
+        self._train: dict[str, torch.Tensor] | None = None
+        self._sampler: NegativeSampler | None = None
+
+    def represent(self, seqs: torch.Tensor, users: torch.Tensor) -> torch.Tensor:
+        """[B, 2d] = [FC(conv features), user embedding] from the last L items."""
+        L = self.cfg.max_len
+        seqs = F.pad(seqs[:, -L:], (L - min(L, seqs.shape[1]), 0))
+        e = self.item(seqs).unsqueeze(1)  # [B, 1, L, d]
+        v = self.conv_v(e).flatten(1)
+        hs = [F.relu(conv(e).squeeze(3)).amax(2) for conv in self.conv_h]
+        z = F.relu(self.fc(self.drop(torch.cat([v, *hs], 1))))
+        return torch.cat([z, self.user(users)], 1)
+
+    def train_batches(self, data: SeqDataset, gen: torch.Generator) -> Iterator[Batch]:
+        cfg = self.cfg
+        if self._train is None:
+            starts, ends = train_segments(data, min_len=2)
+            seg, w_start, w_end = caser_windows(starts, ends, cfg.max_len + cfg.targets)
+            window = gather_padded(data.items, w_start, w_end, cfg.max_len + cfg.targets)
+            users = np.searchsorted(data.offsets, starts, side="right") - 1
+            self._train = {
+                "seqs": torch.from_numpy(window[:, : cfg.max_len]),
+                "targets": torch.from_numpy(window[:, cfg.max_len :]),
+                "users": torch.from_numpy(users[seg]),
+                "segments": torch.from_numpy(seg),
+            }
+            self._sampler = NegativeSampler(data.n_items, data.items, starts, ends)
+        for batch in iterate_rows(self._train, "seqs", cfg.batch_size, gen, bucket=False):
+            shape = (len(batch["rows"]), cfg.negatives)
+            batch["negatives"] = self._sampler.sample(batch["segments"], shape, gen)
+            yield batch
+
+    def loss(self, batch: Batch) -> tuple[torch.Tensor, dict[str, float]]:
+        x = self.represent(batch["seqs"], batch["users"]).unsqueeze(2)  # [B, 2d, 1]
+        items = torch.cat([batch["targets"], batch["negatives"]], 1)
+        logits = torch.bmm(self.out(items), x).squeeze(2) + self.bias(items).squeeze(2)
+        t = batch["targets"].shape[1]
+        valid = batch["targets"] != 0
+        pos = F.softplus(-logits[:, :t])[valid].mean()
+        neg = F.softplus(logits[:, t:]).mean()
+        loss = pos + neg
+        return loss, {"pos": pos.item(), "neg": neg.item()}
+
+    def score(self, batch: Batch) -> torch.Tensor:
+        x = self.represent(batch["seqs"], batch["users"])
+        return x @ self.out.weight.T + self.bias.weight.T

@@ -1,0 +1,190 @@
+"""CBiT (Du et al., CIKM 2022): BERT4Rec_S plus multi-pair contrastive learning over m views.
+
+Each training window is masked m times (cloze masks drawn independently, prob `mask_prob`) and
+the views go through the encoder together as one [m·B, T] batch, so every row gets its own
+dropout masks. Loss = L_main + θ·L_cl with L_main the cloze loss summed over views and L_cl the
+NT-Xent over the flattened last-layer outputs H (T×d), summed over all ordered view pairs.
+
+`augment` (the paper's ablation of its hybrid augmentation):
+  hybrid  : own cloze mask and own dropout masks per view (the paper's method)
+  cloze   : own cloze masks, one dropout mask for all views: the views are encoded one after
+            another from the same RNG state, so embedding, attention and FFN dropout coincide
+            (the one setting that is not a single batched pass)
+  dropout : one cloze mask copied to all views, own dropout masks
+  none    : one view, no contrastive loss: exactly BERT4Rec_S (same batches, same loss)
+
+`reweight`: static uses θ = `theta`; dynamic starts at θ₀ = 0 and after each step sets
+θ ← α·θ̂ + (1−α)·θ with θ̂ = L_main / (L_main + λ·L_cl) on that step's detached values. Step s
+uses θ_{s−1}, the value before its own update (so step 1 is pure cloze); that value is what
+`after_step` logs as `theta`, and the current θ is checkpointed so a resumed run is exact.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import torch
+import torch.nn.functional as F
+
+from seqbench.data.dataset import SeqDataset
+from seqbench.data.sequences import iterate_rows
+from seqbench.errors import ConfigError
+from seqbench.models.base import Batch, register
+from seqbench.models.bert4rec import (
+    CBIT_DATASET_DEFAULTS,
+    BERT4RecS,
+    BERT4RecSConfig,
+    cloze_mask,
+)
+from seqbench.models.contrastive import nt_xent
+
+
+@dataclass
+class CBiTConfig(BERT4RecSConfig):
+    """CBiT's settings (Beauty defaults); `lambda_` is also accepted as `--set lambda=…`."""
+
+    m: int = 4
+    tau: float = 0.3
+    lambda_: float = 5.0
+    alpha: float = 0.1
+    augment: Literal["hybrid", "cloze", "dropout", "none"] = "hybrid"
+    reweight: Literal["dynamic", "static"] = "dynamic"
+    theta: float = 0.1
+    main_loss: Literal["softmax", "bce"] = "softmax"
+
+    def validate(self) -> None:
+        super().validate()
+        if self.augment != "none" and self.m < 2:
+            raise ConfigError(f"m must be >= 2 views for contrastive learning, got {self.m}")
+        if self.tau <= 0:
+            raise ConfigError(f"tau must be > 0, got {self.tau}")
+        if self.lambda_ < 0:
+            raise ConfigError(f"lambda must be >= 0, got {self.lambda_}")
+        if not 0.0 < self.alpha <= 1.0:
+            raise ConfigError(f"alpha must be in (0, 1], got {self.alpha}")
+        if self.theta < 0:
+            raise ConfigError(f"theta must be >= 0, got {self.theta}")
+        if self.reweight == "dynamic" and self.theta != CBiTConfig.theta:
+            raise ConfigError("theta is the static weight: add --ablate reweight=static")
+
+
+#: the paper's number of views per dataset (synthetic: small and fast)
+CBIT_VIEWS = {"beauty": 4, "toys": 5, "ml-1m": 8, "synthetic": 2}
+
+
+def other_items(labels: torch.Tensor, n_items: int, gen: torch.Generator) -> torch.Tensor:
+    """One negative per position, uniform over the items 1..N other than the label."""
+    r = torch.randint(1, n_items, labels.shape, generator=gen)
+    return r + (r >= labels).long()
+
+
+RngState = tuple[torch.Tensor, torch.Tensor | None]
+
+
+def rng_state(device: torch.device) -> RngState:
+    """The generator states dropout draws from on `device` (CPU state always included)."""
+    if device.type == "cuda":
+        return torch.get_rng_state(), torch.cuda.get_rng_state(device)
+    if device.type == "mps":
+        return torch.get_rng_state(), torch.mps.get_rng_state()
+    return torch.get_rng_state(), None
+
+
+def set_rng_state(device: torch.device, state: RngState) -> None:
+    torch.set_rng_state(state[0])
+    if device.type == "cuda":
+        torch.cuda.set_rng_state(state[1], device)
+    elif device.type == "mps":
+        torch.mps.set_rng_state(state[1])
+
+
+@register("cbit")
+class CBiT(BERT4RecS):
+    """BERT4Rec_S encoder and head; m masked views, NT-Xent on whole outputs, θ reweighting."""
+
+    paper = "Du et al., CBiT, CIKM 2022"
+    Config = CBiTConfig
+    ablations = ("window", "augment", "reweight", "main_loss")
+    key_aliases = {"lambda": "lambda_"}
+    dataset_defaults = {k: {**v, "m": CBIT_VIEWS[k]} for k, v in CBIT_DATASET_DEFAULTS.items()}
+
+    def __init__(self, cfg: CBiTConfig, data: SeqDataset) -> None:
+        super().__init__(cfg, data)
+        self.theta = cfg.theta if cfg.reweight == "static" else 0.0
+
+    @property
+    def views(self) -> int:
+        return 1 if self.cfg.augment == "none" else self.cfg.m
+
+    def train_batches(self, data: SeqDataset, gen: torch.Generator) -> Iterator[Batch]:
+        """Batches with inputs/labels [m·B, T], view-major (rows v·B … v·B+B−1 = view v)."""
+        c = self.cfg
+        if self._train is None:
+            self._train = {"seqs": self.training_windows(data)}
+        shared_mask = c.augment in ("dropout", "none")
+        for batch in iterate_rows(self._train, "seqs", c.batch_size, gen):
+            seqs = batch["seqs"] if shared_mask else batch["seqs"].repeat(self.views, 1)
+            inputs, labels = cloze_mask(
+                seqs, c.mask_prob, self.mask_id, self.n_items, gen, c.mask_replace
+            )
+            if shared_mask:
+                inputs, labels = inputs.repeat(self.views, 1), labels.repeat(self.views, 1)
+            batch["inputs"], batch["labels"] = inputs, labels
+            if c.main_loss == "bce":
+                batch["negatives"] = other_items(labels, self.n_items, gen)
+            yield batch
+
+    def encode_views(self, inputs: torch.Tensor) -> torch.Tensor:
+        """Last-layer outputs [m·B, T, d]; augment=cloze replays one RNG state per view."""
+        if self.cfg.augment != "cloze" or not self.training:
+            return self.encode(inputs)
+        state = rng_state(inputs.device)
+        outs = []
+        for view in inputs.chunk(self.views):
+            set_rng_state(inputs.device, state)
+            outs.append(self.encode(view))
+        return torch.cat(outs)
+
+    def cloze_sum(self, h: torch.Tensor, batch: Batch) -> torch.Tensor:
+        """Cloze loss of each view (mean over its masked positions), summed over views."""
+        labels = batch["labels"]
+        where = labels != 0
+        rows = labels.shape[0] // self.views
+        view = torch.arange(self.views, device=labels.device).repeat_interleave(rows)
+        view = view[:, None].expand_as(labels)[where]
+        logits, target = self.logits(h[where]), labels[where]
+        if self.cfg.main_loss == "softmax":
+            per = F.cross_entropy(logits[:, 1:], target - 1, reduction="none")
+        else:
+            pos = logits.gather(1, target[:, None]).squeeze(1)
+            neg = logits.gather(1, batch["negatives"][where][:, None]).squeeze(1)
+            per = F.softplus(-pos) + F.softplus(neg)
+        sums = torch.zeros(self.views, dtype=per.dtype, device=per.device).index_add_(0, view, per)
+        return (sums / torch.bincount(view, minlength=self.views)).sum()
+
+    def loss(self, batch: Batch) -> tuple[torch.Tensor, dict[str, float]]:
+        h = self.encode_views(batch["inputs"])
+        main = self.cloze_sum(h, batch)
+        if self.cfg.augment == "none":
+            return main, {"cloze": main.item()}
+        cl = nt_xent(h.reshape(self.views, batch["seqs"].shape[0], -1), self.cfg.tau)
+        return main + self.theta * cl, {"cloze": main.item(), "cl": cl.item()}
+
+    def after_step(self, parts: dict[str, float]) -> dict[str, float]:
+        """Log the θ this step used, then update it (dynamic) from the step's detached losses."""
+        if "cl" not in parts:
+            return {}
+        used, c = self.theta, self.cfg
+        if c.reweight == "dynamic":
+            denom = parts["cloze"] + c.lambda_ * parts["cl"]
+            target = parts["cloze"] / denom if denom > 0 else 0.0
+            self.theta = c.alpha * target + (1.0 - c.alpha) * self.theta
+        return {"theta": used}
+
+    def extra_state(self) -> dict[str, Any]:
+        return {"theta": self.theta}
+
+    def load_extra_state(self, state: dict[str, Any]) -> None:
+        self.theta = float(state.get("theta", self.theta))

@@ -1,0 +1,103 @@
+"""CL4SRec (Xie et al., ICDE 2022): SASRec's next-item loss + NT-Xent between two augmented views.
+
+Each training sequence gets two views, each from an operator drawn uniformly from crop (η),
+mask (γ) and reorder (β) (or one fixed operator: `--ablate augment=crop|mask|reorder`). The
+view representation is the encoder output at the last position (`cl_repr=flat` uses the whole
+flattened output, as CoSeRec's code does); loss = L_rec + 0.1 · NT-Xent(τ = 1), in-batch
+negatives from both views. CL4SRec has no author code; the operator rates are those of
+CoSeRec's code (η 0.2, γ 0.7, β 0.2), which also supplies the encoder layout (`layout=s3rec`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+
+from seqbench.data.dataset import SeqDataset
+from seqbench.models.augment import Augmenter, Op, two_views
+from seqbench.models.base import Batch, register
+from seqbench.models.contrastive import nt_xent
+from seqbench.models.layers import SeqEmbedding, TransformerEncoder
+from seqbench.models.sasrec import SASRec, SASRecConfig
+
+
+@dataclass
+class ContrastiveFields:
+    """Contrastive settings shared by CL4SRec, CoSeRec and CoSeBERT (CoSeRec code defaults)."""
+
+    cl_weight: float = 0.1
+    tau: float = 1.0
+    cl_repr: Literal["last", "flat"] = "last"
+    eta: float = 0.2
+    gamma: float = 0.7
+    beta: float = 0.2
+
+
+@dataclass
+class CL4SRecConfig(ContrastiveFields, SASRecConfig):
+    """CoSeRec code's SASRec settings; `layout=sasrec` swaps in seqbench's SASRec blocks."""
+
+    d: int = 64
+    layers: int = 2
+    heads: int = 2
+    dropout: float = 0.5
+    max_len: int = 50
+    batch_size: int = 256
+    adam_beta2: float = 0.999
+    epochs: int = 300
+    augment: Literal["crop", "mask", "reorder", "random"] = "random"
+    layout: Literal["s3rec", "sasrec"] = "s3rec"
+
+
+def view_loss(h: torch.Tensor, how: str, tau: float) -> torch.Tensor:
+    """Two-view NT-Xent on encoder outputs [2B, W, d] (rows: all first views, then seconds)."""
+    rep = h[:, -1] if how == "last" else h.flatten(1)
+    return nt_xent(rep.view(2, h.shape[0] // 2, -1), tau, reduce="mean")
+
+
+@register("cl4srec")
+class CL4SRec(SASRec):
+    """SASRec encoder trained with next-item BCE plus two-view contrastive learning."""
+
+    paper = "Xie et al., Contrastive Learning for Sequential Recommendation, ICDE 2022"
+    Config = CL4SRecConfig
+    ablations = ("augment",)
+    dataset_defaults = {"synthetic": {"epochs": 30, "dropout": 0.2}}
+
+    def __init__(self, cfg: CL4SRecConfig, data: SeqDataset) -> None:
+        super().__init__(cfg, data)
+        self.mask_id = data.n_items + 1
+        n_tokens = data.n_items + 2  # items, padding 0 and [mask]
+        if cfg.layout == "s3rec":
+            # S3-Rec/CoSeRec code: LayerNorm on embeddings, post-LN blocks, GELU FFN d→4d→d
+            self.emb = SeqEmbedding(n_tokens, cfg.d, cfg.max_len, cfg.dropout, layer_norm=True)
+            self.encoder = TransformerEncoder(
+                cfg.d, cfg.heads, cfg.layers, cfg.dropout, 4 * cfg.d, "gelu", "post"
+            )
+        else:
+            self.emb = SeqEmbedding(n_tokens, cfg.d, cfg.max_len, cfg.dropout, scale=True)
+        self.augmenter = self.make_augmenter(data)
+
+    def make_augmenter(self, data: SeqDataset) -> Augmenter:
+        cfg = self.cfg
+        ops: tuple[Op, ...] = (
+            ("crop", "mask", "reorder") if cfg.augment == "random" else (cfg.augment,)
+        )
+        return Augmenter(ops, eta=cfg.eta, gamma=cfg.gamma, beta=cfg.beta, mask_id=self.mask_id)
+
+    def train_batches(self, data: SeqDataset, gen: torch.Generator) -> Iterator[Batch]:
+        for batch in super().train_batches(data, gen):
+            batch["views"] = two_views(self.augmenter, batch["seqs"], self.cfg.max_len, gen)
+            yield batch
+
+    def loss(self, batch: Batch) -> tuple[torch.Tensor, dict[str, float]]:
+        rec, parts = super().loss(batch)
+        cl = view_loss(self.encode(batch["views"]), self.cfg.cl_repr, self.cfg.tau)
+        return rec + self.cfg.cl_weight * cl, {**parts, "cl": cl.item()}
+
+    def score(self, batch: Batch) -> torch.Tensor:
+        h = self.encode(batch["seqs"])[:, -1]
+        return h @ self.emb.item.weight[: self.n_items + 1].T

@@ -1,0 +1,97 @@
+"""CoSeRec (Liu et al., 2021): CL4SRec plus the informative augmentations substitute and insert.
+
+Substitute and insert use an item's most similar item under ItemCF-IUF (one of its top
+`similar_k`, drawn uniformly; CoSeRec uses k = 1), computed once from the training data
+(`item_similarity`). In `augment=random` mode each view draws one operator
+uniformly: rows longer than `augment_threshold` from all five, shorter ones from the set named
+by `short_augment` (CoSeRec's letters: S, I, M, R, C). Defaults are the CoSeRec code's
+(main.py), with its Beauty script's settings as the Beauty defaults (also CoSeBERT's).
+
+Not reproduced from the CoSeRec code: the switch to a hybrid offline/online (embedding-based)
+similarity after a warm-up of 160/220 epochs; the [mask] token being the padding id 0; the
+`Random` operator set reordering with rate γ instead of β. Here mask uses a real [mask] id
+and reorder uses β.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from seqbench.data.dataset import SeqDataset
+from seqbench.models.augment import OPS, Augmenter, ops_from_letters
+from seqbench.models.base import register
+from seqbench.models.cl4srec import CL4SRec, CL4SRecConfig, ContrastiveFields
+from seqbench.models.item_similarity import SimilarItems, training_similarity
+
+ShortSet = Literal["SI", "SIM", "SIR", "SIC", "SIMR", "SIMC", "SIRC", "SIMRC"]
+
+
+@dataclass
+class CoSeRecFields(ContrastiveFields):
+    """CoSeRec's augmentation settings (code defaults), shared with CoSeBERT."""
+
+    augment: Literal["crop", "mask", "reorder", "substitute", "insert", "random"] = "random"
+    substitute_rate: float = 0.1
+    insert_rate: float = 0.4
+    augment_threshold: int = 4
+    short_augment: ShortSet = "SIM"
+    similar_k: int = 1
+
+
+#: CoSeRec's src/beauty.sh
+COSEREC_BEAUTY = {
+    "augment_threshold": 12,
+    "short_augment": "SIMRC",
+    "insert_rate": 0.5,
+    "substitute_rate": 0.05,
+}
+
+
+def coserec_augmenter(cfg: CoSeRecFields, mask_id: int, similar: SimilarItems) -> Augmenter:
+    """The view generator of CoSeRec's settings (random mode: long/short operator sets)."""
+    if cfg.augment == "random":
+        long_ops, short_ops, threshold = (
+            OPS,
+            ops_from_letters(cfg.short_augment),
+            cfg.augment_threshold,
+        )
+    else:
+        long_ops, short_ops, threshold = (cfg.augment,), (cfg.augment,), 0
+    return Augmenter(
+        long_ops,
+        short_ops,
+        threshold,
+        eta=cfg.eta,
+        gamma=cfg.gamma,
+        beta=cfg.beta,
+        mask_id=mask_id,
+        substitute_rate=cfg.substitute_rate,
+        insert_rate=cfg.insert_rate,
+        similar=similar,
+    )
+
+
+@dataclass
+class CoSeRecConfig(CoSeRecFields, CL4SRecConfig):
+    """CL4SRec's encoder and training settings plus CoSeRec's augmentations."""
+
+
+@register("coserec")
+class CoSeRec(CL4SRec):
+    """CL4SRec with similarity-based substitute/insert views."""
+
+    paper = (
+        "Liu et al., Contrastive Self-supervised Sequential Recommendation with Robust "
+        "Augmentation, 2021"
+    )
+    Config = CoSeRecConfig
+    ablations = ("augment",)
+    dataset_defaults = {
+        "beauty": COSEREC_BEAUTY,
+        "synthetic": {"epochs": 30, "dropout": 0.2},
+    }
+
+    def make_augmenter(self, data: SeqDataset) -> Augmenter:
+        similar = training_similarity(data, self.cfg.similar_k)
+        return coserec_augmenter(self.cfg, self.mask_id, similar)

@@ -1,0 +1,174 @@
+"""DuoRec (Qiu et al., WSDM 2022): SASRec encoder, softmax CE + contrastive regularisation.
+
+As in the authors' code (RecBole): every prefix of a training sequence is an instance whose
+representation is the encoder output at its last position, trained with cross-entropy over
+all items (shared item embedding). The contrastive term uses two kinds of positives:
+  * unsupervised: a second forward pass of the same sequence (a different dropout mask);
+  * supervised: another training instance with the same target item, drawn uniformly (never
+    the instance itself). When no other instance has that target, the instance itself is
+    used, as the authors' data loader does; its second pass then differs only by dropout.
+`contrast` selects the regulariser (the code's `contrast` option):
+  both  the code's default 'us_x': NT-Xent between a dropout view of the sequence and the
+        supervised positive (the CE pass is not part of the pair);
+  un    NT-Xent between the CE pass and a second dropout pass ('us');
+  su    NT-Xent between the CE pass and the supervised positive ('su');
+  none  CE only.
+NT-Xent with two views and in-batch negatives, each anchor's negatives being the other 2B−2
+representations, is `nt_xent(..., reduce="mean")`: the mean over both directions equals the
+authors' cross-entropy over the 2B rows. Similarity is the dot product / τ (`sim=dot`, the
+code's setting for its published runs) or cosine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from seqbench.data.dataset import SeqDataset
+from seqbench.data.sequences import batch_indices, gather_padded, train_segments, trim
+from seqbench.models.base import Batch, ModelConfig, SeqModel, register
+from seqbench.models.contrastive import nt_xent
+from seqbench.models.layers import SeqEmbedding, TransformerEncoder
+from seqbench.models.sasrec import causal_item_mask
+
+
+def prefix_instances(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Every prefix of each segment as (input start, input end); the target is items[end].
+
+    A segment of n items gives n−1 instances: items[start:k] → items[k] for k = start+1…end−1.
+    """
+    counts = np.maximum(ends - starts - 1, 0)
+    seg = np.repeat(np.arange(len(starts)), counts)
+    k = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
+    return starts[seg], starts[seg] + 1 + k
+
+
+class SameTargetSampler:
+    """Draw, for each instance, another instance with the same target item (vectorised).
+
+    Instances are sorted by target once; an instance's partners are its target's group minus
+    itself, so a uniform draw among the other c−1 members skips the instance's own slot.
+    Instances whose target occurs only once get themselves back (DuoRec's fallback).
+    """
+
+    def __init__(self, targets: np.ndarray) -> None:
+        targets = np.asarray(targets)
+        order = np.argsort(targets, kind="stable")
+        ranked = targets[order]
+        first = np.searchsorted(ranked, targets, side="left")
+        self.order = torch.from_numpy(order)
+        self.first = torch.from_numpy(first)
+        self.count = torch.from_numpy(np.searchsorted(ranked, targets, side="right") - first)
+        self.slot = torch.empty(len(order), dtype=torch.int64)
+        self.slot[self.order] = torch.arange(len(order))
+
+    def sample(self, rows: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+        """Instance ids [len(rows)]: a uniform other instance with the same target, else the row."""
+        others = self.count[rows] - 1
+        u = torch.rand(len(rows), generator=gen, dtype=torch.float64)
+        j = torch.minimum((u * others).long(), (others - 1).clamp(min=0))
+        slot = self.first[rows] + j
+        slot = slot + (slot >= self.slot[rows]).long()
+        return torch.where(others > 0, self.order[slot.clamp(max=len(self.order) - 1)], rows)
+
+
+@dataclass
+class DuoRecConfig(ModelConfig):
+    """The authors' Beauty settings: RecBole SASRec (post-LN, GELU, inner 256), λ=0.1, τ=1."""
+
+    d: int = 64
+    layers: int = 2
+    heads: int = 2
+    inner: int = 256
+    dropout: float = 0.5
+    max_len: int = 50
+    batch_size: int = 256
+    lr: float = 1e-3
+    patience: int = 10
+    contrast: Literal["both", "un", "su", "none"] = "both"
+    weight: float = 0.1
+    tau: float = 1.0
+    sim: Literal["dot", "cos"] = "dot"
+
+
+@register("duorec")
+class DuoRec(SeqModel):
+    """Causal Transformer with CE at the last position and a contrastive regulariser."""
+
+    paper = "Qiu et al., Contrastive Learning for Representation Degeneration, WSDM 2022"
+    Config = DuoRecConfig
+    ablations = ("contrast",)
+    dataset_defaults = {
+        "synthetic": {
+            "epochs": 5,
+            "d": 32,
+            "inner": 64,
+            "dropout": 0.2,
+            "max_len": 20,
+            "batch_size": 64,
+            "lr": 5e-3,
+        },
+    }
+
+    def __init__(self, cfg: DuoRecConfig, data: SeqDataset) -> None:
+        super().__init__(cfg, data)
+        self.emb = SeqEmbedding(data.n_items + 1, cfg.d, cfg.max_len, cfg.dropout, layer_norm=True)
+        self.encoder = TransformerEncoder(
+            cfg.d, cfg.heads, cfg.layers, cfg.dropout, cfg.inner, "gelu", "post"
+        )
+        #: training instances: items, input starts, input ends, targets (built on first use)
+        self._inst: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._sampler: SameTargetSampler | None = None
+
+    def represent(self, seqs: torch.Tensor) -> torch.Tensor:
+        """Encoder output at the last position [B, d]."""
+        h = self.encoder(self.emb(seqs), seqs, causal_item_mask(seqs)[:, None])
+        return h[:, -1]
+
+    def gather(self, ids: torch.Tensor) -> torch.Tensor:
+        """Left-padded, trimmed input sequences of the given instances."""
+        items, starts, ends, _ = self._inst
+        ids = ids.numpy()
+        return trim(
+            torch.from_numpy(gather_padded(items, starts[ids], ends[ids], self.cfg.max_len))
+        )[0]
+
+    def train_batches(self, data: SeqDataset, gen: torch.Generator) -> Iterator[Batch]:
+        if self._inst is None:
+            starts, ends = prefix_instances(*train_segments(data, min_len=2))
+            self._inst = (data.items, starts, ends, data.items[ends])
+            self._sampler = SameTargetSampler(data.items[ends])
+        _, starts, ends, targets = self._inst
+        lengths = torch.from_numpy(np.minimum(ends - starts, self.cfg.max_len))
+        for rows in batch_indices(lengths, self.cfg.batch_size, gen):
+            batch = {
+                "rows": rows,
+                "seqs": self.gather(rows),
+                "targets": torch.from_numpy(targets[rows.numpy()]),
+            }
+            if self.cfg.contrast in ("su", "both"):
+                batch["positives"] = self.gather(self._sampler.sample(rows, gen))
+            yield batch
+
+    def loss(self, batch: Batch) -> tuple[torch.Tensor, dict[str, float]]:
+        cfg = self.cfg
+        h = self.represent(batch["seqs"])
+        ce = F.cross_entropy(h @ self.emb.item.weight[1:].T, batch["targets"] - 1)
+        if cfg.contrast == "none":
+            return ce, {"ce": ce.item()}
+        if cfg.contrast == "un":
+            pair = (h, self.represent(batch["seqs"]))
+        elif cfg.contrast == "su":
+            pair = (h, self.represent(batch["positives"]))
+        else:
+            pair = (self.represent(batch["seqs"]), self.represent(batch["positives"]))
+        cl = nt_xent(torch.stack(pair), cfg.tau, reduce="mean", cosine=cfg.sim == "cos")
+        return ce + cfg.weight * cl, {"ce": ce.item(), "cl": cl.item()}
+
+    def score(self, batch: Batch) -> torch.Tensor:
+        return self.represent(batch["seqs"]) @ self.emb.item.weight.T

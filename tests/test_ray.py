@@ -1,0 +1,66 @@
+"""The Ray executor on a local Ray instance: same run ids and metrics as the local executor."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from seqbench.data.synthetic import generate
+from seqbench.runs.store import RunStore
+from seqbench.runs.sweep import expand, run_requests
+
+ray = pytest.importorskip("ray", reason="ray is not installed: pip install 'seqbench[ray]'")
+
+TINY = {"epochs": "2", "batch_size": "64", "eval_batch_size": "256"}
+#: what may differ between two executions of the same run (timing and memory)
+MACHINE = {"train_seconds", "eval_seconds", "peak_memory_mb"}
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    """A local Ray instance with 2 CPUs, started (and stopped) by this test module."""
+    for attempt in range(3):  # on a busy machine the raylet can miss Ray's 30 s start window
+        try:
+            ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+            break
+        except Exception:
+            ray.shutdown()  # stops the processes of the start that timed out
+            if attempt == 2:
+                raise
+    yield
+    ray.shutdown()
+
+
+def test_ray_matches_local_executor(local_ray, tmp_path: Path) -> None:
+    inter, items = generate(n_users=120, n_items=80, min_len=5, max_len=20, seed=3)
+    folder = tmp_path / "data" / "synthetic"
+    folder.mkdir(parents=True)
+    inter.to_parquet(folder / "interactions.parquet", index=False)
+    items.to_parquet(folder / "items.parquet", index=False)
+    (folder / "card.json").write_text(json.dumps({"name": "synthetic", "checksum": "tiny"}))
+    reqs = expand("sasrec", ["synthetic"], grid={"d": ["8", "16"]}, seeds=[1, 2], sets=TINY)
+    reqs += expand("sasrec", ["synthetic"], sets={**TINY, "d": "8", "heads": "3"})
+
+    def sweep(executor: str, runs: Path) -> list:
+        return run_requests(
+            reqs,
+            workers=2,
+            executor=executor,
+            runs_dir=str(runs),
+            data_dir=str(tmp_path / "data"),
+            threads=1,
+            console=Console(file=io.StringIO()),
+        )
+
+    on_ray, local = sweep("ray", tmp_path / "ray"), sweep("local", tmp_path / "local")
+    assert [r.status for r in on_ray] == ["done"] * 4 + ["failed"]
+    assert "divisible by heads=3" in on_ray[-1].error
+    assert [r.run_id for r in on_ray] == [r.run_id for r in local]
+    for a, b in zip(on_ray[:4], local[:4], strict=True):
+        assert RunStore(tmp_path / "ray").is_done(a.run_id)
+        same = {k: v for k, v in a.metrics.items() if k not in MACHINE}
+        assert same == {k: v for k, v in b.metrics.items() if k not in MACHINE}
