@@ -6,8 +6,12 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import torch
 
 from seqbench.data.synthetic import generate
+
+# small test models run fastest (and never oversubscribe a shared machine) on one thread
+torch.set_num_threads(1)
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
