@@ -146,3 +146,16 @@ def test_default_dataset_and_cached_rerun(data_root, tmp_path, capsys) -> None:
     assert "sasrec on synthetic" in first  # the only prepared dataset is the default
     main(argv)
     assert "cached" in capsys.readouterr().out
+
+
+def test_budget_cut_run_is_not_served_for_an_unbudgeted_request(synthetic_frames, tmp_path):
+    inter, items = synthetic_frames
+    data = SeqDataset.from_frames("synthetic", inter, items, {"checksum": "budget"})
+    req = RunRequest("sasrec", "synthetic", sets={"d": "8", "epochs": "3"})
+    store = RunStore(tmp_path)
+    quiet = {"store": store, "data": data, "progress": False, "log": lambda _: None}
+    cut = execute(req, max_minutes=1e-9, **quiet)
+    assert cut["stopped"] == "budget" and cut["epochs_run"] == 1
+    assert execute(req, max_minutes=1e-9, **quiet)["cached"]
+    full = execute(req, **quiet)
+    assert "cached" not in full and full["epochs_run"] == 3 and full["stopped"] == "max_epochs"

@@ -98,7 +98,11 @@ def execute(
     spec = req.spec(data)
     run_id = spec.run_id
     if store.is_done(run_id) and not force:
-        return {**store.load_metrics(run_id), "cached": True}
+        stored = store.load_metrics(run_id)
+        # a run cut short by a time budget only answers a request with that same budget
+        if stored["stopped"] != "budget" or stored.get("budget_minutes") == max_minutes:
+            return {**stored, "cached": True}
+        force = True
     work = store.partial(run_id)
     if force:
         shutil.rmtree(work, ignore_errors=True)
@@ -129,6 +133,7 @@ def execute(
         "best_epoch": result.best_epoch,
         "epochs_run": len(result.history),
         "stopped": result.stopped,
+        "budget_minutes": max_minutes,
         "valid": result.valid,
         "test": summarize(test),
         "n_users_evaluated": len(test),
