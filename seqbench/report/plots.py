@@ -20,7 +20,7 @@ def _figure(panels: int) -> tuple[Any, Any]:
     try:
         from matplotlib.figure import Figure
     except ImportError:
-        raise ReportError("plots need matplotlib (a seqbench dependency): pip install matplotlib") from None
+        raise ReportError("plots need matplotlib: pip install matplotlib") from None
     if not panels:
         raise ReportError("nothing to plot")
     fig = Figure(figsize=(4.2 * panels, 3.4), layout="constrained")
