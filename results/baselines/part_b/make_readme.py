@@ -30,7 +30,9 @@ NDCG@10 is tested. Seed 0, one CPU thread (`--threads 1`).
 Budget: each model got a fixed number of epochs sized to about 12 CPU-minutes on this 2-core
 machine (measured beforehand with one thread: CL4SRec ≈ 11 s and CoSeRec ≈ 12 s of training
 plus ≈ 5 s of validation per epoch → 40 epochs; CoSeBERT at CBiT's d = 256 costs ≈ 6 CPU-min
-per epoch, so it runs at d = 64, ≈ 73 s per epoch → 9 epochs). Epochs rather than
+per epoch, so it runs at d = 64, ≈ 73 s per epoch → 9 epochs). Whole-process CPU time
+(user + system, `/usr/bin/time -v`): CL4SRec 11.5 min, CoSeRec 13.1 min, CoSeBERT 9.1 min;
+"train wall s" below is inflated by the shared machine. Epochs rather than
 `--budget-minutes`, because the machine was shared (load average 15-26 on 2 cores) and a
 wall-clock budget would have made the numbers depend on the load. The papers train for
 250-300 epochs; these runs are far from converged, so they are a smoke test of the
