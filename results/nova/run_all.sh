@@ -23,4 +23,5 @@ for dataset in "${datasets[@]}"; do
     seqbench run nova_bert -d "$dataset" "${SHORT[@]}" "${extra[@]}" "${COMMON[@]}" \
       --ablate mode=nova --ablate fusion=gating --ablate side=$side
   done
+  seqbench run popularity -d "$dataset" "${extra[@]}" "${COMMON[@]}"
 done
