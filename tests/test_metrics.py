@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from seqbench.evaluation.metrics import METRICS, metrics_from_counts, rank_counts
+from seqbench.evaluation.metrics import METRICS, count_true, metrics_from_counts, rank_counts
 
 
 def oracle(scores: list[float], target: int, candidates: list[int]) -> dict[str, float]:
@@ -35,9 +35,9 @@ def test_metrics_match_enumeration_with_ties(seed: int) -> None:
     scores = rng.integers(0, 3, size=n).astype(float).tolist()  # many ties
     target = int(rng.integers(0, n))
     candidates = [c for c in range(n) if c == target or rng.random() < 0.8]
-    cand = torch.zeros(1, n, dtype=torch.bool)
-    cand[0, candidates] = True
-    above, equal = rank_counts(torch.tensor([scores]), torch.tensor([target]), cand)
+    others = [c for c in range(n) if c not in candidates]
+    exclude = torch.tensor([others + others[:1] + [target]], dtype=torch.int64)  # dupes ignored
+    above, equal = rank_counts(torch.tensor([scores]), torch.tensor([target]), exclude)
     got = metrics_from_counts(above, equal)
     want = oracle(scores, target, candidates)
     for k in METRICS:
@@ -69,3 +69,17 @@ def test_constant_model_lands_in_the_middle_not_first() -> None:
 def test_nan_target_score_is_an_error() -> None:
     with pytest.raises(ValueError, match="NaN"):
         rank_counts(torch.tensor([[float("nan"), 1.0]]), torch.tensor([0]))
+
+
+@pytest.mark.parametrize("density", [0.0, 0.01, 0.5, 1.0])
+def test_count_true_equals_a_plain_sum(density: float) -> None:
+    """Word-packed counting against a Python sum, including rows with > 255 Trues per lane."""
+    rng = np.random.default_rng(0)
+    mask = torch.from_numpy(rng.random((5, 2040 * 7)) < density)
+    want = [sum(bool(x) for x in row) for row in mask.tolist()]
+    assert count_true(mask).tolist() == want
+
+
+def test_count_true_rejects_a_width_it_cannot_pack() -> None:
+    with pytest.raises(ValueError, match="2040"):
+        count_true(torch.ones(2, 100, dtype=torch.bool))

@@ -19,13 +19,17 @@ from seqbench.evaluation.protocols import Protocol
 SPLIT_SEED = {"valid": 17, "test": 29}
 
 
-def history_mask(data: SeqDataset, users: np.ndarray, ends: np.ndarray) -> torch.Tensor:
-    """Bool [B, N+1]: True for every item in the user's whole input history."""
+def history_items(data: SeqDataset, users: np.ndarray, ends: np.ndarray) -> torch.Tensor:
+    """[B, W] every item of each user's input history, zero-padded."""
     starts = data.offsets[users]
     width = int((ends - starts).max()) if len(users) else 1
-    hist = torch.from_numpy(gather_padded(data.items, starts, ends, max(width, 1)))
+    return torch.from_numpy(gather_padded(data.items, starts, ends, max(width, 1)))
+
+
+def history_mask(data: SeqDataset, users: np.ndarray, ends: np.ndarray) -> torch.Tensor:
+    """Bool [B, N+1]: True for every item in the user's whole input history."""
     mask = torch.zeros(len(users), data.n_items + 1, dtype=torch.bool)
-    return mask.scatter_(1, hist, True)
+    return mask.scatter_(1, history_items(data, users, ends), True)
 
 
 class Evaluator:
@@ -97,30 +101,33 @@ class Evaluator:
         index = torch.from_numpy(gather_padded(self.positions, starts, ends, self.window))
         seqs, index = trim(hist, index)
         batch = {"seqs": seqs, "users": torch.from_numpy(users), "index": index}
-        scores = model.score({k: v.to(self.device) for k, v in batch.items()}).float().cpu()
-        target = torch.from_numpy(targets)
+        scores = model.score({k: v.to(self.device) for k, v in batch.items()}).float()
+        target = torch.from_numpy(targets).to(scores.device)
+        hist = hist.to(scores.device)
         p = self.protocol
         if p.candidates != "full":
-            cand = torch.cat([target[:, None], self.negatives[sl]], dim=1)
+            cand = torch.cat([target[:, None], self.negatives[sl].to(scores.device)], dim=1)
             above, equal = rank_counts(scores.gather(1, cand), torch.zeros_like(target))
             return metrics_from_counts(above, equal)
-        candidates = torch.ones_like(scores, dtype=torch.bool)
-        candidates[:, 0] = False
-        if self.data.n_items + 1 < scores.shape[1]:
-            candidates[:, self.data.n_items + 1 :] = False
-        if p.history != "none":
-            if p.history == "window":
-                excl = torch.zeros_like(candidates).scatter_(1, hist, True)
-            else:
-                excl = history_mask(self.data, users, ends)
-            excl.scatter_(1, target[:, None], False)
-            excl[:, 0] = False
-            if p.history == "zero":
-                scores = scores.masked_fill(excl, 0.0)
-            else:
-                candidates &= ~excl
-        above, equal = rank_counts(scores, target, candidates)
-        return metrics_from_counts(above, equal)
+        scores = scores[:, : self.data.n_items + 1]
+        if p.history == "none":
+            return metrics_from_counts(*rank_counts(scores, target, pad_column(target)))
+        if p.history == "window":
+            excl = hist
+        else:
+            excl = history_items(self.data, users, ends).to(scores.device)
+        if p.history == "zero":
+            keep = (excl != 0) & (excl != target[:, None])
+            scores = scores.scatter(1, excl, scores.gather(1, excl).masked_fill(keep, 0.0))
+            excl = pad_column(target)
+        else:
+            excl = torch.cat([pad_column(target), excl], dim=1)
+        return metrics_from_counts(*rank_counts(scores, target, excl))
+
+
+def pad_column(target: torch.Tensor) -> torch.Tensor:
+    """[B, 1] zeros: column 0 is the padding item, never a candidate."""
+    return torch.zeros_like(target)[:, None]
 
 
 def summarize(per_user: pd.DataFrame) -> dict[str, float]:

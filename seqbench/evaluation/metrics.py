@@ -13,28 +13,51 @@ KS = (5, 10, 20)
 METRICS = (*(f"{m}@{k}" for m in ("HR", "NDCG") for k in KS), "MRR", "MRR@10")
 
 
+_WORDS = 255  # int64 words summed at once: each of their 8 byte lanes then stays <= 255
+_GROUP = 8 * _WORDS  # bool columns per summed group
+
+
 def rank_counts(
-    scores: torch.Tensor, target: torch.Tensor, candidates: torch.Tensor | None = None
+    scores: torch.Tensor, target: torch.Tensor, exclude: torch.Tensor | None = None
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(#candidates strictly above the target, #other candidates equal to it) per row.
 
-    scores [B, C]; target [B] column index of the target (always a candidate); candidates
-    [B, C] bool or None for all columns.
+    scores [B, C]; target [B] column index of the target (always a candidate); exclude
+    [B, W] columns that are not candidates (duplicates and the target itself are ignored),
+    or None when every column is a candidate. The comparison runs once over all columns;
+    the few excluded columns are then subtracted, so no [B, C] candidate mask is built.
     """
     t = scores.gather(1, target[:, None])
     if bool(torch.isnan(t).any()):
         raise ValueError("a model scored a target item NaN: its ranks would be meaningless")
-    above = scores > t
-    equal = scores == t
-    if candidates is not None:
-        above.logical_and_(candidates)
-        equal.logical_and_(candidates)
-    return _count(above), _count(equal) - 1
+    rows, width = scores.shape
+    buf = torch.zeros(rows, -(-width // _GROUP) * _GROUP, dtype=torch.bool, device=t.device)
+    torch.gt(scores, t, out=buf[:, :width])
+    above = count_true(buf)
+    torch.eq(scores, t, out=buf[:, :width])
+    equal = count_true(buf) - 1
+    if exclude is not None and exclude.numel():
+        cols = exclude.sort(dim=1).values
+        keep = cols != target[:, None]
+        keep[:, 1:] &= cols[:, 1:] != cols[:, :-1]
+        s = scores.gather(1, cols)
+        above -= ((s > t) & keep).sum(1)
+        equal -= ((s == t) & keep).sum(1)
+    return above, equal
 
 
-def _count(mask: torch.Tensor) -> torch.Tensor:
-    """Row-wise count of True (summing the bytes is ~2x faster than a bool sum on CPU)."""
-    return mask.view(torch.uint8).sum(1, dtype=torch.int32).to(torch.int64)
+def count_true(mask: torch.Tensor) -> torch.Tensor:
+    """Row-wise number of True in a contiguous bool [B, C] with C a multiple of 2,040.
+
+    Eight columns are read as one int64 word and 255 words are summed at a time, so each
+    byte lane holds an exact count; this is ~10x faster on CPU than a bool or byte sum.
+    """
+    rows, width = mask.shape
+    if width % _GROUP or not mask.is_contiguous():
+        raise ValueError(f"count_true needs a contiguous [B, k*{_GROUP}] mask, got {width}")
+    lanes = mask.view(torch.int64).view(rows, width // _GROUP, _WORDS).sum(2)
+    shifts = torch.arange(0, 64, 8, device=mask.device)
+    return ((lanes[..., None] >> shifts) & 255).sum((1, 2))
 
 
 def _prefix(fn, n: int, device: torch.device) -> torch.Tensor:
