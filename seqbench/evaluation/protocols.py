@@ -10,7 +10,12 @@ from seqbench.registry import Registry
 
 @dataclass(frozen=True)
 class Protocol:
-    """One evaluation protocol; recorded with every result and part of the run id."""
+    """One evaluation protocol; recorded with every result and part of the run id.
+
+    `select` is the validation metric that picks the epoch; `patience`, when set, is the
+    early-stopping patience of the protocol's paper and replaces the model's default
+    (an explicit `--set patience=N` still wins).
+    """
 
     name: str
     candidates: Literal["full", "uniform", "popularity"]

@@ -42,13 +42,17 @@ class RunRequest:
         sets = dict(self.sets)
         if self.epochs is not None:
             sets["epochs"] = str(self.epochs)
+        protocol = get_protocol(self.protocol)
+        if protocol.patience is not None:
+            # the protocol's paper stopped early with this patience; an explicit --set wins
+            sets.setdefault("patience", str(protocol.patience))
         cls = get_model(self.model)
         cfg = resolve_config(cls, self.dataset, sets, self.ablate)
         return RunSpec(
             model=self.model,
             dataset=self.dataset,
             config=dataclasses.asdict(cfg),
-            protocol=get_protocol(self.protocol).to_dict(),
+            protocol=protocol.to_dict(),
             seed=self.seed,
             data_checksum=data.checksum,
             ablate=dict(self.ablate),
