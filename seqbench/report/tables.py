@@ -162,6 +162,18 @@ def all_runs(entries: Sequence[Entry]) -> list[Run]:
     return [r for e in entries for rs in e.runs.values() for r in rs]
 
 
+def comparable_runs(
+    entries: Sequence[Entry],
+    empty: str = "no runs to tabulate for the selected models and datasets",
+) -> list[Run]:
+    """All runs of the entries; an error when there are none or their protocols differ."""
+    runs = all_runs(entries)
+    if not runs:
+        raise ReportError(empty)
+    check_comparable(runs)
+    return runs
+
+
 def _has_per_user(runs: Sequence[Run]) -> bool:
     return all((r.path / "per_user.parquet").is_file() for r in runs)
 
@@ -199,10 +211,7 @@ def overall_table(
     opts = opts or SignificanceOptions()
     published = published or {}
     labels = dataset_labels or {}
-    runs = all_runs(entries)
-    if not runs:
-        raise ReportError("no runs to tabulate for the selected models and datasets")
-    check_comparable(runs)
+    runs = comparable_runs(entries)
     pub_keys = {(d, e) for d, e, _ in published}
     shown = [e for e in entries if any(e.runs.get(d) or (d, e.label) in pub_keys for d in datasets)]
     if baseline != "best" and not any(e.label.lower() == baseline.lower() for e in shown):
@@ -292,10 +301,7 @@ def ablation_table(
     opts = opts or SignificanceOptions()
     published = published or {}
     labels = dataset_labels or {}
-    runs = all_runs(entries)
-    if not runs:
-        raise ReportError("no runs to tabulate for the selected models and datasets")
-    check_comparable(runs)
+    runs = comparable_runs(entries)
     pub_keys = {(d, e) for d, e, _ in published}
     used = [d for d in datasets if any(e.runs.get(d) or (d, e.label) in pub_keys for e in entries)]
     by_label = {e.label: e for e in entries}
@@ -451,10 +457,7 @@ def curves_table(
     A metric name is looked up as `valid_<metric>` in history.parquet, else as the column itself
     (e.g. `loss`). Returns the table (rows dataset × epoch) and the plotted series.
     """
-    runs = all_runs(entries)
-    if not runs:
-        raise ReportError("no runs for training curves")
-    check_comparable(runs)
+    runs = comparable_runs(entries, "no runs for training curves")
     datasets = sorted({r.dataset for r in runs})
     shown = [e for e in entries if any(e.runs.values())]
     table = Table(
