@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from test_report_fixtures import main_store, ranks, sweep_store, write_run
+from test_report_fixtures import N_USERS, main_store, ranks, sweep_store, write_run
 
 from seqbench.cli import main
 from seqbench.report.layouts import model_entries
@@ -132,3 +132,19 @@ def test_sweep_selects_its_runs_and_param_is_inferred(
         main(["report", "--runs-dir", str(root), "--layout", "sensitivity", "--models", "cbit",
               "--param", "d"])  # fmt: skip
     assert "runs also differ in tau besides d" in capsys.readouterr().err
+
+
+def test_runs_option_tabulates_exactly_the_named_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = main_store(tmp_path / "runs")
+    main(["report", "--runs-dir", str(root), "--runs", "beauty-sasrec-a,beauty-bert4rec-a",
+          "-f", "csv", "--metrics", "HR@10"])  # fmt: skip
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "Dataset,Metric,bert4rec,sasrec,Improv."  # no cbit, no toys
+    # HR@10 = hits / users: sasrec seed 0 alone (10 hits), not averaged with seed 1 (12 hits)
+    assert out[1].split(",")[2:4] == [f"{5 / N_USERS:.4f}", f"{10 / N_USERS:.4f}*"]
+    with pytest.raises(SystemExit) as exc:
+        main(["report", "--runs-dir", str(root), "--runs", "beauty-sasrec-a,beauty-nope"])
+    assert exc.value.code == 2
+    assert "no finished run beauty-nope" in capsys.readouterr().err

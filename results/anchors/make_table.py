@@ -15,7 +15,6 @@ import json
 import shutil
 import subprocess
 import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -76,27 +75,17 @@ def collect(store: RunStore) -> dict[Study, dict | None]:
     return out
 
 
-def tool_report(store: RunStore, runs: dict[Study, dict | None]) -> str:
-    """`seqbench report --format markdown` over exactly the finished runs of this study."""
+def tool_report(runs: dict[Study, dict | None], runs_dir: str | None) -> str:
+    """`seqbench report --format markdown --runs …` over exactly the finished runs."""
     done = [m for m in runs.values() if m is not None]
     if not done:
         return "(no finished runs yet)\n"
-    with tempfile.TemporaryDirectory() as tmp:
-        for m in done:
-            (Path(tmp) / m["run_id"]).symlink_to(store.final(m["run_id"]).resolve())
-        cmd = [
-            sys.executable,
-            "-m",
-            "seqbench",
-            "report",
-            "--format",
-            "markdown",
-            "--runs-dir",
-            tmp,
-            "--models",
-            ",".join(dict.fromkeys(m["model"] for m in done)),
-        ]
-        return subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    cmd = [
+        *(sys.executable, "-m", "seqbench", "report", "--format", "markdown"),
+        *("--runs", ",".join(m["run_id"] for m in done)),
+        *(("--runs-dir", runs_dir) if runs_dir else ()),
+    ]
+    return subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
 
 
 def comparison(runs: dict[Study, dict | None]) -> list[str]:
@@ -134,7 +123,7 @@ def main() -> None:
     args = ap.parse_args()
     store = RunStore(args.runs_dir)
     runs = collect(store)
-    report = tool_report(store, runs)
+    report = tool_report(runs, args.runs_dir)
     (HERE / "report.md").write_text(report)
     text = [
         "# Anchor reproductions: SASRec (Beauty, ML-1M) and BERT4Rec_S (Beauty)",
@@ -157,7 +146,7 @@ def main() -> None:
         "python results/anchors/make_table.py",
         "```",
         "",
-        "## The tool's table (`seqbench report --format markdown` over these runs)",
+        "## The tool's table (`seqbench report --format markdown --runs <these runs>`)",
         "",
         report.rstrip(),
         "",

@@ -14,7 +14,6 @@ import json
 import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import pandas as pd
@@ -43,16 +42,15 @@ def collect(store: RunStore) -> dict[str, dict | None]:
     return out
 
 
-def report(store: RunStore, runs: dict[str, dict]) -> str:
-    with tempfile.TemporaryDirectory() as tmp:
-        for m in runs.values():
-            (Path(tmp) / m["run_id"]).symlink_to(store.final(m["run_id"]).resolve())
-        cmd = [
-            *(sys.executable, "-m", "seqbench", "report", "--runs-dir", tmp),
-            *("--models", "sasrec,stosa", "--baseline", "sasrec", "--metrics", METRICS),
-            *("--format", "markdown"),
-        ]
-        return subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+def report(runs: dict[str, dict], runs_dir: str | None) -> str:
+    """`seqbench report` over exactly these runs, paired t-test against SASRec."""
+    cmd = [
+        *(sys.executable, "-m", "seqbench", "report", "--format", "markdown"),
+        *("--runs", ",".join(m["run_id"] for m in runs.values())),
+        *("--baseline", "sasrec", "--metrics", METRICS),
+        *(("--runs-dir", runs_dir) if runs_dir else ()),
+    ]
+    return subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
 
 
 def main() -> None:
@@ -67,7 +65,7 @@ def main() -> None:
         pending = ", ".join(k for k, m in runs.items() if m is None)
         body = [f"_Pending: {pending} still training; rerun this script when they finish._"]
     else:
-        table = report(store, runs)
+        table = report(runs, args.runs_dir)
         (HERE / "beauty_table.md").write_text(table)
         rows = [
             "| model | epochs run (best) | stopped | train s | test HR@10 | test NDCG@10 |",

@@ -89,6 +89,10 @@ def report(
     sweep: Annotated[
         str | None, typer.Option(help="only the runs of this named sweep (`seqbench sweep`)")
     ] = None,
+    runs: Annotated[
+        list[str] | None,
+        typer.Option("--runs", help="only these run ids (comma-separated ok), e.g. to curate"),
+    ] = None,
     param: Annotated[
         str | None,
         typer.Option(help="sensitivity: the swept config key (default: the one that varies)"),
@@ -136,13 +140,23 @@ def report(
     )
     selection = None
     if layout not in CARD_LAYOUTS:
+        stored = load_runs(runs_dir)
         run_ids = None
+        if runs:
+            run_ids = set(split_list(runs))
+            missing = sorted(run_ids - {r.run_id for r in stored})
+            if missing:
+                raise ConfigError(
+                    f"--runs: no finished run {', '.join(missing)} in the run store "
+                    f"{runs_dir or 'results/runs'} (list them with `seqbench runs`)"
+                )
         if sweep is not None:
             from seqbench.runs.sweep import sweep_run_ids
 
-            run_ids = set(sweep_run_ids(sweep, runs_dir))
+            in_sweep = set(sweep_run_ids(sweep, runs_dir))
+            run_ids = in_sweep if run_ids is None else run_ids & in_sweep
         selection = select_runs(
-            load_runs(runs_dir),
+            stored,
             datasets=opts.datasets,
             models=opts.models,
             protocol=protocol,
