@@ -46,7 +46,7 @@ def neg_dot_matrix(
     mean1: Tensor, cov1: Tensor | None, mean2: Tensor, cov2: Tensor | None
 ) -> Tensor:
     """−⟨μ₁, μ₂⟩ of every row pair: [..., M, d] × [..., N, d] → [..., M, N]."""
-    return -(mean1 @ mean2.transpose(-1, -2))
+    return (-mean1) @ mean2.transpose(-1, -2)
 
 
 #: distance name → (aligned pairs, all row pairs); "distance" is what attention, scoring and
@@ -271,4 +271,4 @@ class STOSA(SeqModel):
         mean, cov = self.encode(batch["seqs"], last_only=True)
         item_mean, item_cov = self.items()
         last_cov = cov[:, -1] if cov is not None else None
-        return -self.matrix(mean[:, -1], last_cov, item_mean, item_cov)
+        return self.matrix(mean[:, -1], last_cov, item_mean, item_cov).neg_()

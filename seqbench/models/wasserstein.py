@@ -3,7 +3,7 @@
 For N(μ₁, Σ₁) and N(μ₂, Σ₂) with diagonal Σ: W₂² = ‖μ₁ − μ₂‖² + ‖Σ₁^½ − Σ₂^½‖², where Σ^½ is
 the element-wise square root of the diagonal. The matrix form expands both squares into norms
 plus one cross product of the concatenated [μ, Σ^½] rows, so all M×N pairs cost a single
-[M, 2d] × [2d, N] matmul and never a [M, N, d] broadcast.
+[M, 2d+2] × [2d+2, N] matmul and never a [M, N, d] broadcast.
 """
 
 from __future__ import annotations
@@ -33,12 +33,15 @@ def wasserstein2_matrix(
 ) -> torch.Tensor:
     """W₂² of every row pair: [..., M, d] and [..., N, d] → [..., M, N], clamped at 0.
 
-    The expansion ‖a‖² + ‖b‖² − 2a·b can round slightly below 0 for (near-)identical
-    distributions; the clamp keeps distances valid and its gradient there is 0, never NaN.
+    ‖a‖² + ‖b‖² − 2a·b is one matmul of augmented rows [−2a, ‖a‖², 1] · [b, 1, ‖b‖²], so the
+    [M, N] result is written once and clamped in place (no extra full-size passes). The
+    expansion can round slightly below 0 for (near-)identical distributions; the clamp keeps
+    distances valid and its gradient there is 0, never NaN.
     """
     a = torch.cat([mean1, std(cov1)], -1)
     b = torch.cat([mean2, std(cov2)], -1)
     sq_a = (a * a).sum(-1, keepdim=True)
-    sq_b = (b * b).sum(-1).unsqueeze(-2)
-    # in place on the fresh [..., M, N] product: one full-size tensor instead of four
-    return (a @ b.transpose(-1, -2)).mul_(-2).add_(sq_a).add_(sq_b).clamp_min_(0)
+    sq_b = (b * b).sum(-1, keepdim=True)
+    left = torch.cat([-2 * a, sq_a, torch.ones_like(sq_a)], -1)
+    right = torch.cat([b, torch.ones_like(sq_b), sq_b], -1)
+    return (left @ right.transpose(-1, -2)).clamp_min_(0)
