@@ -87,6 +87,9 @@ def main() -> None:
             "",
             "Budget: at most 170 epochs per model (the authors allow 500), patience 100, seed 0;",
             "`train s` is wall-clock training time including earlier sessions on a loaded machine.",
+            "A best epoch close to the cap (SASRec's, here) means that model was still improving",
+            "when the budget ended: a longer budget could narrow the gap, so the comparison holds",
+            "for equal epochs, not for converged models.",
         ]
     (HERE / "README.md").write_text(head + "## Results\n\n" + "\n".join(body) + "\n")
     print("\n".join(body))
