@@ -11,6 +11,8 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 from seqbench.data.dataset import load_dataset
@@ -39,6 +41,8 @@ def collect(store: RunStore) -> dict[str, dict | None]:
     """Copy each finished run's metrics.json into metrics/; None while a run is pending."""
     data = load_dataset("beauty")
     (HERE / "metrics").mkdir(exist_ok=True)
+    for stale in (HERE / "metrics").glob("*.json"):
+        stale.unlink()
     out: dict[str, dict | None] = {}
     for model, epochs in EPOCHS.items():
         req = RunRequest(model, "beauty", protocol="duorec", seed=0, epochs=epochs)
@@ -67,6 +71,21 @@ def table(runs: dict[str, dict | None]) -> list[str]:
     return lines
 
 
+def tool_table(runs: dict[str, dict | None], runs_dir: str | None) -> list[str]:
+    """`seqbench report` over exactly the finished runs (paired t-tests on per-user values)."""
+    done = [m["run_id"] for m in runs.values() if m is not None]
+    if len(done) < 2:
+        return ["(pending: fewer than two finished runs)"]
+    cmd = [
+        *(sys.executable, "-m", "seqbench", "report", "--format", "markdown"),
+        *("--runs", ",".join(done), "--metrics", ",".join(METRICS)),
+        *(("--runs-dir", runs_dir) if runs_dir else ()),
+    ]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    (HERE / "beauty_table.md").write_text(out)
+    return out.rstrip().splitlines()
+
+
 def comparison(m: dict | None) -> list[str]:
     if m is None:
         return ["DuoRec run pending: no comparison yet."]
@@ -82,7 +101,8 @@ def comparison(m: dict | None) -> list[str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs-dir", default=None)
-    runs = collect(RunStore(parser.parse_args().runs_dir))
+    runs_dir = parser.parse_args().runs_dir
+    runs = collect(RunStore(runs_dir))
     text = [
         "# Issue 7, part A: GRU4Rec, Caser, DuoRec on Beauty (protocol `duorec`)",
         "",
@@ -110,6 +130,12 @@ def main() -> None:
         "## Test metrics",
         "",
         *table(runs),
+        "",
+        "## The tool's table",
+        "",
+        "`seqbench report --runs <the runs above> --format markdown` (saved as `beauty_table.md`):",
+        "",
+        *tool_table(runs, runs_dir),
         "",
         "## DuoRec against its published Beauty row",
         "",
