@@ -19,8 +19,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
+import torch
 
 from seqbench.data.dataset import load_dataset
+from seqbench.evaluation.evaluator import Evaluator, summarize
+from seqbench.evaluation.protocols import get_protocol
+from seqbench.models.base import get_model
 from seqbench.runs.execute import RunRequest
 from seqbench.runs.store import RunStore
 
@@ -109,11 +113,67 @@ def comparison(runs: dict[Study, dict | None]) -> list[str]:
     return lines
 
 
+def protocol_sensitivity(store: RunStore, m: dict) -> list[str]:
+    """Test HR@10 / NDCG@10 of a run's best checkpoint re-evaluated under other presets."""
+    spec = json.loads((store.final(m["run_id"]) / "config.json").read_text())
+    data = load_dataset(spec["dataset"])
+    cls = get_model(spec["model"])
+    model = cls(cls.Config(**spec["config"]), data)
+    state = torch.load(store.final(m["run_id"]) / "best.pt", weights_only=True, map_location="cpu")
+    model.load_state_dict(state)
+    lines = ["| preset (history handling) | HR@10 | NDCG@10 |", "|---|---:|---:|"]
+    for name in ("cbit", "seqbench", "duorec"):
+        p = get_protocol(name)
+        ev = Evaluator(data, "test", p, model.cfg.max_len)
+        got = summarize(ev.run(model))
+        lines.append(f"| `{name}` ({p.description}) | {got['HR@10']:.4f} | {got['NDCG@10']:.4f} |")
+    return lines
+
+
 def curve(m: dict) -> str:
     """Validation NDCG@10 at a few epochs: how far the run was from converging."""
     h = m["history"]
     picks = sorted({int(e) for e in h["epoch"].quantile([0, 0.25, 0.5, 0.75, 1.0], "nearest")})
     return ", ".join(f"ep {e}: {h.loc[h['epoch'] == e, 'valid_NDCG@10'].item():.4f}" for e in picks)
+
+
+def evidence(store: RunStore, runs: dict[Study, dict | None]) -> list[str]:
+    """Why the rows outside ±10 % differ, with the measurements that show it."""
+    sasrec = {s.dataset: m for s, m in runs.items() if s.model == "sasrec" and m is not None}
+    b4 = next((m for s, m in runs.items() if s.model == "bert4rec_s"), None)
+    out = ["## Rows outside ±10 %: what explains them", ""]
+    if "ml-1m" in sasrec:
+        out += [
+            "**SASRec on ML-1M is above the published row.** The best checkpoint of each SASRec",
+            "run re-evaluated on test under three presets:",
+            "",
+        ]
+        for dataset, m in sasrec.items():
+            out += [f"{dataset}:", "", *protocol_sensitivity(store, m), ""]
+        out += [
+            "On ML-1M a user's input history averages 165 of 3,706 items, so whether history is",
+            "a candidate changes the numbers far more than on Beauty (8.9 items per history);",
+            "CBiT's published ML-1M SASRec row (0.1810 / 0.0918) lies between our figures with",
+            "and without history exclusion, while the Beauty row reproduces within ±10 %. We",
+            "read the ML-1M gap as a difference in how the published baseline was evaluated or",
+            "trained (the paper does not state it beyond the protocol summarised in",
+            "protocols.md), not as a defect of this SASRec; it is not a reproduction.",
+            "",
+        ]
+    if b4 is not None:
+        h = b4["history"]
+        gains = h["valid_NDCG@10"].pct_change().dropna()
+        out += [
+            "**BERT4Rec_S on Beauty is below the published row** because it trained 3 of the",
+            f"paper's 250 epochs: validation NDCG@10 rose on every epoch ({curve(b4)}; last",
+            f"epoch +{gains.iloc[-1]:.0%}) and had not levelled off. At the measured cost of this",
+            f"model here ({b4['train_seconds']:.0f} s of wall time for 3 epochs, on the loaded",
+            "machine of the first session), 250 epochs are about 2.7 days of one core; no GPU",
+            "was lent to this project.",
+            "The same run is the equal-epoch baseline that CBiT beats in `results/cbit/`.",
+            "",
+        ]
+    return out
 
 
 def main() -> None:
@@ -134,11 +194,11 @@ def main() -> None:
         "  input window excluded except the target, epoch selected by validation NDCG@10, ties",
         "  count as the expected position). Paper settings are the models' registered defaults",
         "  for each dataset (`seqbench models`); seed 0; CPU, one torch thread.",
-        "- Budget: SASRec on Beauty ran to its own end (200 epochs or early stop, patience 20).",
-        "  SASRec on ML-1M ran under `--budget-minutes` (cumulative training seconds, the first",
-        "  867 s of them, 4 epochs, on a heavily loaded machine in an earlier session) and",
-        "  BERT4Rec_S for 3 epochs (the run CBiT is compared with in `results/cbit/`), far below",
-        "  the papers' 200–250 epochs: those rows measure the budget, not the model.",
+        "- Budget: both SASRec runs ended by early stopping (patience 20 on validation",
+        "  NDCG@10; ML-1M under a `--budget-minutes` cap it did not reach; its first 867",
+        "  training seconds, 4 epochs, ran on a heavily loaded machine in an earlier session).",
+        "  BERT4Rec_S ran 3 epochs (the run CBiT is compared with in `results/cbit/`), far",
+        "  below the paper's 250: that row measures the budget, not the model.",
         "",
         "Commands:",
         "",
@@ -155,6 +215,7 @@ def main() -> None:
         "",
         *comparison(runs),
         "",
+        *evidence(store, runs),
         "## Validation curves",
         "",
         *(f"- {s.label} on {s.dataset}: {curve(m)}" for s, m in runs.items() if m is not None),
