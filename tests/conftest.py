@@ -13,6 +13,13 @@ from seqbench.data.synthetic import generate
 # small test models run fastest (and never oversubscribe a shared machine) on one thread
 torch.set_num_threads(1)
 
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread() -> None:
+    """Re-pin one thread per test module, so an in-process call that changed it cannot leak."""
+    torch.set_num_threads(1)
+
+
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
 

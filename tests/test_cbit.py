@@ -24,15 +24,6 @@ from seqbench.training.trainer import Trainer
 SMALL = {"d": "32", "heads": "2", "max_len": "12", "batch_size": "64"}
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """One torch thread: on a shared, oversubscribed machine two threads run ~20x slower."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 @pytest.fixture(scope="module")
 def data() -> SeqDataset:
     inter, items = generate(n_users=300, n_items=120, seed=3, max_len=30)

@@ -30,15 +30,6 @@ from seqbench.runs.store import RunStore
 SMALL = {"d": "32", "layers": "2", "heads": "2", "max_len": "20", "dropout": "0.1"}
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """One torch thread: the tiny models here only lose time to thread contention."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 @pytest.fixture(scope="module")
 def data() -> SeqDataset:
     inter, items = generate(n_users=120, n_items=100, seed=3, max_len=30)

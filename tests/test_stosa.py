@@ -39,15 +39,6 @@ def w2_general(m1: np.ndarray, c1: np.ndarray, m2: np.ndarray, c2: np.ndarray) -
     return float(np.sum((m1 - m2) ** 2) + np.trace(s1 + s2 - 2 * np.real(cross)))
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """One torch thread: the shared 2-core machine makes a second thread slower, not faster."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 @pytest.fixture(scope="module")
 def data() -> SeqDataset:
     inter, items = generate(n_users=300, n_items=120, seed=3, max_len=30)
