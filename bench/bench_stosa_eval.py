@@ -32,7 +32,9 @@ def build(name: str, dataset: str, data) -> tuple[SeqModel, Evaluator]:
     cfg = resolve_config(cls, dataset)
     torch.manual_seed(0)
     model = cls(cfg, data)
-    evaluator = Evaluator(data, "test", get_protocol("stosa"), cfg.max_len, cfg.eval_batch_size)
+    evaluator = Evaluator(
+        data, "test", get_protocol("stosa"), model.input_window, cfg.eval_batch_size
+    )
     return model, evaluator
 
 

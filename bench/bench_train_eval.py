@@ -53,7 +53,7 @@ def bench(model_name: str, dataset: str, max_batches: int | None) -> dict:
         opt.step()
         n += targets_in(batch)
     train = time.perf_counter() - t0
-    ev = Evaluator(data, "test", get_protocol("seqbench"), cfg.max_len, 1024)
+    ev = Evaluator(data, "test", get_protocol("seqbench"), model.input_window, 1024)
     ev.run(model)  # warm-up
     t0 = time.perf_counter()
     per_user = ev.run(model)

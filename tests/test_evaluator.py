@@ -102,3 +102,29 @@ def test_sampled_rank_is_among_101_candidates() -> None:
     table = torch.zeros(data.n_users, data.n_items + 1)
     got = Evaluator(data, "test", get_protocol("sasrec"), 5).run(TableModel(table))
     assert np.allclose(got["rank"], 51.0)  # all tied: middle of 101
+
+
+@pytest.mark.parametrize("split", ["valid", "test"])
+def test_cbit_excludes_exactly_what_a_bert_model_reads(split: str) -> None:
+    """BERT-style input = last max_len − 1 items + [mask]: `cbit` excludes those items only."""
+    from seqbench.models.base import get_model, resolve_config
+
+    data = tiny_dataset(seed=2)
+    cls = get_model("bert4rec")
+    max_len = 5
+    torch.manual_seed(0)
+    model = cls(resolve_config(cls, "tiny", {"max_len": str(max_len), "d": "8"}), data).eval()
+    got = Evaluator(data, split, get_protocol("cbit"), model.input_window, batch_size=6).run(model)
+    for row in got.to_dict("records"):
+        u = int(row["user"])
+        seq = data.items[data.offsets[u] : data.offsets[u + 1]].tolist()
+        cut = len(seq) - (2 if split == "valid" else 1)
+        history, target = seq[:cut], seq[cut]
+        seen = history[-(max_len - 1) :]
+        inputs = torch.tensor([[*seen, data.n_items + 1]])
+        with torch.no_grad():
+            scores = model.logits(model.encode(inputs)[:, -1])[0].numpy()
+        cands = set(range(1, data.n_items + 1)) - set(seen) | {target}
+        hr, ndcg = expected(scores, target, cands)
+        assert row["HR@10"] == pytest.approx(hr, abs=1e-6), u
+        assert row["NDCG@10"] == pytest.approx(ndcg, abs=1e-6), u

@@ -94,15 +94,24 @@ class Evaluator:
         df = pd.DataFrame({"user": self.users, "target": self.targets, **frame})
         return df[["user", "target", "rank", *METRICS]].sort_values("user", ignore_index=True)
 
-    def _batch(self, model: torch.nn.Module, sl: slice) -> dict[str, torch.Tensor]:
-        users, ends, targets = self.users[sl], self.ends[sl], self.targets[sl]
+    def model_batch(self, users: np.ndarray, ends: np.ndarray) -> dict[str, torch.Tensor]:
+        """The input `model.score` gets: the last `window` history items, trimmed to the batch.
+
+        `window` is the model's `input_window`, so these are exactly the items it reads.
+        """
         starts = self.data.offsets[users]
         hist = torch.from_numpy(gather_padded(self.data.items, starts, ends, self.window))
         index = torch.from_numpy(gather_padded(self.positions, starts, ends, self.window))
         seqs, index = trim(hist, index)
-        batch = {"seqs": seqs, "users": torch.from_numpy(users), "index": index}
+        return {"seqs": seqs, "users": torch.from_numpy(users), "index": index}
+
+    def _batch(self, model: torch.nn.Module, sl: slice) -> dict[str, torch.Tensor]:
+        users, ends, targets = self.users[sl], self.ends[sl], self.targets[sl]
+        batch = self.model_batch(users, ends)
         scores = model.score({k: v.to(self.device) for k, v in batch.items()}).float()
         target = torch.from_numpy(targets).to(scores.device)
+        starts = self.data.offsets[users]
+        hist = torch.from_numpy(gather_padded(self.data.items, starts, ends, self.window))
         hist = hist.to(scores.device)
         p = self.protocol
         if p.candidates != "full":

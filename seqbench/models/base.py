@@ -56,12 +56,22 @@ class SeqModel(nn.Module):
     ablations: ClassVar[tuple[str, ...]] = ()
     #: --set spellings that are not identifiers (e.g. "lambda" → "lambda_")
     key_aliases: ClassVar[dict[str, str]] = {}
+    #: False for models whose scores ignore the history (popularity)
+    reads_history: ClassVar[bool] = True
 
     def __init__(self, cfg: ModelConfig, data: SeqDataset) -> None:
         super().__init__()
         self.cfg = cfg
         self.n_items = data.n_items
         self.n_users = data.n_users
+
+    @property
+    def input_window(self) -> int:
+        """How many of the latest history items `score` reads; the evaluator passes exactly these.
+
+        It is also the window the `cbit` protocol excludes, so exclusion matches what was seen.
+        """
+        return self.cfg.max_len
 
     def train_batches(self, data: SeqDataset, gen: torch.Generator) -> Iterator[Batch]:
         """Yield the training batches of one epoch (all randomness from `gen`)."""

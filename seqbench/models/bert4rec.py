@@ -142,10 +142,15 @@ class BERT4Rec(SeqModel):
         loss = self.cloze_loss(self.encode(batch["inputs"]), batch["labels"])
         return loss, {"cloze": loss.item()}
 
+    @property
+    def input_window(self) -> int:
+        """max_len − 1 history items: the last input column is the appended [mask]."""
+        return self.cfg.max_len - 1
+
     def score(self, batch: Batch) -> torch.Tensor:
-        seqs = batch["seqs"]
-        mask = torch.full_like(seqs[:, :1], self.mask_id)
-        inputs = torch.cat([seqs[:, 1:], mask], dim=1)
+        """Append [mask] after the (at most max_len − 1) history items; its output scores items."""
+        seqs = batch["seqs"][:, -self.input_window :]
+        inputs = torch.cat([seqs, torch.full_like(seqs[:, :1], self.mask_id)], dim=1)
         return self.logits(self.encode(inputs)[:, -1])
 
 

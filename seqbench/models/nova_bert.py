@@ -127,7 +127,8 @@ class NovaBERT(BERT4Rec):
         return loss, {"cloze": loss.item()}
 
     def score(self, batch: Batch) -> torch.Tensor:
-        seqs, index = batch["seqs"], batch["index"]
-        inputs = torch.cat([seqs[:, 1:], torch.full_like(seqs[:, :1], self.mask_id)], dim=1)
-        index = torch.cat([index[:, 1:], torch.zeros_like(index[:, :1])], dim=1)
+        keep = -self.input_window
+        seqs, index = batch["seqs"][:, keep:], batch["index"][:, keep:]
+        inputs = torch.cat([seqs, torch.full_like(seqs[:, :1], self.mask_id)], dim=1)
+        index = torch.cat([index, torch.zeros_like(index[:, :1])], dim=1)
         return self.logits(self.encode(inputs, index)[:, -1])

@@ -23,6 +23,7 @@ class Popularity(SeqModel):
 
     paper = "non-personalised baseline"
     Config = PopularityConfig
+    reads_history = False
 
     def __init__(self, cfg: PopularityConfig, data: SeqDataset) -> None:
         super().__init__(cfg, data)

@@ -125,7 +125,8 @@ def execute(
 
     model.load_state_dict(result.best_state)
     t0 = time.perf_counter()
-    test = Evaluator(data, "test", protocol, cfg.max_len, cfg.eval_batch_size, dev).run(model)
+    window = model.input_window
+    test = Evaluator(data, "test", protocol, window, cfg.eval_batch_size, dev).run(model)
     eval_seconds = time.perf_counter() - t0
     metrics = {
         "run_id": run_id,

@@ -87,7 +87,7 @@ class Trainer:
         self.progress, self.max_minutes, self.log = progress, max_minutes, log
         self.amp = amp and device.type == "cuda"
         self.valid = Evaluator(
-            data, "valid", protocol, self.cfg.max_len, self.cfg.eval_batch_size, device
+            data, "valid", protocol, model.input_window, self.cfg.eval_batch_size, device
         )
 
     def _state(self, epoch: int, opt, gen, history, best, bad, seconds) -> dict[str, Any]:
