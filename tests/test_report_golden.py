@@ -19,8 +19,8 @@ from test_report_fixtures import data_cards, main_store, sweep_store
 from seqbench.cli import main
 from seqbench.report.layouts import model_entries
 from seqbench.report.render import latex_document, render
-from seqbench.report.select import load_runs
 from seqbench.report.tables import Entry, overall_table
+from seqbench.runs.store import load_runs
 
 GOLDEN = Path(__file__).parent / "golden"
 UPDATE = os.environ.get("SEQBENCH_UPDATE_GOLDEN") == "1"

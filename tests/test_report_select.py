@@ -11,8 +11,9 @@ from test_report_fixtures import N_USERS, main_store, ranks, sweep_store, write_
 
 from seqbench.cli import main
 from seqbench.report.layouts import model_entries
-from seqbench.report.select import ReportError, check_comparable, load_runs, select_runs
+from seqbench.report.select import ReportError, check_comparable, select_runs
 from seqbench.report.tables import overall_table
+from seqbench.runs.store import load_runs
 
 
 def test_partial_and_foreign_folders_are_ignored(tmp_path: Path) -> None:

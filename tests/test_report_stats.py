@@ -13,7 +13,6 @@ from test_report_fixtures import main_store, per_user, ranks
 
 from seqbench.errors import ConfigError
 from seqbench.report.layouts import model_entries
-from seqbench.report.select import load_runs
 from seqbench.report.stats import (
     PERMUTATIONS,
     TESTS,
@@ -23,6 +22,7 @@ from seqbench.report.stats import (
     seed_averaged,
 )
 from seqbench.report.tables import SignificanceOptions, overall_table
+from seqbench.runs.store import load_runs
 
 
 def test_holm_and_bonferroni_against_hand_computed_values() -> None:

@@ -18,8 +18,9 @@ from seqbench.report.layouts import CARD_LAYOUTS, LAYOUTS, ReportOptions
 from seqbench.report.plots import save_figure
 from seqbench.report.render import format_for, render
 from seqbench.report.reproduce import reproduce as run_reproduction
-from seqbench.report.select import load_runs, select_runs
+from seqbench.report.select import select_runs
 from seqbench.report.tables import SignificanceOptions, Table
+from seqbench.runs.store import load_runs
 
 
 def split_list(values: list[str] | None) -> list[str] | None:

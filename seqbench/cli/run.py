@@ -155,19 +155,19 @@ def runs(
         "NDCG@10",
     ):
         table.add_column(col)
-    for m in RunStore(runs_dir).list_runs():
-        if (model and m["model"] != model) or (dataset and m["dataset"] != dataset):
+    for r in RunStore(runs_dir).list_runs():
+        if (model and r.model != model) or (dataset and r.dataset != dataset):
             continue
-        ablate = ",".join(f"{k}={v}" for k, v in m.get("ablate", {}).items()) or "-"
+        ablate = ",".join(f"{k}={v}" for k, v in r.ablate.items()) or "-"
         table.add_row(
-            m["run_id"],
-            m["model"],
-            m["dataset"],
-            m["protocol"],
-            str(m["seed"]),
+            r.run_id,
+            r.model,
+            r.dataset,
+            r.protocol,
+            str(r.seed),
             ablate,
-            f"{m['best_epoch']}/{m['epochs_run']}",
-            f"{m['test']['HR@10']:.4f}",
-            f"{m['test']['NDCG@10']:.4f}",
+            f"{r.metrics['best_epoch']}/{r.metrics['epochs_run']}",
+            f"{r.test['HR@10']:.4f}",
+            f"{r.test['NDCG@10']:.4f}",
         )
     console.print(table)

@@ -73,7 +73,7 @@ def one_config(runs: Sequence[Run], what: str) -> tuple[list[Run], str | None]:
         return list(runs), None
 
     def rank(rs: list[Run]) -> tuple[int, float]:
-        return len(rs), max((r.path / "metrics.json").stat().st_mtime for r in rs)
+        return len(rs), max(r.finished_at for r in rs)
 
     kept = max(groups.values(), key=rank)
     keys = sorted({k for r in runs for k in identity(r)})

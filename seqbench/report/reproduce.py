@@ -17,7 +17,7 @@ from seqbench.errors import ConfigError
 from seqbench.models.base import get_model, resolve_config
 from seqbench.papers import ModelSpec, TableSpec
 from seqbench.report.plots import line_figure
-from seqbench.report.select import ReportError, Run, load_runs
+from seqbench.report.select import ReportError
 from seqbench.report.tables import (
     Entry,
     SignificanceOptions,
@@ -27,6 +27,7 @@ from seqbench.report.tables import (
     sensitivity_table,
 )
 from seqbench.runs.execute import RunRequest
+from seqbench.runs.store import Run, load_runs
 
 
 @dataclass

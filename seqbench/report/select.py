@@ -1,4 +1,4 @@
-"""Load finished runs from the store, filter them, and refuse tables that mix incomparable runs.
+"""Filter finished runs (loaded by the run store) and refuse tables that mix incomparable runs.
 
 Two runs are comparable only when they were measured under the same protocol definition and
 on the same prepared data (dataset card checksum); every table goes through `check_comparable`.
@@ -9,98 +9,13 @@ from __future__ import annotations
 import json
 from collections import Counter
 from dataclasses import dataclass, field
-from functools import cached_property
-from pathlib import Path
-from typing import Any
-
-import pandas as pd
 
 from seqbench.errors import SeqbenchError
-from seqbench.paths import runs_dir
-from seqbench.runs.store import PARTIAL_PREFIX
+from seqbench.runs.store import Run
 
 
 class ReportError(SeqbenchError):
     """The requested table cannot be built honestly (mixed runs, nothing to show, ...)."""
-
-
-@dataclass(frozen=True)
-class Run:
-    """One finished run as a report sees it (metrics.json + config.json of its folder)."""
-
-    path: Path
-    metrics: dict[str, Any]
-    config: dict[str, Any]
-
-    @property
-    def run_id(self) -> str:
-        return str(self.metrics["run_id"])
-
-    @property
-    def model(self) -> str:
-        return str(self.metrics["model"])
-
-    @property
-    def dataset(self) -> str:
-        return str(self.metrics["dataset"])
-
-    @property
-    def seed(self) -> int:
-        return int(self.metrics["seed"])
-
-    @property
-    def protocol(self) -> str:
-        return str(self.metrics["protocol"])
-
-    @property
-    def protocol_spec(self) -> dict[str, Any]:
-        """The full protocol definition recorded in config.json (the name alone may drift)."""
-        return dict(self.config.get("protocol") or {"name": self.protocol})
-
-    @property
-    def checksum(self) -> str:
-        return str(self.metrics.get("data_checksum") or self.config.get("data_checksum", ""))
-
-    @property
-    def ablate(self) -> dict[str, str]:
-        return {str(k): str(v) for k, v in (self.metrics.get("ablate") or {}).items()}
-
-    @property
-    def settings(self) -> dict[str, Any]:
-        """The resolved model config (hyper-parameters) of the run."""
-        return dict(self.config.get("config") or {})
-
-    @property
-    def test(self) -> dict[str, float]:
-        return dict(self.metrics["test"])
-
-    @cached_property
-    def per_user(self) -> pd.DataFrame:
-        return pd.read_parquet(self.path / "per_user.parquet")
-
-    @cached_property
-    def history(self) -> pd.DataFrame:
-        return pd.read_parquet(self.path / "history.parquet")
-
-    def variant(self) -> str:
-        """Ablation label: 'default' or 'axis=value, ...' in axis order."""
-        return ", ".join(f"{k}={v}" for k, v in sorted(self.ablate.items())) or "default"
-
-
-def load_runs(root: str | Path | None = None) -> list[Run]:
-    """Every finished run under the run store (partial runs are skipped)."""
-    base = runs_dir(root)
-    if not base.is_dir():
-        return []
-    out = []
-    for p in sorted(base.iterdir()):
-        if p.name.startswith(PARTIAL_PREFIX) or not (p / "metrics.json").is_file():
-            continue
-        metrics = json.loads((p / "metrics.json").read_text())
-        config_file = p / "config.json"
-        config = json.loads(config_file.read_text()) if config_file.is_file() else {}
-        out.append(Run(p, metrics, config))
-    return out
 
 
 @dataclass
@@ -135,7 +50,7 @@ def select_runs(
     if protocol is None and picked:
         counts = Counter(r.protocol for r in picked)
         if len(counts) > 1:
-            newest = {r.protocol: (r.path / "metrics.json").stat().st_mtime for r in picked}
+            newest = {r.protocol: r.finished_at for r in picked}
             protocol = max(counts, key=lambda p: (counts[p], newest[p]))
             others = ", ".join(
                 f"{p} ({n} runs)" for p, n in sorted(counts.items()) if p != protocol

@@ -175,7 +175,7 @@ def comparable_runs(
 
 
 def _has_per_user(runs: Sequence[Run]) -> bool:
-    return all((r.path / "per_user.parquet").is_file() for r in runs)
+    return all(r.has_per_user for r in runs)
 
 
 def _compare(
@@ -268,7 +268,7 @@ def overall_table(
     )
     table.notes.append(test_note(opts, len(pending), "the best is"))
     if untested:
-        table.notes.append(f"{untested} comparison(s) untested: per_user.parquet missing.")
+        table.notes.append(f"{untested} comparison(s) untested: per-user metrics missing.")
     if note := seeds_note(entry_seeds(shown)):
         table.notes.append(note)
     if published:
@@ -454,7 +454,7 @@ def curves_table(
 ) -> tuple[Table, Series]:
     """CBiT Figure 3(b): validation metric (or loss) per epoch, averaged over seeds.
 
-    A metric name is looked up as `valid_<metric>` in history.parquet, else as the column itself
+    A metric name is looked up as `valid_<metric>` in the run history, else as the column itself
     (e.g. `loss`). Returns the table (rows dataset × epoch) and the plotted series.
     """
     runs = comparable_runs(entries, "no runs for training curves")

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-import os
 import resource
-import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -19,7 +17,6 @@ from seqbench.data.dataset import SeqDataset, load_dataset, prepared_names
 from seqbench.errors import DataError
 from seqbench.evaluation.evaluator import Evaluator, summarize
 from seqbench.evaluation.protocols import get_protocol
-from seqbench.io import write_json
 from seqbench.models.base import get_model, resolve_config
 from seqbench.runs.store import RunSpec, RunStore
 from seqbench.training.device import resolve_device, seed_everything
@@ -96,7 +93,7 @@ def execute(
     max_minutes: float | None = None,
     log: Callable[[str], None] = print,
 ) -> dict[str, Any]:
-    """Run (or fetch the stored result of) one request; returns its metrics.json content."""
+    """Run (or fetch the stored result of) one request; returns its stored metrics."""
     store = store or RunStore()
     data = data or load_dataset(req.dataset, data_root)
     spec = req.spec(data)
@@ -107,11 +104,7 @@ def execute(
         if stored["stopped"] != "budget" or stored.get("budget_minutes") == max_minutes:
             return {**stored, "cached": True}
         force = True
-    work = store.partial(run_id)
-    if force:
-        shutil.rmtree(work, ignore_errors=True)
-    work.mkdir(parents=True, exist_ok=True)
-    write_json(work / "config.json", spec.to_dict())
+    work = store.start(spec, fresh=force)
 
     dev = resolve_device(device)
     seed_everything(req.seed)
@@ -120,7 +113,9 @@ def execute(
     model = cls(cfg, data)
     n_params = sum(p.numel() for p in model.parameters())
     protocol = get_protocol(req.protocol)
-    trainer = Trainer(model, data, protocol, req.seed, dev, work, progress, amp, max_minutes, log)
+    trainer = Trainer(
+        model, data, protocol, req.seed, dev, work.path, progress, amp, max_minutes, log
+    )
     result = trainer.fit(resume=resume)
 
     model.load_state_dict(result.best_state)
@@ -151,14 +146,5 @@ def execute(
         "data_checksum": data.checksum,
         "version": spec.version,
     }
-    test.to_parquet(work / "per_user.parquet", index=False)
-    pd.DataFrame(result.history).to_parquet(work / "history.parquet", index=False)
-    torch.save(result.best_state, work / "best.pt")
-    for name in ("checkpoint.pt", "checkpoint.prev.pt"):
-        (work / name).unlink(missing_ok=True)
-    write_json(work / "metrics.json", metrics)
-    final = store.final(run_id)
-    if final.exists():
-        shutil.rmtree(final)
-    os.replace(work, final)
+    store.finish(work, metrics, test, pd.DataFrame(result.history), result.best_state)
     return metrics

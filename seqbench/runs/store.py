@@ -2,7 +2,8 @@
 
 A run id hashes everything that can change its numbers (model, resolved config, dataset
 checksum, protocol, seed, seqbench version), so the same request maps to the same folder and
-a finished run is returned from disk instead of being trained again.
+a finished run is returned from disk instead of being trained again. This module is the only
+code that knows the names of the files inside a run folder; everything else asks it.
 """
 
 from __future__ import annotations
@@ -10,13 +11,18 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import os
+import shutil
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import torch
 
 from seqbench import __version__
+from seqbench.io import write_json
 from seqbench.paths import runs_dir
 
 PARTIAL_PREFIX = "."
@@ -56,6 +62,118 @@ class RunSpec:
         return {**self.identity(), "ablate": self.ablate, "run_id": self.run_id}
 
 
+@dataclass(frozen=True)
+class RunFolder:
+    """The files of one run folder (finished or partial), by role rather than by name."""
+
+    path: Path
+
+    @property
+    def config(self) -> Path:
+        """The run's identity (RunSpec.to_dict), written when the run starts."""
+        return self.path / "config.json"
+
+    @property
+    def metrics(self) -> Path:
+        """Written last: its presence marks a finished run."""
+        return self.path / "metrics.json"
+
+    @property
+    def per_user(self) -> Path:
+        return self.path / "per_user.parquet"
+
+    @property
+    def history(self) -> Path:
+        return self.path / "history.parquet"
+
+    @property
+    def best(self) -> Path:
+        """Weights of the epoch chosen on validation."""
+        return self.path / "best.pt"
+
+    @property
+    def checkpoints(self) -> tuple[Path, Path]:
+        """(latest, previous) epoch checkpoints of an unfinished run, newest first."""
+        return self.path / "checkpoint.pt", self.path / "checkpoint.prev.pt"
+
+
+@dataclass(frozen=True)
+class Run:
+    """One finished run as a report sees it (its metrics and its recorded identity)."""
+
+    path: Path
+    metrics: dict[str, Any]
+    config: dict[str, Any]
+
+    @property
+    def folder(self) -> RunFolder:
+        return RunFolder(self.path)
+
+    @property
+    def run_id(self) -> str:
+        return str(self.metrics["run_id"])
+
+    @property
+    def model(self) -> str:
+        return str(self.metrics["model"])
+
+    @property
+    def dataset(self) -> str:
+        return str(self.metrics["dataset"])
+
+    @property
+    def seed(self) -> int:
+        return int(self.metrics["seed"])
+
+    @property
+    def protocol(self) -> str:
+        return str(self.metrics["protocol"])
+
+    @property
+    def protocol_spec(self) -> dict[str, Any]:
+        """The full protocol definition recorded with the run (the name alone may drift)."""
+        return dict(self.config.get("protocol") or {"name": self.protocol})
+
+    @property
+    def checksum(self) -> str:
+        return str(self.metrics.get("data_checksum") or self.config.get("data_checksum", ""))
+
+    @property
+    def ablate(self) -> dict[str, str]:
+        return {str(k): str(v) for k, v in (self.metrics.get("ablate") or {}).items()}
+
+    @property
+    def settings(self) -> dict[str, Any]:
+        """The resolved model config (hyper-parameters) of the run."""
+        return dict(self.config.get("config") or {})
+
+    @property
+    def test(self) -> dict[str, float]:
+        return dict(self.metrics["test"])
+
+    @property
+    def finished_at(self) -> float:
+        """When the run finished (modification time of its metrics), in epoch seconds."""
+        return self.folder.metrics.stat().st_mtime
+
+    @property
+    def has_per_user(self) -> bool:
+        """Whether per-user metrics were stored (paired significance tests need them)."""
+        return self.folder.per_user.is_file()
+
+    @cached_property
+    def per_user(self) -> pd.DataFrame:
+        return pd.read_parquet(self.folder.per_user)
+
+    @cached_property
+    def history(self) -> pd.DataFrame:
+        return pd.read_parquet(self.folder.history)
+
+    def variant(self) -> str:
+        """Ablation label: 'default' or 'axis=value, ...' in axis order."""
+        return ", ".join(f"{k}={v}" for k, v in sorted(self.ablate.items())) or "default"
+
+
 class RunStore:
     """Folder layout: <root>/<run_id>/ when finished, <root>/.<run_id>.partial/ while running."""
 
@@ -68,30 +186,69 @@ class RunStore:
     def partial(self, run_id: str) -> Path:
         return self.root / f"{PARTIAL_PREFIX}{run_id}{PARTIAL_SUFFIX}"
 
+    def metrics_path(self, run_id: str) -> Path:
+        return RunFolder(self.final(run_id)).metrics
+
     def is_done(self, run_id: str) -> bool:
-        return (self.final(run_id) / "metrics.json").is_file()
+        return self.metrics_path(run_id).is_file()
 
     def load_metrics(self, run_id: str) -> dict[str, Any]:
-        return json.loads((self.final(run_id) / "metrics.json").read_text())
+        return json.loads(self.metrics_path(run_id).read_text())
 
     def load_config(self, run_id: str) -> dict[str, Any]:
-        return json.loads((self.final(run_id) / "config.json").read_text())
+        return json.loads(RunFolder(self.final(run_id)).config.read_text())
 
     def per_user(self, run_id: str) -> pd.DataFrame:
-        return pd.read_parquet(self.final(run_id) / "per_user.parquet")
+        return pd.read_parquet(RunFolder(self.final(run_id)).per_user)
 
     def history(self, run_id: str) -> pd.DataFrame:
-        return pd.read_parquet(self.final(run_id) / "history.parquet")
+        return pd.read_parquet(RunFolder(self.final(run_id)).history)
 
-    def list_runs(self) -> list[dict[str, Any]]:
-        """metrics.json of every finished run, each with its config under 'config'."""
+    def list_runs(self) -> list[Run]:
+        """Every finished run, in run id order (partial runs are skipped)."""
         if not self.root.is_dir():
             return []
         out = []
         for p in sorted(self.root.iterdir()):
-            if p.name.startswith(PARTIAL_PREFIX) or not (p / "metrics.json").is_file():
+            folder = RunFolder(p)
+            if p.name.startswith(PARTIAL_PREFIX) or not folder.metrics.is_file():
                 continue
-            m = json.loads((p / "metrics.json").read_text())
-            m["config"] = json.loads((p / "config.json").read_text())
-            out.append(m)
+            metrics = json.loads(folder.metrics.read_text())
+            config = json.loads(folder.config.read_text()) if folder.config.is_file() else {}
+            out.append(Run(p, metrics, config))
         return out
+
+    def start(self, spec: RunSpec, fresh: bool) -> RunFolder:
+        """The run's partial folder with its config.json; `fresh` discards an earlier attempt."""
+        work = RunFolder(self.partial(spec.run_id))
+        if fresh:
+            shutil.rmtree(work.path, ignore_errors=True)
+        work.path.mkdir(parents=True, exist_ok=True)
+        write_json(work.config, spec.to_dict())
+        return work
+
+    def finish(
+        self,
+        work: RunFolder,
+        metrics: dict[str, Any],
+        per_user: pd.DataFrame,
+        history: pd.DataFrame,
+        best_state: dict[str, torch.Tensor],
+    ) -> None:
+        """Write the results, drop the checkpoints, then move the folder into place at once
+        (metrics.json last: a folder without it is never taken for a finished run)."""
+        per_user.to_parquet(work.per_user, index=False)
+        history.to_parquet(work.history, index=False)
+        torch.save(best_state, work.best)
+        for checkpoint in work.checkpoints:
+            checkpoint.unlink(missing_ok=True)
+        write_json(work.metrics, metrics)
+        final = self.final(metrics["run_id"])
+        if final.exists():
+            shutil.rmtree(final)
+        os.replace(work.path, final)
+
+
+def load_runs(root: str | Path | None = None) -> list[Run]:
+    """Every finished run under the run store (partial runs are skipped)."""
+    return RunStore(root).list_runs()

@@ -1,8 +1,12 @@
-"""Epoch checkpoints: atomic, loaded with weights_only=True, and a fallback to the last good one."""
+"""Epoch checkpoints: atomic, loaded with weights_only=True, and a fallback to the last good one.
+
+The caller names the two files (the run store owns the layout of a run folder).
+"""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -10,23 +14,18 @@ import torch
 
 from seqbench.io import atomic_path
 
-LATEST = "checkpoint.pt"
-PREVIOUS = "checkpoint.prev.pt"
 
-
-def save_checkpoint(folder: Path, state: dict[str, Any]) -> None:
-    """Keep the previous checkpoint as a fallback, then write the new one atomically."""
-    latest = folder / LATEST
+def save_checkpoint(latest: Path, previous: Path, state: dict[str, Any]) -> None:
+    """Keep the current `latest` as `previous` (a fallback), then write `latest` atomically."""
     if latest.exists():
-        os.replace(latest, folder / PREVIOUS)
+        os.replace(latest, previous)
     with atomic_path(latest) as tmp:
         torch.save(state, tmp)
 
 
-def load_checkpoint(folder: Path, warn) -> dict[str, Any] | None:
-    """Newest loadable checkpoint; a corrupt one is reported by name and the older one used."""
-    for name in (LATEST, PREVIOUS):
-        path = folder / name
+def load_checkpoint(paths: tuple[Path, ...], warn: Callable[[str], None]) -> dict[str, Any] | None:
+    """The first loadable of `paths` (newest first); a corrupt one is reported by name."""
+    for path in paths:
         if not path.exists():
             continue
         try:

@@ -22,6 +22,7 @@ from seqbench.errors import SeqbenchError
 from seqbench.evaluation.evaluator import Evaluator, summarize
 from seqbench.evaluation.protocols import Protocol
 from seqbench.models.base import Batch, SeqModel
+from seqbench.runs.store import RunFolder
 from seqbench.training.checkpoint import load_checkpoint, save_checkpoint
 
 
@@ -66,7 +67,10 @@ def lr_factor(step: int, total: int, warmup: float, schedule: str) -> float:
 
 
 class Trainer:
-    """Train a model with early stopping on the protocol's validation metric."""
+    """Train a model with early stopping on the protocol's validation metric.
+
+    `work_dir` is the run's partial folder; the run store names the checkpoint files in it.
+    """
 
     def __init__(
         self,
@@ -83,7 +87,8 @@ class Trainer:
     ) -> None:
         self.model, self.data, self.protocol = model.to(device), data, protocol
         self.cfg = model.cfg
-        self.seed, self.device, self.work_dir = seed, device, work_dir
+        self.seed, self.device = seed, device
+        self.checkpoints = RunFolder(work_dir).checkpoints
         self.progress, self.max_minutes, self.log = progress, max_minutes, log
         self.amp = amp and device.type == "cuda"
         self.valid = Evaluator(
@@ -113,7 +118,7 @@ class Trainer:
         history: list[dict[str, Any]] = []
         best: dict[str, Any] = {"epoch": 0, "score": -math.inf, "valid": {}, "state": None}
         bad, start, seconds = 0, 1, 0.0
-        state = load_checkpoint(self.work_dir, self.log) if resume else None
+        state = load_checkpoint(self.checkpoints, self.log) if resume else None
         if state is not None:
             model.load_state_dict(state["model"])
             if opt is not None:
@@ -162,7 +167,7 @@ class Trainer:
                 if not self.progress:
                     self.log(f"epoch {epoch}/{cfg.epochs} {info} ({seconds:.0f}s)")
                 save_checkpoint(
-                    self.work_dir, self._state(epoch, opt, gen, history, best, bad, seconds)
+                    *self.checkpoints, self._state(epoch, opt, gen, history, best, bad, seconds)
                 )
                 if bad >= cfg.patience:
                     stopped = "early"
