@@ -8,6 +8,7 @@ On disk (written by `seqbench prepare`, see `seqbench.data.prepare`):
                         item side field (ids 1..V, 0 never used)
   users.parquet         user int32, original_id string
   card.json             name, variant, filters, sources, stats, side_info, checksum
+                        (seqbench.data.checksum), checksum_scheme, fingerprint
 """
 
 from __future__ import annotations

@@ -18,12 +18,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from rich.console import Console
 
 from seqbench import __version__
 from seqbench.data import readers, synthetic
+from seqbench.data.checksum import SCHEME, content_checksum
 from seqbench.data.dataset import dataset_path
 from seqbench.data.download import cache_dir, fetch, sha256_file
 from seqbench.data.preprocess import (
@@ -230,32 +230,6 @@ def _synthetic_frames(
 # ---------------------------------------------------------------- card and checksum
 
 
-def _hash_array(h: Any, arr: pa.Array) -> None:
-    """Feed one Arrow array's values (not its memory layout) to a hash."""
-    if pa.types.is_list(arr.type):
-        h.update(pc.fill_null(arr.value_lengths(), -1).to_numpy().astype("<i8").tobytes())
-        _hash_array(h, arr.flatten())
-    elif pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type):
-        h.update("\x00".join(arr.to_pylist()).encode())
-    else:
-        h.update(arr.is_null().to_numpy(zero_copy_only=False).tobytes())
-        dtype = np.dtype(arr.type.to_pandas_dtype()).newbyteorder("<")
-        h.update(pc.fill_null(arr, 0).to_numpy().astype(dtype).tobytes())
-
-
-def content_checksum(tables: dict[str, pa.Table]) -> str:
-    """sha256 over table names, columns, value types and values (not bytes: same on re-read)."""
-    h = hashlib.sha256()
-    for name, table in tables.items():
-        h.update(name.encode())
-        for col_name, col in zip(table.column_names, table.columns, strict=True):
-            kind = col.type
-            kind = f"list<{kind.value_type}>" if pa.types.is_list(kind) else str(kind)
-            h.update(f"\x00{col_name}:{kind}\x00".encode())
-            _hash_array(h, col.combine_chunks())
-    return h.hexdigest()
-
-
 def compute_stats(inter: pd.DataFrame, n_items: int) -> dict[str, Any]:
     """CBiT Table 2 statistics: #users, #items, #actions, avg.length, sparsity."""
     users = int(inter["user"].max()) + 1 if len(inter) else 0
@@ -285,8 +259,8 @@ def compare_published(stats: dict[str, Any], published: dict[str, Any] | None) -
 
 
 def _fingerprint(spec: DatasetSpec, sources: list[dict[str, Any]]) -> str:
-    """Identity of the inputs: registry entry, source file checksums, seqbench version."""
-    blob = json.dumps([spec.raw, sources, __version__], sort_keys=True, default=str)
+    """Identity of the inputs and of the checksum scheme: a new scheme re-prepares old cards."""
+    blob = json.dumps([spec.raw, sources, __version__, SCHEME], sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
@@ -377,6 +351,7 @@ def prepare(
         "side_info": side,
         "seqbench_version": __version__,
         "checksum": content_checksum(tables),
+        "checksum_scheme": SCHEME,
         "fingerprint": fingerprint,
     }
     with atomic_dir(out) as tmp:
