@@ -286,7 +286,7 @@ def test_axes_validated_and_in_run_id(data: SeqDataset) -> None:
         with pytest.raises(ConfigError):
             resolve_config(cls, "synthetic", sets=bad)
     ids = {
-        RunRequest("cbit", "synthetic", ablate=a).spec(data).run_id
+        RunRequest("cbit", "synthetic", ablate=a).resolve(data).run_id
         for a in (
             {},
             {"window": "off"},

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 from types import SimpleNamespace
 
+import pytest
+
+from seqbench.errors import DataError
+from seqbench.evaluation.protocols import get_protocol
 from seqbench.models.base import get_model, resolve_config
-from seqbench.runs.execute import RunRequest
+from seqbench.runs.execute import RunRequest, execute
+from seqbench.runs.store import RunStore
 
 DATA = SimpleNamespace(checksum="0" * 64)
 
@@ -13,21 +19,50 @@ DATA = SimpleNamespace(checksum="0" * 64)
 def test_protocol_patience_replaces_the_model_default() -> None:
     default = resolve_config(get_model("gru4rec"), "beauty", {}).patience
     assert default != 10  # otherwise this test could not tell the two apart
-    spec = RunRequest("gru4rec", "beauty", protocol="duorec").spec(DATA)
-    assert spec.config["patience"] == 10
+    run = RunRequest("gru4rec", "beauty", protocol="duorec").resolve(DATA)
+    assert run.cfg.patience == 10
 
 
 def test_explicit_patience_wins_over_the_protocol() -> None:
-    spec = RunRequest("gru4rec", "beauty", sets={"patience": "3"}, protocol="duorec").spec(DATA)
-    assert spec.config["patience"] == 3
+    run = RunRequest("gru4rec", "beauty", sets={"patience": "3"}, protocol="duorec").resolve(DATA)
+    assert run.cfg.patience == 3
 
 
 def test_protocol_without_patience_keeps_the_model_default() -> None:
-    spec = RunRequest("sasrec", "beauty", protocol="cbit").spec(DATA)
-    assert spec.config["patience"] == resolve_config(get_model("sasrec"), "beauty", {}).patience
+    run = RunRequest("sasrec", "beauty", protocol="cbit").resolve(DATA)
+    assert run.cfg.patience == resolve_config(get_model("sasrec"), "beauty", {}).patience
 
 
 def test_patience_is_part_of_the_run_id() -> None:
-    a = RunRequest("gru4rec", "beauty", protocol="duorec").spec(DATA).run_id
-    b = RunRequest("gru4rec", "beauty", sets={"patience": "20"}, protocol="duorec").spec(DATA)
+    a = RunRequest("gru4rec", "beauty", protocol="duorec").resolve(DATA).run_id
+    b = RunRequest("gru4rec", "beauty", sets={"patience": "20"}, protocol="duorec").resolve(DATA)
     assert a != b.run_id
+
+
+def test_config_layers_apply_in_order_dataset_protocol_set() -> None:
+    """stosa on synthetic: the paper's dataset setting, then the protocol's, then --set."""
+    cls = get_model("stosa")
+    from_dataset = cls.dataset_defaults["synthetic"]["patience"]
+    from_protocol = get_protocol("stosa").patience
+    assert len({from_dataset, from_protocol, 7}) == 3  # otherwise the layers look alike
+    assert RunRequest("stosa", "synthetic").resolve(DATA).cfg.patience == from_dataset
+    run = RunRequest("stosa", "synthetic", protocol="stosa").resolve(DATA)
+    assert run.cfg.patience == from_protocol
+    run = RunRequest("stosa", "synthetic", sets={"patience": "7"}, protocol="stosa")
+    assert run.resolve(DATA).cfg.patience == 7
+
+
+def test_resolution_gives_the_typed_config_protocol_and_identity() -> None:
+    run = RunRequest("sasrec", "beauty", sets={"d": "16"}, protocol="cbit", epochs=3).resolve(DATA)
+    assert isinstance(run.cfg, get_model("sasrec").Config) and run.model_cls is get_model("sasrec")
+    assert (run.cfg.d, run.cfg.epochs) == (16, 3)
+    assert run.protocol == get_protocol("cbit")
+    assert run.spec.config == dataclasses.asdict(run.cfg)
+    assert run.spec.protocol == dataclasses.asdict(get_protocol("cbit"))
+    assert run.spec.data_checksum == DATA.checksum and run.run_id == run.spec.run_id
+
+
+def test_a_run_resolved_on_other_data_is_refused(tmp_path) -> None:
+    run = RunRequest("sasrec", "beauty").resolve(DATA)
+    with pytest.raises(DataError, match="changed since run"):
+        execute(run, store=RunStore(tmp_path), data=SimpleNamespace(checksum="1" * 64))

@@ -177,13 +177,17 @@ def resolve_config(
     dataset: str,
     sets: dict[str, str] | None = None,
     ablate: dict[str, str] | None = None,
+    protocol: dict[str, Any] | None = None,
 ) -> ModelConfig:
-    """Defaults → the paper's settings for the dataset → --ablate → --set; every key checked."""
+    """Defaults → the paper's settings for the dataset → the protocol's settings (e.g. its
+    paper's patience) → --ablate → --set, each layer overriding the previous; every key checked.
+    """
     cfg_cls = model_cls.Config
     values: dict[str, Any] = {}
     key = dataset_key(model_cls, dataset)
     if key is not None:
         values.update(model_cls.dataset_defaults[key])
+    values.update(protocol or {})
     for axis, raw in (ablate or {}).items():
         if axis not in model_cls.ablations:
             axes = ", ".join(model_cls.ablations) or "none"

@@ -1,4 +1,4 @@
-"""Execute one run: resolve config, train (or resume), test the best epoch, store atomically."""
+"""Execute one run: resolve the request, train (or resume), test the best epoch, store it."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ import torch
 from seqbench.data.dataset import SeqDataset, load_dataset, prepared_names
 from seqbench.errors import DataError
 from seqbench.evaluation.evaluator import Evaluator, summarize
-from seqbench.evaluation.protocols import get_protocol
-from seqbench.models.base import get_model, resolve_config
+from seqbench.evaluation.protocols import Protocol, get_protocol
+from seqbench.models.base import ModelConfig, SeqModel, get_model, resolve_config
 from seqbench.runs.store import RunSpec, RunStore
 from seqbench.training.device import resolve_device, seed_everything
 from seqbench.training.trainer import Trainer
@@ -25,7 +25,7 @@ from seqbench.training.trainer import Trainer
 
 @dataclass
 class RunRequest:
-    """What the user asked for; `spec()` turns it into the identity of a run."""
+    """What the user asked for; `resolve()` turns it into a ResolvedRun, once."""
 
     model: str
     dataset: str
@@ -35,17 +35,23 @@ class RunRequest:
     protocol: str = "seqbench"
     epochs: int | None = None
 
-    def spec(self, data: SeqDataset) -> RunSpec:
-        sets = dict(self.sets)
-        if self.epochs is not None:
-            sets["epochs"] = str(self.epochs)
-        protocol = get_protocol(self.protocol)
-        if protocol.patience is not None:
-            # the protocol's paper stopped early with this patience; an explicit --set wins
-            sets.setdefault("patience", str(protocol.patience))
+    def overrides(self) -> dict[str, str]:
+        """The --set layer of the config: --set key=value pairs, and --epochs as epochs=N."""
+        if self.epochs is None:
+            return dict(self.sets)
+        return {**self.sets, "epochs": str(self.epochs)}
+
+    def resolve(self, data: SeqDataset) -> ResolvedRun:
+        """Resolve model, protocol and config (layers: see `resolve_config`) for this data.
+
+        Raises ConfigError for an unknown model, protocol, key or value.
+        """
         cls = get_model(self.model)
-        cfg = resolve_config(cls, self.dataset, sets, self.ablate)
-        return RunSpec(
+        protocol = get_protocol(self.protocol)
+        cfg = resolve_config(
+            cls, self.dataset, self.overrides(), self.ablate, protocol_settings(protocol)
+        )
+        spec = RunSpec(
             model=self.model,
             dataset=self.dataset,
             config=dataclasses.asdict(cfg),
@@ -54,6 +60,32 @@ class RunRequest:
             data_checksum=data.checksum,
             ablate=dict(self.ablate),
         )
+        return ResolvedRun(self, cls, cfg, protocol, spec)
+
+
+def protocol_settings(protocol: Protocol) -> dict[str, Any]:
+    """The config layer a protocol contributes: the early-stopping patience of its paper.
+
+    It overrides the model's defaults and the paper's per-dataset settings; --set patience=N
+    overrides it.
+    """
+    return {} if protocol.patience is None else {"patience": protocol.patience}
+
+
+@dataclass(frozen=True)
+class ResolvedRun:
+    """A request resolved once: the model class, its typed config, the protocol, and the
+    identity of the run (whose hash is the run id). Everything downstream uses this object."""
+
+    request: RunRequest
+    model_cls: type[SeqModel]
+    cfg: ModelConfig
+    protocol: Protocol
+    spec: RunSpec
+
+    @property
+    def run_id(self) -> str:
+        return self.spec.run_id
 
 
 def default_dataset(data_root: str | Path | None = None) -> str:
@@ -80,7 +112,7 @@ def peak_memory_mb(device: torch.device) -> float:
 
 
 def execute(
-    req: RunRequest,
+    req: RunRequest | ResolvedRun,
     *,
     store: RunStore | None = None,
     data: SeqDataset | None = None,
@@ -93,43 +125,49 @@ def execute(
     max_minutes: float | None = None,
     log: Callable[[str], None] = print,
 ) -> dict[str, Any]:
-    """Run (or fetch the stored result of) one request; returns its stored metrics."""
+    """Run (or fetch the stored result of) one request; returns its stored metrics.
+
+    A ResolvedRun (resolved earlier, e.g. by a sweep) must have been resolved on this data.
+    """
+    request = req.request if isinstance(req, ResolvedRun) else req
     store = store or RunStore()
-    data = data or load_dataset(req.dataset, data_root)
-    spec = req.spec(data)
-    run_id = spec.run_id
+    data = data or load_dataset(request.dataset, data_root)
+    run = req if isinstance(req, ResolvedRun) else req.resolve(data)
+    if run.spec.data_checksum != data.checksum:
+        raise DataError(
+            f"dataset {request.dataset} changed since run {run.run_id} was planned (checksum "
+            f"{data.checksum[:12]}, was {run.spec.data_checksum[:12]}): plan the run again"
+        )
+    run_id = run.run_id
     if store.is_done(run_id) and not force:
         stored = store.load_metrics(run_id)
         # a run cut short by a time budget only answers a request with that same budget
         if stored["stopped"] != "budget" or stored.get("budget_minutes") == max_minutes:
             return {**stored, "cached": True}
         force = True
-    work = store.start(spec, fresh=force)
+    work = store.start(run.spec, fresh=force)
 
     dev = resolve_device(device)
-    seed_everything(req.seed)
-    cls = get_model(req.model)
-    cfg = cls.Config(**spec.config)
-    model = cls(cfg, data)
+    seed_everything(request.seed)
+    model = run.model_cls(run.cfg, data)
     n_params = sum(p.numel() for p in model.parameters())
-    protocol = get_protocol(req.protocol)
     trainer = Trainer(
-        model, data, protocol, req.seed, dev, work.path, progress, amp, max_minutes, log
+        model, data, run.protocol, request.seed, dev, work.path, progress, amp, max_minutes, log
     )
     result = trainer.fit(resume=resume)
 
     model.load_state_dict(result.best_state)
     t0 = time.perf_counter()
     window = model.input_window
-    test = Evaluator(data, "test", protocol, window, cfg.eval_batch_size, dev).run(model)
+    test = Evaluator(data, "test", run.protocol, window, run.cfg.eval_batch_size, dev).run(model)
     eval_seconds = time.perf_counter() - t0
     metrics = {
         "run_id": run_id,
-        "model": req.model,
-        "dataset": req.dataset,
-        "protocol": req.protocol,
-        "seed": req.seed,
-        "ablate": req.ablate,
+        "model": request.model,
+        "dataset": request.dataset,
+        "protocol": request.protocol,
+        "seed": request.seed,
+        "ablate": request.ablate,
         "best_epoch": result.best_epoch,
         "epochs_run": len(result.history),
         "stopped": result.stopped,
@@ -144,7 +182,7 @@ def execute(
         "device": str(dev),
         "threads": torch.get_num_threads(),
         "data_checksum": data.checksum,
-        "version": spec.version,
+        "version": run.spec.version,
     }
     store.finish(work, metrics, test, pd.DataFrame(result.history), result.best_state)
     return metrics

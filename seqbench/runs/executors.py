@@ -26,7 +26,7 @@ from typing import Any
 
 from seqbench.errors import ConfigError
 from seqbench.registry import Registry
-from seqbench.runs.execute import RunRequest
+from seqbench.runs.execute import ResolvedRun, RunRequest
 from seqbench.runs.store import RunStore
 
 Event = tuple[Any, ...]
@@ -38,12 +38,19 @@ class Job:
     """One run to execute, with everything a worker on any node needs."""
 
     index: int
-    request: RunRequest
-    run_id: str
+    run: ResolvedRun
     runs_dir: str
     data_dir: str | None
     max_minutes: float | None
     device: str = "auto"
+
+    @property
+    def request(self) -> RunRequest:
+        return self.run.request
+
+    @property
+    def run_id(self) -> str:
+        return self.run.run_id
 
 
 @dataclass
@@ -126,18 +133,13 @@ def run_job(job: Job, log: Callable[[str], None]) -> Outcome:
         store = RunStore(job.runs_dir)
         with run_lock(store, job.run_id, log):
             metrics = execute(
-                job.request,
+                job.run,
                 store=store,
                 data=dataset(job.request.dataset, job.data_dir),
                 device=job.device,
                 progress=False,
                 max_minutes=job.max_minutes,
                 log=log,
-            )
-        if metrics["run_id"] != job.run_id:
-            raise RuntimeError(
-                f"run id {metrics['run_id']} != {job.run_id} planned by the sweep: the prepared "
-                "data (or the code) changed while the sweep ran; rerun the sweep"
             )
         status = "cached" if metrics.pop("cached", False) else "done"
         return Outcome(status, metrics, seconds=time.perf_counter() - t0)

@@ -29,7 +29,7 @@ from seqbench.errors import ConfigError
 from seqbench.evaluation.protocols import get_protocol
 from seqbench.io import write_json
 from seqbench.models.base import get_model
-from seqbench.runs.execute import RunRequest
+from seqbench.runs.execute import ResolvedRun, RunRequest
 from seqbench.runs.executors import EXECUTORS, Job, Outcome, dataset, describe_error
 from seqbench.runs.store import RunStore
 
@@ -89,17 +89,18 @@ def run_requests(
     ids = []
     for i, req in enumerate(requests):
         try:
-            run_id = request_run_id(req, data_root)
+            resolved = resolve_request(req, data_root)
         except Exception as e:
             results[i] = SweepResult(req, None, "failed", error=describe_error(e))
             ids.append(None)
             continue
+        run_id = resolved.run_id
         ids.append(run_id)
         if store.is_done(run_id):
             results[i] = _stored(req, run_id, store)
         elif run_id not in first:
             first[run_id] = i
-            jobs.append(Job(i, req, run_id, runs_root, data_root, max_minutes, device))
+            jobs.append(Job(i, resolved, runs_root, data_root, max_minutes, device))
     display = _Display(requests, results, len(jobs), workers, console, progress)
     by_index = {job.index: job for job in jobs}
 
@@ -156,9 +157,14 @@ def _stored(req: RunRequest, run_id: str, store: RunStore) -> SweepResult:
         return SweepResult(req, run_id, "failed", error=error)
 
 
+def resolve_request(req: RunRequest, data_dir: str | None = None) -> ResolvedRun:
+    """The request resolved on its prepared dataset (raises ConfigError for an invalid one)."""
+    return req.resolve(dataset(req.dataset, data_dir))
+
+
 def request_run_id(req: RunRequest, data_dir: str | None = None) -> str:
     """The run id a request maps to (raises ConfigError for an invalid configuration)."""
-    return req.spec(dataset(req.dataset, data_dir)).run_id
+    return resolve_request(req, data_dir).run_id
 
 
 class _Display:
