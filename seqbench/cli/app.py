@@ -14,3 +14,8 @@ app = typer.Typer(
 )
 console = Console()
 console_err = Console(stderr=True)
+
+
+def log(message: str) -> None:
+    """A progress line or notice on stderr: kept whole (no wrapping in files), not markup."""
+    console_err.print(message, soft_wrap=True, markup=False, highlight=False)

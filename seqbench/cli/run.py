@@ -9,7 +9,7 @@ import torch
 import typer
 from rich.table import Table
 
-from seqbench.cli.app import app, console, console_err
+from seqbench.cli.app import app, console, log
 from seqbench.errors import ConfigError
 from seqbench.evaluation.metrics import METRICS
 from seqbench.evaluation.protocols import PROTOCOLS
@@ -86,26 +86,30 @@ def run(
             progress=progress,
             amp=amp,
             max_minutes=budget_minutes,
-            log=console_err.print,
+            log=log,
         )
         show_result(m, store)
 
 
 def show_result(m: dict, store: RunStore) -> None:
-    """Print one run's valid/test metrics as a table."""
+    """Print one run's heading, its valid/test metrics (a row per metric, so the table fits
+    an 80-column terminal) and where it is stored; long lines stay whole in files."""
     cached = " (cached: use --force to retrain)" if m.get("cached") else ""
-    title = f"{m['model']} on {m['dataset']} · protocol {m['protocol']} · seed {m['seed']}{cached}"
-    table = Table(title=title)
-    table.add_column("split")
+    console.print(
+        f"{m['model']} on {m['dataset']} · protocol {m['protocol']} · seed {m['seed']}{cached}",
+        soft_wrap=True,
+    )
+    table = Table()
+    for col in ("metric", "valid", "test"):
+        table.add_column(col, justify="left" if col == "metric" else "right", no_wrap=True)
     for k in METRICS:
-        table.add_column(k, justify="right")
-    for split in ("valid", "test"):
-        table.add_row(split, *(f"{m[split][k]:.4f}" for k in METRICS))
+        table.add_row(k, f"{m['valid'][k]:.4f}", f"{m['test'][k]:.4f}")
     console.print(table)
     console.print(
         f"run {m['run_id']} · best epoch {m['best_epoch']}/{m['epochs_run']} ({m['stopped']}) · "
         f"train {m['train_seconds']:.1f}s · eval {m['eval_seconds']:.2f}s · "
-        f"{m['params']:,} params · {store.final(m['run_id'])}"
+        f"{m['params']:,} params · {store.final(m['run_id'])}",
+        soft_wrap=True,
     )
 
 

@@ -18,9 +18,9 @@ from seqbench.errors import DataError
 from seqbench.evaluation.evaluator import Evaluator, summarize
 from seqbench.evaluation.protocols import Protocol, get_protocol
 from seqbench.models.base import ModelConfig, SeqModel, get_model, resolve_config
-from seqbench.runs.store import RunSpec, RunStore
+from seqbench.runs.store import RunFolder, RunSpec, RunStore
 from seqbench.training.device import resolve_device, seed_everything
-from seqbench.training.trainer import Trainer
+from seqbench.training.trainer import Trainer, TrainResult
 
 
 @dataclass
@@ -139,14 +139,36 @@ def execute(
             f"{data.checksum[:12]}, was {run.spec.data_checksum[:12]}): plan the run again"
         )
     run_id = run.run_id
-    if store.is_done(run_id) and not force:
-        stored = store.load_metrics(run_id)
-        # a run cut short by a time budget only answers a request with that same budget
-        if stored["stopped"] != "budget" or stored.get("budget_minutes") == max_minutes:
-            return {**stored, "cached": True}
-        force = True
-    work = store.start(run.spec, fresh=force)
+    # one process trains a run; others wait here, then read its result from the store
+    with store.lock(run_id, log):
+        if store.is_done(run_id) and not force:
+            stored = store.load_metrics(run_id)
+            # a run cut short by a time budget only answers a request with that same budget
+            if stored["stopped"] != "budget" or stored.get("budget_minutes") == max_minutes:
+                return {**stored, "cached": True}
+            force = True
+        work = store.start(run.spec, fresh=force)
+        metrics, result, test = _train_and_test(
+            run, data, work, device, resume, progress, amp, max_minutes, log
+        )
+        store.finish(work, metrics, test, pd.DataFrame(result.history), result.best_state)
+        return metrics
 
+
+def _train_and_test(
+    run: ResolvedRun,
+    data: SeqDataset,
+    work: RunFolder,
+    device: str,
+    resume: bool,
+    progress: bool,
+    amp: bool,
+    max_minutes: float | None,
+    log: Callable[[str], None],
+) -> tuple[dict[str, Any], TrainResult, pd.DataFrame]:
+    """Train (or resume) in the run's partial folder and test the best epoch: the run's
+    metrics, the training result and the per-user test metrics."""
+    request = run.request
     dev = resolve_device(device)
     seed_everything(request.seed)
     model = run.model_cls(run.cfg, data)
@@ -162,7 +184,7 @@ def execute(
     test = Evaluator(data, "test", run.protocol, window, run.cfg.eval_batch_size, dev).run(model)
     eval_seconds = time.perf_counter() - t0
     metrics = {
-        "run_id": run_id,
+        "run_id": run.run_id,
         "model": request.model,
         "dataset": request.dataset,
         "protocol": request.protocol,
@@ -184,5 +206,4 @@ def execute(
         "data_checksum": data.checksum,
         "version": run.spec.version,
     }
-    store.finish(work, metrics, test, pd.DataFrame(result.history), result.best_state)
-    return metrics
+    return metrics, result, test

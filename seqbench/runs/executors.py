@@ -1,24 +1,22 @@
 """Executors: where the runs of a sweep execute (this machine's cores, or a Ray cluster).
 
 Every executor runs the same `run_job` on each job and reports events to the caller:
-("start", index), ("log", index, message) and ("end", index, Outcome). `run_job` takes a
-per-run file lock, so two workers (or two sweeps) never train the same run at once: the
-second waits and then reads the stored result. A job's exception, or a worker process that
-dies, fails only that job.
+("start", index), ("log", index, message) and ("end", index, Outcome). The run store's
+per-run lock (taken by `execute`) keeps two workers (or two sweeps) from training the same
+run at once: the second waits and then reads the stored result. A job's exception, or a
+worker process that dies, fails only that job.
 """
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
-import fcntl
 import multiprocessing as mp
 import os
 import signal
 import threading
 import time
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
@@ -81,37 +79,6 @@ def default_workers(n_jobs: int, mb_per_run: int = 2048) -> int:
     return max(1, min(cpu_cores(), free_mb // mb_per_run, n_jobs))
 
 
-@contextlib.contextmanager
-def run_lock(store: RunStore, run_id: str, log: Callable[[str], None]) -> Iterator[None]:
-    """Hold an exclusive flock on <store>/.<run_id>.lock; wait if another process holds it.
-
-    flock is released by the kernel when its holder dies, so a killed sweep leaves no stale
-    lock. The file is unlinked by its holder; a waiter that locked an unlinked file retries.
-    """
-    path = store.root / f".{run_id}.lock"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    while True:
-        fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            log(f"{run_id} is running in another process: waiting for it")
-            fcntl.flock(fd, fcntl.LOCK_EX)
-        try:
-            same = os.fstat(fd).st_ino == os.stat(path).st_ino
-        except FileNotFoundError:
-            same = False
-        if same:
-            break
-        os.close(fd)
-    try:
-        os.write(fd, f"{os.uname().nodename} {os.getpid()}\n".encode())
-        yield
-    finally:
-        path.unlink(missing_ok=True)
-        os.close(fd)
-
-
 _DATA: dict[tuple[str, str | None], Any] = {}
 
 
@@ -125,22 +92,20 @@ def dataset(name: str, data_dir: str | None) -> Any:
 
 
 def run_job(job: Job, log: Callable[[str], None]) -> Outcome:
-    """Execute one job under its run lock; any exception becomes a failed Outcome."""
+    """Execute one job; any exception becomes a failed Outcome."""
     from seqbench.runs.execute import execute
 
     t0 = time.perf_counter()
     try:
-        store = RunStore(job.runs_dir)
-        with run_lock(store, job.run_id, log):
-            metrics = execute(
-                job.run,
-                store=store,
-                data=dataset(job.request.dataset, job.data_dir),
-                device=job.device,
-                progress=False,
-                max_minutes=job.max_minutes,
-                log=log,
-            )
+        metrics = execute(
+            job.run,
+            store=RunStore(job.runs_dir),
+            data=dataset(job.request.dataset, job.data_dir),
+            device=job.device,
+            progress=False,
+            max_minutes=job.max_minutes,
+            log=log,
+        )
         status = "cached" if metrics.pop("cached", False) else "done"
         return Outcome(status, metrics, seconds=time.perf_counter() - t0)
     except Exception as e:

@@ -8,11 +8,14 @@ code that knows the names of the files inside a run folder; everything else asks
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import fcntl
 import hashlib
 import json
 import os
 import shutil
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -27,6 +30,7 @@ from seqbench.paths import runs_dir
 
 PARTIAL_PREFIX = "."
 PARTIAL_SUFFIX = ".partial"
+LOCK_SUFFIX = ".lock"
 
 
 @dataclass(frozen=True)
@@ -175,7 +179,8 @@ class Run:
 
 
 class RunStore:
-    """Folder layout: <root>/<run_id>/ when finished, <root>/.<run_id>.partial/ while running."""
+    """Folder layout: <root>/<run_id>/ when finished, <root>/.<run_id>.partial/ while running,
+    and <root>/.<run_id>.lock, locked by the process that trains the run."""
 
     def __init__(self, root: str | Path | None = None) -> None:
         self.root = runs_dir(root)
@@ -247,6 +252,39 @@ class RunStore:
         if final.exists():
             shutil.rmtree(final)
         os.replace(work.path, final)
+
+    @contextlib.contextmanager
+    def lock(self, run_id: str, log: Callable[[str], None]) -> Iterator[None]:
+        """Hold an exclusive flock on <root>/.<run_id>.lock; wait (saying so) if another
+        process holds it, so a run is trained by one process at a time.
+
+        flock is released by the kernel when its holder dies, so a killed run leaves no stale
+        lock. The holder unlinks the file; a waiter that locked an unlinked file retries.
+        """
+        path = self.root / f"{PARTIAL_PREFIX}{run_id}{LOCK_SUFFIX}"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        while True:
+            fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = os.pread(fd, 200, 0).decode(errors="replace").strip()
+                who = f" ({holder})" if holder else ""
+                log(f"waiting for run {run_id}: held by another process{who}")
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            try:
+                same = os.fstat(fd).st_ino == os.stat(path).st_ino
+            except FileNotFoundError:
+                same = False
+            if same:
+                break
+            os.close(fd)
+        try:
+            os.write(fd, f"host {os.uname().nodename} pid {os.getpid()}\n".encode())
+            yield
+        finally:
+            path.unlink(missing_ok=True)
+            os.close(fd)
 
 
 def load_runs(root: str | Path | None = None) -> list[Run]:
