@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import io
 import json
 from pathlib import Path
 
 import pytest
-from rich.console import Console
 
 from seqbench.data.synthetic import generate
 from seqbench.runs.store import RunStore
@@ -53,7 +51,6 @@ def test_ray_matches_local_executor(local_ray, tmp_path: Path) -> None:
             runs_dir=str(runs),
             data_dir=str(tmp_path / "data"),
             threads=1,
-            console=Console(file=io.StringIO()),
         )
 
     on_ray, local = sweep("ray", tmp_path / "ray"), sweep("local", tmp_path / "local")

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from rich.console import Console
 
 from seqbench.cli import main
+from seqbench.cli.sweep import SweepDisplay
 from seqbench.data.synthetic import generate
 from seqbench.errors import ConfigError
 from seqbench.runs.execute import RunRequest
@@ -64,10 +65,7 @@ def _fixed(*without: str) -> dict[str, str]:
 
 def run(reqs: list[RunRequest], runs: Path, data: str, workers: int = 1) -> list[SweepResult]:
     """run_requests with one torch thread per run (fast on a busy machine) and no output."""
-    console = Console(file=io.StringIO(), width=200)
-    return run_requests(
-        reqs, workers=workers, runs_dir=str(runs), data_dir=data, threads=1, console=console
-    )
+    return run_requests(reqs, workers=workers, runs_dir=str(runs), data_dir=data, threads=1)
 
 
 # ---- expansion ---------------------------------------------------------------------------------
@@ -203,7 +201,8 @@ def test_killed_sweep_resumes_without_retraining(tiny_data: str, tmp_path: Path)
     reqs = [replace(r, sets={**r.sets, "epochs": "12"}) for r in tiny_requests(["8", "16"], [1])]
     reqs += [replace(reqs[1], sets={**reqs[1].sets, "d": "24"})]
     log = io.StringIO()
-    kw = {"runs_dir": str(runs), "data_dir": tiny_data, "threads": 1, "console": Console(file=log)}
+    kw = {"runs_dir": str(runs), "data_dir": tiny_data, "threads": 1}
+    kw["observer"] = SweepDisplay(Console(file=log))
     assert run_requests(reqs[:1], **kw)[0].status == "done"
     proc = subprocess.Popen(
         _sweep_cmd(tiny_data, str(runs), "killed", "8,16,24", 2, epochs="12"),

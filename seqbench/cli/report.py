@@ -9,6 +9,7 @@ import torch
 import typer
 
 from seqbench.cli.app import app, console_err
+from seqbench.cli.sweep import SweepDisplay
 from seqbench.errors import ConfigError
 from seqbench.evaluation.metrics import METRICS
 from seqbench.evaluation.protocols import PROTOCOLS
@@ -218,7 +219,7 @@ def reproduce(
         threads=threads,
         runs_dir=runs_dir,
         data_dir=data_dir,
-        progress=progress,
+        observer=SweepDisplay(console_err, progress),
         tests=tests,
     )
     console_err.print(

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import datetime
+import math
 import sys
 import time
-import typing
 from typing import Annotated, Any
 
 import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from seqbench.cli.app import app, console, console_err
@@ -15,20 +19,15 @@ from seqbench.cli.run import parse_pairs
 from seqbench.errors import ConfigError
 from seqbench.evaluation.protocols import PROTOCOLS
 from seqbench.models.base import get_model
-from seqbench.runs.execute import default_dataset
-from seqbench.runs.executors import EXECUTORS, default_workers
+from seqbench.runs.execute import RunRequest, default_dataset
+from seqbench.runs.executors import Outcome
 from seqbench.runs.sweep import (
+    STATUSES,
+    SweepDefinition,
+    SweepObserver,
     SweepResult,
-    check_name,
-    default_name,
-    expand,
     label,
-    parse_space,
-    random_configs,
-    request_run_id,
-    run_requests,
-    tpe_search,
-    write_manifest,
+    run_sweep,
 )
 
 
@@ -52,6 +51,88 @@ def parse_seeds(raw: str) -> list[int]:
         return [int(s) for s in raw.split(",")]
     except ValueError:
         raise ConfigError(f"--seeds expects comma-separated integers, got {raw!r}") from None
+
+
+class SweepDisplay(SweepObserver):
+    """One overall bar (done / failed / cached, ETA) and a line per run in progress."""
+
+    def __init__(self, console: Console, enabled: bool = True) -> None:
+        self.console, self.enabled = console, enabled
+
+    def note(self, message: str) -> None:
+        self.console.print(message, soft_wrap=True, markup=False, highlight=False)
+
+    def begin(
+        self,
+        requests: list[RunRequest],
+        finished: list[SweepResult | None],
+        n_jobs: int,
+        workers: int,
+    ) -> None:
+        self.requests, self.workers = requests, max(1, workers)
+        self.counts = {s: sum(r is not None and r.status == s for r in finished) for s in STATUSES}
+        self.n = sum(self.counts.values()) + n_jobs  # duplicates of a job are not counted
+        self.trained: list[float] = []
+        self.running: dict[int, Any] = {}
+        self.progress = Progress(
+            SpinnerColumn(),
+            TextColumn("{task.description}"),
+            BarColumn(),
+            TextColumn("{task.fields[info]}"),
+            TimeElapsedColumn(),
+            console=self.console,
+            disable=not self.enabled,
+            transient=False,
+        )
+        done = sum(self.counts.values())
+        self.total = self.progress.add_task(
+            "sweep", total=self.n, completed=done, info=self._info()
+        )
+        self.progress.start()
+
+    def _info(self) -> str:
+        c = self.counts
+        left = self.n - sum(c.values())
+        eta = "–"
+        if self.trained and left:
+            per = sum(self.trained) / len(self.trained)
+            eta = str(datetime.timedelta(seconds=round(per * math.ceil(left / self.workers))))
+        elif not left:
+            eta = "0:00:00"
+        return (
+            f"{sum(c.values())}/{self.n} · done {c['done']} · "
+            f"failed {c['failed']} · cached {c['cached']} · ETA {eta}"
+        )
+
+    def close(self) -> None:
+        self.progress.stop()
+
+    def start(self, index: int) -> None:
+        desc = f"  [dim]{escape(label(self.requests[index]))}"
+        self.running[index] = self.progress.add_task(desc, total=None, info="")
+
+    def log(self, index: int, message: str) -> None:
+        """Epoch lines go to the run's own bar line; anything else (resume, warnings) scrolls."""
+        task = self.running.get(index)
+        if task is not None and self.enabled and message.startswith("epoch "):
+            self.progress.update(task, info=escape(message))
+            return
+        self._print(index, escape(message))
+
+    def _print(self, index: int, markup: str) -> None:
+        who = escape(label(self.requests[index]))
+        self.progress.console.print(f"[dim]{who}:[/dim] {markup}", highlight=False)
+
+    def end(self, index: int, outcome: Outcome) -> None:
+        task = self.running.pop(index, None)
+        if task is not None:
+            self.progress.remove_task(task)
+        self.counts[outcome.status] += 1
+        if outcome.status == "done":
+            self.trained.append(outcome.seconds)
+        if outcome.status == "failed":
+            self._print(index, f"[red]failed[/red] {escape(str(outcome.error))}")
+        self.progress.update(self.total, advance=1, info=self._info())
 
 
 @app.command()
@@ -109,119 +190,45 @@ def sweep(
     ] = None,
 ) -> None:
     """Run every configuration of MODEL (cached runs are skipped; rerun to resume)."""
-    if budget_epochs is not None and budget_minutes is not None:
-        raise ConfigError("give --budget-epochs or --budget-minutes, not both")
-    cls = get_model(model)
-    PROTOCOLS.get(protocol)
-    EXECUTORS.get(executor)
-    datasets = dataset or [default_dataset(data_dir)]
-    grid_axes = parse_axes(grid, "--grid")
-    ablate_axes = parse_axes(ablate, "--ablate")
-    sets = parse_pairs(set_, "--set")
-    fields = typing.get_type_hints(cls.Config)
-    for key in [*grid_axes, *sets]:  # unknown keys fail now; bad values fail only their runs
-        if key not in fields:
-            raise ConfigError(
-                f"unknown config key {key!r} for {model} (valid: {', '.join(fields)})"
-            )
-    for axis in ablate_axes:
-        if axis not in cls.ablations:
-            axes = ", ".join(cls.ablations) or "none"
-            raise ConfigError(f"unknown ablation axis {axis!r} for {model} (axes: {axes})")
-    seed_list = parse_seeds(seeds)
-    dims = parse_space(model, parse_pairs(space, "--space")) if search else {}
-    if search not in (None, "random", "tpe"):
-        raise ConfigError(f"--search {search!r}: choices are random, tpe")
-    if search and not dims:
-        raise ConfigError(f"--search {search} needs at least one --space key=lo:hi[:log]")
-    if space and not search:
-        raise ConfigError("--space needs --search random or --search tpe")
-    search_def = None
-    if search:
-        space_def = parse_pairs(space, "--space")
-        search_def = {"kind": search, "trials": trials, "space": space_def, "seed": search_seed}
-    definition: dict[str, Any] = {
-        "model": model,
-        "datasets": datasets,
-        "grid": grid_axes,
-        "ablate": ablate_axes,
-        "sets": sets,
-        "seeds": seed_list,
-        "search": search_def,
-        "protocol": protocol,
-        "budget": {"epochs": budget_epochs, "minutes": budget_minutes},
-    }
-    name = name or default_name(model, definition)
-    check_name(name, definition, runs_dir)
-
-    def requests_for(configs: list[dict[str, str]] | None) -> list:
-        return expand(
-            model,
-            datasets,
-            grid=grid_axes,
-            ablate=ablate_axes,
-            seeds=seed_list,
-            sets=sets,
-            configs=configs,
-            protocol=protocol,
-            epochs=budget_epochs,
-        )
-
-    def execute_batch(reqs: list) -> list[SweepResult]:
-        n = workers or (default_workers(len(reqs)) if executor == "local" else len(reqs))
-        return run_requests(
-            reqs,
-            workers=n,
-            executor=executor,
-            address=address,
-            runs_dir=runs_dir,
-            data_dir=data_dir,
-            max_minutes=budget_minutes,
-            progress=progress,
-            device=device,
-            threads=threads,
-            gpus_per_run=gpus_per_run,
-            console=console_err,
-        )
-
+    get_model(model)  # an unknown model is reported before a missing default dataset
+    definition = SweepDefinition(
+        model,
+        dataset or [default_dataset(data_dir)],
+        grid=parse_axes(grid, "--grid"),
+        ablate=parse_axes(ablate, "--ablate"),
+        sets=parse_pairs(set_, "--set"),
+        seeds=parse_seeds(seeds),
+        protocol=protocol,
+        search=search,
+        trials=trials,
+        space=parse_pairs(space, "--space"),
+        search_seed=search_seed,
+        budget_epochs=budget_epochs,
+        budget_minutes=budget_minutes,
+    )
     t0 = time.perf_counter()
-    if search == "tpe":
-        done: list[SweepResult] = []
-
-        def tpe_batch(reqs: list) -> list[SweepResult]:
-            out = execute_batch(reqs)
-            done.extend(out)
-            write_manifest(name, definition, done, runs_dir)
-            return out
-
-        results = tpe_search(
-            dims,
-            trials,
-            seed=search_seed,
-            workers=workers or default_workers(trials),
-            make_requests=lambda point: requests_for([point]),
-            execute_batch=tpe_batch,
-            protocol=protocol,
-        )
-    else:
-        configs = random_configs(dims, trials, search_seed) if search == "random" else None
-        reqs = requests_for(configs)
-        pending = [SweepResult(r, _run_id_or_none(r, data_dir), "pending") for r in reqs]
-        write_manifest(name, definition, pending, runs_dir)
-        console_err.print(f"sweep {name}: {len(reqs)} runs")
-        results = execute_batch(reqs)
-    path = write_manifest(name, definition, results, runs_dir)
-    show_summary(results, protocol, time.perf_counter() - t0)
-    console.print(f"sweep {name} · manifest {path} · `seqbench report --sweep {name}`")
-    if any(r.status == "failed" for r in results):
+    display = SweepDisplay(console_err, progress)
+    outcome = run_sweep(
+        definition,
+        name,
+        workers=workers,
+        executor=executor,
+        address=address,
+        runs_dir=runs_dir,
+        data_dir=data_dir,
+        device=device,
+        threads=threads,
+        gpus_per_run=gpus_per_run,
+        observer=display,
+    )
+    show_summary(outcome.results, protocol, time.perf_counter() - t0)
+    console.print(
+        f"sweep {outcome.name} · manifest {outcome.manifest} · "
+        f"`seqbench report --sweep {outcome.name}`",
+        soft_wrap=True,
+    )
+    if any(r.status == "failed" for r in outcome.results):
         sys.exit(1)
-
-
-def _run_id_or_none(req: Any, data_dir: str | None) -> str | None:
-    try:
-        return request_run_id(req, data_dir)
-    except Exception:  # reported as a failed run when the sweep executes it
-        return None
 
 
 def show_summary(results: list[SweepResult], protocol: str, seconds: float) -> None:
@@ -241,10 +248,14 @@ def show_summary(results: list[SweepResult], protocol: str, seconds: float) -> N
             if m
             else ["", "", ""]
         )
-        table.add_row(label(r.request, model=False), r.status, *cells)
+        table.add_row(escape(label(r.request, model=False)), r.status, *cells)
     console.print(table)
     counts = {s: sum(r.status == s for r in results) for s in ("done", "cached", "failed")}
     console.print(" · ".join(f"{k} {v}" for k, v in counts.items()))
     for r in results:
         if r.status == "failed":
-            console.print(f"[red]failed[/red] {label(r.request)}: {r.error}", soft_wrap=True)
+            console.print(
+                f"[red]failed[/red] {escape(label(r.request))}: {escape(str(r.error))}",
+                soft_wrap=True,
+                highlight=False,
+            )

@@ -11,6 +11,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from seqbench.data.dataset import dataset_path
 from seqbench.errors import ConfigError
@@ -28,6 +29,9 @@ from seqbench.report.tables import (
 )
 from seqbench.runs.execute import RunRequest
 from seqbench.runs.store import Run, load_runs
+
+if TYPE_CHECKING:
+    from seqbench.runs.sweep import SweepObserver
 
 
 @dataclass
@@ -149,10 +153,13 @@ def reproduce(
     threads: int | None = None,
     runs_dir: str | None = None,
     data_dir: str | None = None,
-    progress: bool = True,
+    observer: SweepObserver | None = None,
     tests: SignificanceOptions | None = None,
 ) -> Reproduction:
-    """Run the spec's missing runs and build its table(s) with the published values."""
+    """Run the spec's missing runs and build its table(s) with the published values.
+
+    `observer` follows the runs (the CLI draws progress bars); None runs silently.
+    """
     p = plan(spec, datasets=datasets, models=models, budget_epochs=budget_epochs, data_dir=data_dir)
     if not p.items:
         raise ReportError(
@@ -165,7 +172,7 @@ def reproduce(
         threads=threads,
         runs_dir=runs_dir,
         data_dir=data_dir,
-        progress=progress,
+        observer=observer,
     )
     seconds = time.perf_counter() - t0
     by_request = dict(zip(map(id, p.requests), results, strict=True))

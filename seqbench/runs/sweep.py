@@ -17,12 +17,9 @@ import random
 import re
 import typing
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
-
-from rich.console import Console
-from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from seqbench import paths
 from seqbench.errors import ConfigError
@@ -30,7 +27,14 @@ from seqbench.evaluation.protocols import get_protocol
 from seqbench.io import write_json
 from seqbench.models.base import get_model
 from seqbench.runs.execute import ResolvedRun, RunRequest
-from seqbench.runs.executors import EXECUTORS, Job, Outcome, dataset, describe_error
+from seqbench.runs.executors import (
+    EXECUTORS,
+    Job,
+    Outcome,
+    dataset,
+    default_workers,
+    describe_error,
+)
 from seqbench.runs.store import RunStore
 
 STATUSES = ("done", "cached", "failed")
@@ -58,6 +62,38 @@ def label(req: RunRequest, model: bool = True) -> str:
     return " ".join([*head, *parts, f"seed={req.seed}"])
 
 
+class SweepObserver:
+    """What a sweep reports while it runs; this base class ignores it all (a library call).
+
+    The CLI's subclass draws progress bars; a sweep never prints by itself.
+    """
+
+    def note(self, message: str) -> None:
+        """A sweep-level message (e.g. how many runs it has)."""
+
+    def begin(
+        self,
+        requests: list[RunRequest],
+        finished: list[SweepResult | None],
+        n_jobs: int,
+        workers: int,
+    ) -> None:
+        """Before the jobs start: `finished` holds the results known already (else None);
+        `n_jobs` runs will train (duplicates of a request are not jobs), `workers` at once."""
+
+    def start(self, index: int) -> None:
+        """Request `index` starts training."""
+
+    def log(self, index: int, message: str) -> None:
+        """A line logged by request `index`'s run (epochs start with 'epoch ')."""
+
+    def end(self, index: int, outcome: Outcome) -> None:
+        """Request `index` ended: done, cached (another process trained it) or failed."""
+
+    def close(self) -> None:
+        """After the last job."""
+
+
 def run_requests(
     requests: list[RunRequest],
     *,
@@ -67,11 +103,10 @@ def run_requests(
     runs_dir: str | None = None,
     data_dir: str | None = None,
     max_minutes: float | None = None,
-    progress: bool = True,
     device: str = "auto",
     threads: int | None = None,
     gpus_per_run: float = 0.0,
-    console: Console | None = None,
+    observer: SweepObserver | None = None,
 ) -> list[SweepResult]:
     """Run every request (stored ones are returned as cached); results in request order.
 
@@ -79,7 +114,7 @@ def run_requests(
     as failed with its error; the others go on. Requests with the same run id run once.
     """
     run = EXECUTORS.get(executor)
-    console = console or Console(stderr=True)
+    observer = observer or SweepObserver()
     store = RunStore(runs_dir)
     # absolute paths: Ray workers (maybe on other nodes) do not share this process's cwd
     runs_root, data_root = str(store.root.resolve()), str(paths.data_dir(data_dir).resolve())
@@ -101,15 +136,14 @@ def run_requests(
         elif run_id not in first:
             first[run_id] = i
             jobs.append(Job(i, resolved, runs_root, data_root, max_minutes, device))
-    display = _Display(requests, results, len(jobs), workers, console, progress)
     by_index = {job.index: job for job in jobs}
 
     def emit(event: tuple[Any, ...]) -> None:
         kind, index = event[0], event[1]
         if kind == "start":
-            display.start(index)
+            observer.start(index)
         elif kind == "log":
-            display.log(index, event[2])
+            observer.log(index, event[2])
         else:
             out: Outcome = event[2]
             job = by_index[index]
@@ -122,9 +156,10 @@ def run_requests(
                 out.traceback,
                 out.seconds,
             )
-            display.end(index, out)
+            observer.end(index, out)
 
-    with display:
+    observer.begin(requests, results, len(jobs), workers)
+    try:
         if jobs:
             run(
                 jobs,
@@ -134,6 +169,8 @@ def run_requests(
                 gpus_per_run=gpus_per_run,
                 emit=emit,
             )
+    finally:
+        observer.close()
     out = []
     for i, r in enumerate(results):
         if r is None and ids[i] in first and first[ids[i]] != i:  # a duplicate of a run
@@ -165,83 +202,6 @@ def resolve_request(req: RunRequest, data_dir: str | None = None) -> ResolvedRun
 def request_run_id(req: RunRequest, data_dir: str | None = None) -> str:
     """The run id a request maps to (raises ConfigError for an invalid configuration)."""
     return resolve_request(req, data_dir).run_id
-
-
-class _Display:
-    """One overall bar (done / failed / cached, ETA) and a line per run in progress."""
-
-    def __init__(
-        self,
-        requests: list[RunRequest],
-        results: list[SweepResult | None],
-        n_jobs: int,
-        workers: int,
-        console: Console,
-        enabled: bool,
-    ) -> None:
-        self.requests, self.workers, self.enabled = requests, max(1, workers), enabled
-        self.counts = {s: sum(r is not None and r.status == s for r in results) for s in STATUSES}
-        self.n = sum(self.counts.values()) + n_jobs  # duplicates of a job are not counted
-        self.trained: list[float] = []
-        self.running: dict[int, Any] = {}
-        self.progress = Progress(
-            SpinnerColumn(),
-            TextColumn("{task.description}"),
-            BarColumn(),
-            TextColumn("{task.fields[info]}"),
-            TimeElapsedColumn(),
-            console=console,
-            disable=not enabled,
-            transient=False,
-        )
-        finished = sum(self.counts.values())
-        self.total = self.progress.add_task(
-            "sweep", total=self.n, completed=finished, info=self._info()
-        )
-
-    def _info(self) -> str:
-        c = self.counts
-        left = self.n - sum(c.values())
-        eta = "–"
-        if self.trained and left:
-            per = sum(self.trained) / len(self.trained)
-            eta = str(datetime.timedelta(seconds=round(per * math.ceil(left / self.workers))))
-        elif not left:
-            eta = "0:00:00"
-        return (
-            f"{sum(c.values())}/{self.n} · done {c['done']} · "
-            f"failed {c['failed']} · cached {c['cached']} · ETA {eta}"
-        )
-
-    def __enter__(self) -> _Display:
-        self.progress.__enter__()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.progress.__exit__(*exc)
-
-    def start(self, index: int) -> None:
-        desc = f"  [dim]{label(self.requests[index])}"
-        self.running[index] = self.progress.add_task(desc, total=None, info="")
-
-    def log(self, index: int, message: str) -> None:
-        """Epoch lines go to the run's own bar line; anything else (resume, warnings) scrolls."""
-        task = self.running.get(index)
-        if task is not None and self.enabled and message.startswith("epoch "):
-            self.progress.update(task, info=message)
-            return
-        self.progress.console.print(f"[dim]{label(self.requests[index])}:[/dim] {message}")
-
-    def end(self, index: int, out: Outcome) -> None:
-        task = self.running.pop(index, None)
-        if task is not None:
-            self.progress.remove_task(task)
-        self.counts[out.status] += 1
-        if out.status == "done":
-            self.trained.append(out.seconds)
-        if out.status == "failed":
-            self.log(index, f"[red]failed[/red] {out.error}")
-        self.progress.update(self.total, advance=1, info=self._info())
 
 
 # ---- expansion -------------------------------------------------------------------------------
@@ -452,3 +412,181 @@ def _suggest(trial: Any, key: str, dim: Dim) -> str:
     else:
         value = trial.suggest_float(key, dim.lo, dim.hi, log=dim.log)
     return format_value(value, dim.integer)
+
+
+# ---- a sweep: its definition and its execution ----------------------------------------------
+
+
+@dataclass(frozen=True)
+class SweepDefinition:
+    """What a sweep runs: axes, fixed overrides, seeds, an optional search and a budget.
+
+    Checked when built (unknown keys and axes fail at once; a bad value fails only its runs).
+    `to_dict()` is saved in the manifest and hashed into the default name.
+    """
+
+    model: str
+    datasets: list[str]
+    grid: dict[str, list[str]] = field(default_factory=dict)
+    ablate: dict[str, list[str]] = field(default_factory=dict)
+    sets: dict[str, str] = field(default_factory=dict)
+    seeds: list[int] = field(default_factory=lambda: [0])
+    protocol: str = "seqbench"
+    search: str | None = None
+    trials: int = 10
+    space: dict[str, str] = field(default_factory=dict)
+    search_seed: int = 0
+    budget_epochs: int | None = None
+    budget_minutes: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.budget_epochs is not None and self.budget_minutes is not None:
+            raise ConfigError("give --budget-epochs or --budget-minutes, not both")
+        cls = get_model(self.model)
+        get_protocol(self.protocol)
+        fields = typing.get_type_hints(cls.Config)
+        for key in [*self.grid, *self.sets]:
+            if key not in fields:
+                raise ConfigError(
+                    f"unknown config key {key!r} for {self.model} (valid: {', '.join(fields)})"
+                )
+        for axis in self.ablate:
+            if axis not in cls.ablations:
+                axes = ", ".join(cls.ablations) or "none"
+                raise ConfigError(f"unknown ablation axis {axis!r} for {self.model} (axes: {axes})")
+        negative = [s for s in self.seeds if s < 0]
+        if negative:
+            raise ConfigError(f"--seeds: seeds must be >= 0, got {negative[0]}")
+        if self.search not in (None, "random", "tpe"):
+            raise ConfigError(f"--search {self.search!r}: choices are random, tpe")
+        if self.search and not self.space:
+            raise ConfigError(f"--search {self.search} needs at least one --space key=lo:hi[:log]")
+        if self.space and not self.search:
+            raise ConfigError("--space needs --search random or --search tpe")
+        self.dims()  # checks the space
+
+    def dims(self) -> dict[str, Dim]:
+        """The search space, typed by the model's config fields."""
+        return parse_space(self.model, self.space) if self.search else {}
+
+    def to_dict(self) -> dict[str, Any]:
+        search = None
+        if self.search:
+            search = {
+                "kind": self.search,
+                "trials": self.trials,
+                "space": self.space,
+                "seed": self.search_seed,
+            }
+        return {
+            "model": self.model,
+            "datasets": self.datasets,
+            "grid": self.grid,
+            "ablate": self.ablate,
+            "sets": self.sets,
+            "seeds": self.seeds,
+            "search": search,
+            "protocol": self.protocol,
+            "budget": {"epochs": self.budget_epochs, "minutes": self.budget_minutes},
+        }
+
+    def requests(self, configs: list[dict[str, str]] | None = None) -> list[RunRequest]:
+        """The runs for the given search points (None: the grid alone)."""
+        return expand(
+            self.model,
+            self.datasets,
+            grid=self.grid,
+            ablate=self.ablate,
+            seeds=self.seeds,
+            sets=self.sets,
+            configs=configs,
+            protocol=self.protocol,
+            epochs=self.budget_epochs,
+        )
+
+
+@dataclass
+class SweepOutcome:
+    """A finished sweep: its name, every run's result (in expansion order) and manifest."""
+
+    name: str
+    results: list[SweepResult]
+    manifest: Path
+
+
+def run_sweep(
+    definition: SweepDefinition,
+    name: str | None = None,
+    *,
+    workers: int | None = None,
+    executor: str = "local",
+    address: str | None = None,
+    runs_dir: str | None = None,
+    data_dir: str | None = None,
+    device: str = "auto",
+    threads: int | None = None,
+    gpus_per_run: float = 0.0,
+    observer: SweepObserver | None = None,
+) -> SweepOutcome:
+    """Run a sweep under `name` (default: from the definition's hash), keeping its manifest.
+
+    The manifest lists every run as pending first (TPE: after each round), then with its status.
+    `workers` defaults to one per core (local; capped by memory) or one per run (Ray).
+    """
+    EXECUTORS.get(executor)
+    observer = observer or SweepObserver()
+    spec = definition.to_dict()
+    name = name or default_name(definition.model, spec)
+    check_name(name, spec, runs_dir)
+
+    def execute_batch(reqs: list[RunRequest]) -> list[SweepResult]:
+        n = workers or (default_workers(len(reqs)) if executor == "local" else len(reqs))
+        return run_requests(
+            reqs,
+            workers=n,
+            executor=executor,
+            address=address,
+            runs_dir=runs_dir,
+            data_dir=data_dir,
+            max_minutes=definition.budget_minutes,
+            device=device,
+            threads=threads,
+            gpus_per_run=gpus_per_run,
+            observer=observer,
+        )
+
+    if definition.search == "tpe":
+        done: list[SweepResult] = []
+
+        def tpe_batch(reqs: list[RunRequest]) -> list[SweepResult]:
+            out = execute_batch(reqs)
+            done.extend(out)
+            write_manifest(name, spec, done, runs_dir)
+            return out
+
+        results = tpe_search(
+            definition.dims(),
+            definition.trials,
+            seed=definition.search_seed,
+            workers=workers or default_workers(definition.trials),
+            make_requests=lambda point: definition.requests([point]),
+            execute_batch=tpe_batch,
+            protocol=definition.protocol,
+        )
+    else:
+        configs = None
+        if definition.search == "random":
+            configs = random_configs(definition.dims(), definition.trials, definition.search_seed)
+        reqs = definition.requests(configs)
+        pending = [SweepResult(r, _run_id_or_none(r, data_dir), "pending") for r in reqs]
+        write_manifest(name, spec, pending, runs_dir)
+        observer.note(f"sweep {name}: {len(reqs)} runs")
+        results = execute_batch(reqs)
+    return SweepOutcome(name, results, write_manifest(name, spec, results, runs_dir))
+
+
+def _run_id_or_none(req: RunRequest, data_dir: str | None) -> str | None:
+    try:
+        return request_run_id(req, data_dir)
+    except Exception:  # reported as a failed run when the sweep executes it
+        return None
