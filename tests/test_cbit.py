@@ -110,7 +110,7 @@ def test_cl_part_is_nt_xent_of_flattened_outputs(cbit, data: SeqDataset) -> None
 
 
 def test_theta_recurrence_hand_computed(cbit, data: SeqDataset) -> None:
-    model = cbit(lambda_="5", alpha="0.1")
+    model = cbit(lambda_="5", alpha="0.1", theta_step="previous")
     assert model.theta == 0.0
     # step 1: θ̂ = 2 / (2 + 5·1) = 2/7; θ1 = 0.1·2/7 = 0.0285714…; the step used θ0 = 0
     assert model.after_step({"cloze": 2.0, "cl": 1.0}) == {"theta": 0.0}
@@ -125,7 +125,7 @@ def test_theta_recurrence_hand_computed(cbit, data: SeqDataset) -> None:
 
 
 def test_lambda_alias_and_static_theta(cbit, data: SeqDataset) -> None:
-    model = cbit(**{"lambda": "2.5", "alpha": "0.5"})
+    model = cbit(**{"lambda": "2.5", "alpha": "0.5", "theta_step": "previous"})
     assert model.cfg.lambda_ == 2.5
     model.after_step({"cloze": 1.0, "cl": 1.0})  # θ̂ = 1/3.5, θ = 0.5/3.5
     assert model.theta == pytest.approx(0.5 / 3.5)
@@ -135,9 +135,26 @@ def test_lambda_alias_and_static_theta(cbit, data: SeqDataset) -> None:
     assert static.theta == 0.5
 
 
-def test_training_uses_theta_before_update_and_logs_it(cbit, data: SeqDataset) -> None:
-    """Run real steps; the logged θ must follow the recurrence over the logged losses."""
+def test_current_theta_step_uses_its_own_update(cbit, data: SeqDataset) -> None:
+    """CBiT's code (default): step s first sets θ_s = α·θ̂_s + (1−α)·θ_{s−1}, then uses it."""
     model = cbit()
+    model.train()
+    gen = torch.Generator().manual_seed(1)
+    expected = 0.0
+    for step, batch in enumerate(model.train_batches(data, gen)):
+        if step == 3:
+            break
+        loss, parts = model.loss(batch)
+        hat = parts["cloze"] / (parts["cloze"] + 5.0 * parts["cl"])
+        expected = 0.1 * hat + 0.9 * expected
+        assert loss.item() == pytest.approx(parts["cloze"] + expected * parts["cl"], rel=1e-5)
+        assert model.after_step(parts)["theta"] == pytest.approx(expected, rel=1e-12)
+        assert model.theta == pytest.approx(expected, rel=1e-12)
+
+
+def test_training_uses_theta_before_update_and_logs_it(cbit, data: SeqDataset) -> None:
+    """theta_step=previous: the logged θ must follow the recurrence over the logged losses."""
+    model = cbit(theta_step="previous")
     model.train()
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     gen = torch.Generator().manual_seed(1)
@@ -160,7 +177,7 @@ def test_training_uses_theta_before_update_and_logs_it(cbit, data: SeqDataset) -
 
 
 def test_views_have_independent_cloze_masks(cbit, data: SeqDataset) -> None:
-    model = cbit(m="4")
+    model = cbit(m="4", mask_replace="false")
     batch = first_batch(model, data)
     b = batch["seqs"].shape[0]
     inputs, labels = batch["inputs"].view(4, b, -1), batch["labels"].view(4, b, -1)
@@ -204,8 +221,11 @@ def test_dropout_masks_per_view(cbit, data: SeqDataset, augment: str, differ: bo
 # ---------------------------------------------------------------- losses
 
 
-def test_softmax_cloze_sum_matches_loops(cbit, data: SeqDataset) -> None:
-    model = cbit(m="2")
+@pytest.mark.parametrize("pad_logit", ["include", "exclude"])
+def test_softmax_cloze_sum_matches_loops(cbit, data: SeqDataset, pad_logit: str) -> None:
+    """include (CBiT's code): the softmax also runs over the padding column 0."""
+    model = cbit(m="2", pad_logit=pad_logit)
+    first = 0 if pad_logit == "include" else 1
     model.eval()
     batch = first_batch(model, data)
     with torch.no_grad():
@@ -219,8 +239,8 @@ def test_softmax_cloze_sum_matches_loops(cbit, data: SeqDataset) -> None:
             for t in range(batch["labels"].shape[1]):
                 y = int(batch["labels"][r, t])
                 if y:
-                    row = logits[r, t, 1:]
-                    terms.append(float(torch.logsumexp(row, 0) - row[y - 1]))
+                    row = logits[r, t, first:]
+                    terms.append(float(torch.logsumexp(row, 0) - row[y - first]))
         total += sum(terms) / len(terms)
     assert model.cloze_sum(h, batch).item() == pytest.approx(total, rel=1e-5)
 
@@ -278,7 +298,7 @@ def test_augment_none_is_bert4rec_s(cbit, data: SeqDataset) -> None:
 
 def test_axes_validated_and_in_run_id(data: SeqDataset) -> None:
     cls = get_model("cbit")
-    assert set(cls.ablations) == {"window", "augment", "reweight", "main_loss"}
+    assert {"window", "augment", "reweight", "main_loss", "theta_step"} <= set(cls.ablations)
     for bad in ({"augment": "both"}, {"reweight": "auto"}, {"window": "maybe"}):
         with pytest.raises(ConfigError):
             resolve_config(cls, "synthetic", ablate=bad)
@@ -320,7 +340,7 @@ def test_resume_restores_theta_exactly(data: SeqDataset, tmp_path: Path) -> None
     assert resumed.theta == full.theta and full.theta > 0
 
     def timeless(history: list[dict]) -> list[dict]:
-        return [{k: v for k, v in row.items() if k != "seconds"} for row in history]
+        return [{k: v for k, v in row.items() if "seconds" not in k} for row in history]
 
     assert timeless(res_resumed.history) == timeless(res_full.history)
     for k, v in full.state_dict().items():
@@ -332,7 +352,7 @@ def test_resume_restores_theta_exactly(data: SeqDataset, tmp_path: Path) -> None
 #: (ablation setting, extra --set): one window per user gives fewer steps per epoch
 SETTINGS = [
     ({}, {}),
-    ({"window": "off"}, {"batch_size": "16", "epochs": "16"}),
+    ({"window": "off"}, {"batch_size": "16", "epochs": "40"}),
     ({"augment": "cloze"}, {}),
     ({"augment": "dropout"}, {}),
     ({"augment": "none"}, {}),
@@ -361,7 +381,7 @@ def test_every_ablation_trains_and_beats_popularity(
     extra: dict[str, str],
     tmp_path: Path,
 ) -> None:
-    sets = {**SMALL, "batch_size": "32", "epochs": "8", "m": "2", "lr": "5e-3", "mask_prob": "0.3"}
+    sets = {**SMALL, "batch_size": "32", "epochs": "16", "m": "2", "lr": "5e-3", "mask_prob": "0.3"}
     sets.update(extra)
     req = RunRequest("cbit", "synthetic", sets=sets, ablate=ablate, protocol="cbit")
     store = RunStore(tmp_path)

@@ -157,7 +157,7 @@ QUALITY = {
     # short windows (more slide windows per user) and a higher rate: a cloze model needs them
     # to learn the synthetic order structure in a few epochs
     "cosebert": {
-        "epochs": "10",
+        "epochs": "25",
         "batch_size": "32",
         "lr": "5e-3",
         "mask_prob": "0.3",

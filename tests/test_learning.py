@@ -11,7 +11,7 @@ from seqbench.runs.store import RunStore
 FAST = {
     "sasrec": {"epochs": "4", "d": "32"},
     "bert4rec": {"epochs": "12", "d": "32", "lr": "3e-3", "mask_prob": "0.5"},
-    "bert4rec_s": {"epochs": "3", "d": "32", "max_len": "10", "lr": "5e-3", "dropout": "0.1"},
+    "bert4rec_s": {"epochs": "8", "d": "32", "max_len": "10", "lr": "5e-3", "dropout": "0.1"},
 }
 
 

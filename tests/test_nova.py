@@ -183,7 +183,8 @@ def test_missing_fields_are_reported() -> None:
 @pytest.mark.parametrize("fusion", ["add", "concat", "gating"])
 def test_without_side_info_equals_bert4rec(data: SeqDataset, mode: str, fusion: str) -> None:
     torch.manual_seed(1)
-    model = nova(data, mode=mode, fusion=fusion, side="none")
+    # values=id+pos: BERT4Rec's input (positions + LayerNorm) as the value stream
+    model = nova(data, mode=mode, fusion=fusion, side="none", values="id+pos")
     bert = bert_twin(model, data)
     model.load_state_dict(bert.state_dict())  # strict: no side or fusion parameters exist
     batch = first_batch(model, data)
@@ -201,7 +202,7 @@ def test_without_side_info_equals_bert4rec(data: SeqDataset, mode: str, fusion: 
 def test_zeroed_side_info_equals_bert4rec(data: SeqDataset, mode: str) -> None:
     """With add fusion, side embeddings set to zero leave BERT4Rec's computation unchanged."""
     torch.manual_seed(2)
-    model = nova(data, mode=mode, fusion="add", side="all").eval()
+    model = nova(data, mode=mode, fusion="add", side="all", values="id+pos").eval()
     bert = bert_twin(model, data).eval()
     missing, unexpected = model.load_state_dict(bert.state_dict(), strict=False)
     assert not unexpected and missing and all(k.startswith("side.") for k in missing)
@@ -350,7 +351,8 @@ def compare_on_liked_chain(
     }
     store = RunStore(tmp_path)
     out = []
-    for model, extra in (("bert4rec", {}), ("nova_bert", {"fields": "rating"})):
+    # the paper's NOVA: pure item ids as values, position and rating as side information
+    for model, extra in (("bert4rec", {}), ("nova_bert", {"fields": "rating,position"})):
         req = RunRequest(model, "synthetic", sets={**common, **extra})
         m = execute(req, store=store, data=data, progress=False, log=lambda _: None)
         out.append(store.per_user(m["run_id"]))

@@ -114,10 +114,19 @@ def show_result(m: dict, store: RunStore) -> None:
 
 
 @app.command()
-def models() -> None:
-    """List registered models: paper, ablation axes, and defaults that differ from the base."""
+def models(
+    model: Annotated[
+        str | None, typer.Argument(help="show this model's defaults and declared departures")
+    ] = None,
+) -> None:
+    """List registered models, or one model's defaults, axes and departures from its paper/code."""
     import seqbench.models  # noqa: F401
 
+    if model is not None:
+        from seqbench.cli.model_card import print_model_card
+
+        print_model_card(model, console)
+        return
     table = Table(title="models")
     for col in ("name", "paper", "ablation axes", "defaults"):
         table.add_column(col)

@@ -121,17 +121,26 @@ def iterate_rows(
     batch_size: int,
     gen: torch.Generator,
     bucket: bool = True,
+    trim: bool = True,
 ) -> Iterator[dict[str, torch.Tensor]]:
     """Yield shuffled (bucketed) batches of aligned [R, …] tensors, trimmed by tensors[key]."""
     lengths = (tensors[key] != 0).sum(1)
-    seq_like = [k for k, v in tensors.items() if v.dim() == 2 and v.shape == tensors[key].shape]
     for idx in batch_indices(lengths, batch_size, gen, bucket):
-        batch = {k: v[idx] for k, v in tensors.items()}
-        trimmed = trim(*(batch[k] for k in [key, *[s for s in seq_like if s != key]]))
-        for k, v in zip([key, *[s for s in seq_like if s != key]], trimmed, strict=True):
-            batch[k] = v
+        batch = take_rows(tensors, idx, key) if trim else {k: v[idx] for k, v in tensors.items()}
         batch["rows"] = idx
         yield batch
+
+
+def take_rows(
+    tensors: dict[str, torch.Tensor], idx: torch.Tensor, key: str
+) -> dict[str, torch.Tensor]:
+    """Rows `idx` of aligned tensors; the [R, T] ones shaped like tensors[key] trimmed by it."""
+    shape = tensors[key].shape
+    batch = {k: v[idx] for k, v in tensors.items()}
+    seq_like = [key, *[k for k, v in tensors.items() if k != key and v.shape == shape]]
+    for k, v in zip(seq_like, trim(*(batch[k] for k in seq_like)), strict=True):
+        batch[k] = v
+    return batch
 
 
 def next_item_instances(

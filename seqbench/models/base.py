@@ -18,6 +18,7 @@ from torch import nn
 
 from seqbench.data.dataset import SeqDataset
 from seqbench.errors import ConfigError
+from seqbench.models.departures import BATCHING, Departure
 from seqbench.registry import Registry
 
 Batch = dict[str, torch.Tensor]
@@ -42,6 +43,11 @@ class ModelConfig:
     d: int = 64
     dropout: float = 0.2
     eval_batch_size: int = 1024
+    #: uniform: uniformly shuffled batches (the authors' codes); micro: the same batches run
+    #: as length-sorted pieces of `micro_batch` rows with the same gradient (models with a
+    #: `micro_key`; others run uniform); grouped: rows of similar length share a batch
+    batching: Literal["micro", "uniform", "grouped"] = "micro"
+    micro_batch: int = 64
 
 
 class SeqModel(nn.Module):
@@ -56,6 +62,11 @@ class SeqModel(nn.Module):
     ablations: ClassVar[tuple[str, ...]] = ()
     #: --set spellings that are not identifiers (e.g. "lambda" → "lambda_")
     key_aliases: ClassVar[dict[str, str]] = {}
+    #: where the paper, the authors' code and seqbench's default differ (see departures.py)
+    departures: ClassVar[tuple[Departure, ...]] = ()
+    #: batch key whose non-zero entries the loss averages over, when no rows are coupled:
+    #: lets `batching=micro` split a batch with an unchanged gradient (None: never split)
+    micro_key: ClassVar[str | None] = None
     #: False for models whose scores ignore the history (popularity)
     reads_history: ClassVar[bool] = True
 
@@ -64,6 +75,11 @@ class SeqModel(nn.Module):
         self.cfg = cfg
         self.n_items = data.n_items
         self.n_users = data.n_users
+
+    @classmethod
+    def declared_departures(cls) -> tuple[Departure, ...]:
+        """The model's own departures plus those every model shares (batching)."""
+        return (*cls.departures, BATCHING)
 
     @property
     def input_window(self) -> int:

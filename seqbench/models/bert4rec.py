@@ -17,6 +17,7 @@ from torch import nn
 from seqbench.data.dataset import SeqDataset
 from seqbench.data.sequences import gather_padded, iterate_rows, slide_windows, train_segments
 from seqbench.models.base import Batch, ModelConfig, SeqModel, register
+from seqbench.models.departures import Departure
 from seqbench.models.layers import SeqEmbedding, TransformerEncoder, key_padding_mask
 
 
@@ -37,6 +38,17 @@ class BERT4RecConfig(ModelConfig):
     head: Literal["bert", "linear"] = "bert"
     batch_size: int = 256
     lr: float = 1e-3
+    #: on: a row with no item drawn for masking gets its last item masked
+    last_mask: Literal["on", "off"] = "on"
+    #: bert: LayerNorm on the embeddings, truncated-normal(0.02) init; plain: neither
+    emb: Literal["bert", "plain"] = "bert"
+    #: on: dropout on each block's output too (CBiT's code)
+    block_dropout: Literal["on", "off"] = "off"
+    #: zero: padding positions' outputs are zeroed; keep: computed like other positions
+    pad_outputs: Literal["zero", "keep"] = "zero"
+    #: include: the cloze softmax also has the padding column 0 (CBiT's code)
+    pad_logit: Literal["exclude", "include"] = "exclude"
+    gelu: Literal["exact", "tanh"] = "exact"
 
     def validate(self) -> None:
         if not 0.0 < self.mask_prob < 1.0:
@@ -52,16 +64,20 @@ def cloze_mask(
     n_items: int,
     gen: torch.Generator,
     replace: bool = False,
+    force_last: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Mask a proportion `prob` of real items (>= 1 per row: the last one if none drawn).
+    """Mask each real item with probability `prob`.
 
-    Returns (input with [mask], labels with 0 where nothing is predicted). With `replace`,
-    BERT's 80/10/10 rule: of the chosen items 10% become random items and 10% stay.
+    Returns (input with [mask], labels with 0 where nothing is predicted). With `force_last`,
+    a row where no item was drawn gets its last item masked (so every row has a target);
+    without it such a row predicts nothing (CBiT's code). With `replace`, BERT's 80/10/10
+    rule: of the chosen items 10% become random items and 10% stay.
     """
     real = seqs != 0
     chosen = (torch.rand(seqs.shape, generator=gen) < prob) & real
-    none = ~chosen.any(1)
-    chosen[none, -1] = real[none, -1]
+    if force_last:
+        none = ~chosen.any(1)
+        chosen[none, -1] = real[none, -1]
     labels = torch.where(chosen, seqs, 0)
     inputs = seqs.masked_fill(chosen, mask_id)
     if replace:
@@ -72,13 +88,150 @@ def cloze_mask(
     return inputs, labels
 
 
+#: the encoder/training switches shared by every BERT-style model
+BERT_AXES = ("last_mask", "emb", "block_dropout", "pad_outputs", "pad_logit", "gelu")
+
+EVAL_INPUT = Departure(
+    "evaluation input",
+    "append [mask] after the history",
+    "last T−1 items + [mask], left-padded to T",
+    "last T−1 items + [mask], whatever else is in the batch (the `cbit` preset excludes "
+    "exactly those T−1 items)",
+    "paper",
+)
+
+BERT4REC_DEPARTURES = (
+    EVAL_INPUT,
+    Departure(
+        "row with no masked item",
+        "silent",
+        "not compared",
+        "its last item is masked, so every row has a target",
+        "choice",
+        "last_mask",
+        "--ablate last_mask=off",
+    ),
+    Departure(
+        "masked token",
+        "80/10/10 replacement is an option",
+        "not compared",
+        "[mask] only",
+        "choice",
+        "mask_replace",
+        "--set mask_replace=true",
+    ),
+)
+
+#: BERT4Rec_S and CBiT follow CBiT's public code (github hw-du/CBiT) where the paper is silent
+CBIT_CODE_DEPARTURES = (
+    EVAL_INPUT,
+    Departure(
+        "row with no masked item",
+        "silent",
+        "predicts nothing (no forced mask)",
+        "as the code",
+        "code",
+        "last_mask",
+        "--ablate last_mask=on",
+    ),
+    Departure(
+        "masked token",
+        "silent",
+        "BERT's 80/10/10: [mask] / random item / unchanged",
+        "as the code",
+        "code",
+        "mask_replace",
+        "--set mask_replace=false",
+    ),
+    Departure(
+        "embeddings",
+        "silent",
+        "item + position, PyTorch default init N(0, 1), no LayerNorm",
+        "as the code",
+        "code",
+        "emb",
+        "--ablate emb=bert (LayerNorm + truncated-normal 0.02)",
+    ),
+    Departure(
+        "block output dropout",
+        "silent",
+        "dropout on each block's output (part of the views' dropout augmentation)",
+        "as the code",
+        "code",
+        "block_dropout",
+        "--ablate block_dropout=off",
+    ),
+    Departure(
+        "padding positions",
+        "silent",
+        "computed like other positions (position embedding, attention over real items); "
+        "their outputs enter the flattened contrastive representation",
+        "as the code",
+        "code",
+        "pad_outputs",
+        "--ablate pad_outputs=zero",
+    ),
+    Departure(
+        "cloze softmax",
+        "softmax over items",
+        "over items and the padding column 0",
+        "as the code",
+        "code",
+        "pad_logit",
+        "--ablate pad_logit=exclude",
+    ),
+    Departure(
+        "GELU",
+        "silent",
+        "tanh approximation",
+        "as the code",
+        "code",
+        "gelu",
+        "--ablate gelu=exact",
+    ),
+    Departure(
+        "LayerNorm numerics",
+        "silent",
+        "unbiased std, eps 1e-6 added to the std",
+        "torch LayerNorm (biased variance, eps 1e-5 inside the root); differences ~1e-3",
+        "choice",
+    ),
+    Departure(
+        "epochs and selection",
+        "250 epochs, best validation NDCG@10",
+        "all 250 epochs, validates after epoch 100 and keeps the best validation NDCG@10",
+        "validates every epoch, keeps the best; no early stop (patience = 250)",
+        "paper",
+        "patience",
+        "--set patience=20",
+    ),
+    Departure(
+        "evaluation candidates",
+        "full ranking",
+        "blanks the scores of padding and of the last real item id N (meant: the mask "
+        "token); averages per-batch means of 256 users",
+        "never blanks a real item; mean over users",
+        "fix",
+    ),
+    Departure(
+        "initialisation seed",
+        "silent",
+        "model_init_seed = 0 for every run",
+        "the run's seed seeds the initialisation too",
+        "choice",
+    ),
+)
+
+
 @register("bert4rec")
 class BERT4Rec(SeqModel):
     """Bidirectional encoder trained to fill masked items; scores through an appended [mask]."""
 
     paper = "Sun et al., BERT4Rec, CIKM 2019"
     Config = BERT4RecConfig
-    ablations = ("window",)
+    ablations = ("window", *BERT_AXES)
+    departures = BERT4REC_DEPARTURES
+    micro_key = "labels"
     dataset_defaults = {
         "beauty": {"mask_prob": 0.6, "max_len": 50},
         "toys": {"mask_prob": 0.6, "max_len": 50},
@@ -90,9 +243,25 @@ class BERT4Rec(SeqModel):
     def __init__(self, cfg: BERT4RecConfig, data: SeqDataset) -> None:
         super().__init__(cfg, data)
         self.mask_id = data.n_items + 1
-        self.emb = SeqEmbedding(data.n_items + 2, cfg.d, cfg.max_len, cfg.dropout, layer_norm=True)
+        bert = cfg.emb == "bert"
+        self.emb = SeqEmbedding(
+            data.n_items + 2,
+            cfg.d,
+            cfg.max_len,
+            cfg.dropout,
+            layer_norm=bert,
+            init="bert" if bert else "torch",
+        )
         self.encoder = TransformerEncoder(
-            cfg.d, cfg.heads, cfg.layers, cfg.dropout, 4 * cfg.d, "gelu", cfg.norm
+            cfg.d,
+            cfg.heads,
+            cfg.layers,
+            cfg.dropout,
+            4 * cfg.d,
+            "gelu" if cfg.gelu == "exact" else "gelu_tanh",
+            cfg.norm,
+            keep_pad=cfg.pad_outputs == "keep",
+            block_dropout=cfg.block_dropout == "on",
         )
         if cfg.head == "bert":
             self.transform = nn.Sequential(nn.Linear(cfg.d, cfg.d), nn.GELU(), nn.LayerNorm(cfg.d))
@@ -118,16 +287,25 @@ class BERT4Rec(SeqModel):
             return self.transform(h) @ w.T + self.bias
         return self.out(h)
 
+    def cloze_logits(self, h: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        """Softmax cross-entropy per masked position: over items 1..N, or 0..N (pad_logit)."""
+        logits = self.logits(h)
+        if self.cfg.pad_logit == "include":
+            return F.cross_entropy(logits, labels, reduction="none")
+        return F.cross_entropy(logits[:, 1:], labels - 1, reduction="none")
+
     def cloze_loss(self, h: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        """Softmax cross-entropy over items 1..N at masked positions only."""
+        """Mean cloze cross-entropy over the masked positions."""
         where = labels != 0
-        logits = self.logits(h[where])[:, 1:]
-        return F.cross_entropy(logits, labels[where] - 1)
+        per = self.cloze_logits(h[where], labels[where])
+        return per.sum() / max(1, per.numel())
 
     def train_batches(self, data: SeqDataset, gen: torch.Generator) -> Iterator[Batch]:
         if self._train is None:
             self._train = {"seqs": self.training_windows(data)}
-        for batch in iterate_rows(self._train, "seqs", self.cfg.batch_size, gen):
+        for batch in iterate_rows(
+            self._train, "seqs", self.cfg.batch_size, gen, self.cfg.batching == "grouped"
+        ):
             batch["inputs"], batch["labels"] = cloze_mask(
                 batch["seqs"],
                 self.cfg.mask_prob,
@@ -135,6 +313,7 @@ class BERT4Rec(SeqModel):
                 self.n_items,
                 gen,
                 self.cfg.mask_replace,
+                self.cfg.last_mask == "on",
             )
             yield batch
 
@@ -167,6 +346,15 @@ class BERT4RecSConfig(BERT4RecConfig):
     norm: Literal["post", "pre"] = "pre"
     head: Literal["bert", "linear"] = "linear"
     epochs: int = 250
+    #: CBiT's code trains every epoch and keeps the best validation epoch: no early stop
+    patience: int = 250
+    mask_replace: bool = True
+    last_mask: Literal["on", "off"] = "off"
+    emb: Literal["bert", "plain"] = "plain"
+    block_dropout: Literal["on", "off"] = "on"
+    pad_outputs: Literal["zero", "keep"] = "keep"
+    pad_logit: Literal["exclude", "include"] = "include"
+    gelu: Literal["exact", "tanh"] = "tanh"
 
 
 CBIT_DATASET_DEFAULTS = {
@@ -184,3 +372,4 @@ class BERT4RecS(BERT4Rec):
     paper = "Du et al., CBiT, CIKM 2022 (BERT4Rec with slide windows)"
     Config = BERT4RecSConfig
     dataset_defaults = CBIT_DATASET_DEFAULTS
+    departures = CBIT_CODE_DEPARTURES

@@ -110,7 +110,9 @@ class Caser(SeqModel):
                 "segments": torch.from_numpy(seg),
             }
             self._sampler = NegativeSampler(data.n_items, data.items, starts, ends)
-        for batch in iterate_rows(self._train, "seqs", cfg.batch_size, gen, bucket=False):
+        for batch in iterate_rows(
+            self._train, "seqs", cfg.batch_size, gen, cfg.batching == "grouped"
+        ):
             shape = (len(batch["rows"]), cfg.negatives)
             batch["negatives"] = self._sampler.sample(batch["segments"], shape, gen)
             yield batch

@@ -33,12 +33,15 @@ from seqbench.data.sequences import iterate_rows
 from seqbench.errors import ConfigError
 from seqbench.models.base import Batch, register
 from seqbench.models.bert4rec import (
+    BERT_AXES,
+    CBIT_CODE_DEPARTURES,
     CBIT_DATASET_DEFAULTS,
     BERT4RecS,
     BERT4RecSConfig,
     cloze_mask,
 )
 from seqbench.models.contrastive import nt_xent
+from seqbench.models.departures import Departure
 
 
 @dataclass
@@ -53,6 +56,9 @@ class CBiTConfig(BERT4RecSConfig):
     reweight: Literal["dynamic", "static"] = "dynamic"
     theta: float = 0.1
     main_loss: Literal["softmax", "bce"] = "softmax"
+    #: current: step s updates θ from its own losses, then uses it (CBiT's code); previous:
+    #: step s uses θ from step s−1
+    theta_step: Literal["current", "previous"] = "current"
 
     def validate(self) -> None:
         super().validate()
@@ -106,9 +112,38 @@ class CBiT(BERT4RecS):
 
     paper = "Du et al., CBiT, CIKM 2022"
     Config = CBiTConfig
-    ablations = ("window", "augment", "reweight", "main_loss")
+    micro_key = None  # the contrastive loss couples the rows of a batch
+    ablations = ("window", "augment", "reweight", "main_loss", "theta_step", *BERT_AXES)
     key_aliases = {"lambda": "lambda_"}
     dataset_defaults = {k: {**v, "m": CBIT_VIEWS[k]} for k, v in CBIT_DATASET_DEFAULTS.items()}
+    departures = (
+        *CBIT_CODE_DEPARTURES,
+        Departure(
+            "θ timing",
+            "θ ← α·θ̂ + (1−α)·θ, loss = L_main + θ·L_cl (order not stated)",
+            "each step updates θ from its own detached losses, then uses it",
+            "as the code",
+            "code",
+            "theta_step",
+            "--ablate theta_step=previous (step s uses θ_{s−1})",
+        ),
+        Departure(
+            "main loss",
+            "Eq. 8: BCE with one sampled negative",
+            "softmax cross-entropy over all items",
+            "as the code",
+            "code",
+            "main_loss",
+            "--ablate main_loss=bce",
+        ),
+        Departure(
+            "contrastive representation",
+            "the whole last-layer output H (T×d) flattened, cosine similarity",
+            "same (full T×d, padding positions included; no projection head)",
+            "as the code",
+            "code",
+        ),
+    )
 
     def __init__(self, cfg: CBiTConfig, data: SeqDataset) -> None:
         super().__init__(cfg, data)
@@ -124,10 +159,20 @@ class CBiT(BERT4RecS):
         if self._train is None:
             self._train = {"seqs": self.training_windows(data)}
         shared_mask = c.augment in ("dropout", "none")
-        for batch in iterate_rows(self._train, "seqs", c.batch_size, gen):
+        # kept padding outputs are part of the flattened views: batches stay T wide
+        trim = c.pad_outputs == "zero" or c.augment == "none"
+        for batch in iterate_rows(
+            self._train, "seqs", c.batch_size, gen, c.batching == "grouped", trim=trim
+        ):
             seqs = batch["seqs"] if shared_mask else batch["seqs"].repeat(self.views, 1)
             inputs, labels = cloze_mask(
-                seqs, c.mask_prob, self.mask_id, self.n_items, gen, c.mask_replace
+                seqs,
+                c.mask_prob,
+                self.mask_id,
+                self.n_items,
+                gen,
+                c.mask_replace,
+                c.last_mask == "on",
             )
             if shared_mask:
                 inputs, labels = inputs.repeat(self.views, 1), labels.repeat(self.views, 1)
@@ -154,15 +199,17 @@ class CBiT(BERT4RecS):
         rows = labels.shape[0] // self.views
         view = torch.arange(self.views, device=labels.device).repeat_interleave(rows)
         view = view[:, None].expand_as(labels)[where]
-        logits, target = self.logits(h[where]), labels[where]
+        target = labels[where]
         if self.cfg.main_loss == "softmax":
-            per = F.cross_entropy(logits[:, 1:], target - 1, reduction="none")
+            per = self.cloze_logits(h[where], target)
         else:
+            logits = self.logits(h[where])
             pos = logits.gather(1, target[:, None]).squeeze(1)
             neg = logits.gather(1, batch["negatives"][where][:, None]).squeeze(1)
             per = F.softplus(-pos) + F.softplus(neg)
         sums = torch.zeros(self.views, dtype=per.dtype, device=per.device).index_add_(0, view, per)
-        return (sums / torch.bincount(view, minlength=self.views)).sum()
+        counts = torch.bincount(view, minlength=self.views).clamp_min(1)
+        return (sums / counts).sum()
 
     def loss(self, batch: Batch) -> tuple[torch.Tensor, dict[str, float]]:
         h = self.encode_views(batch["inputs"])
@@ -170,17 +217,26 @@ class CBiT(BERT4RecS):
         if self.cfg.augment == "none":
             return main, {"cloze": main.item()}
         cl = nt_xent(h.reshape(self.views, batch["seqs"].shape[0], -1), self.cfg.tau)
-        return main + self.theta * cl, {"cloze": main.item(), "cl": cl.item()}
+        parts = {"cloze": main.item(), "cl": cl.item()}
+        if self.cfg.theta_step == "current":
+            self.update_theta(parts)
+        return main + self.theta * cl, parts
 
-    def after_step(self, parts: dict[str, float]) -> dict[str, float]:
-        """Log the θ this step used, then update it (dynamic) from the step's detached losses."""
-        if "cl" not in parts:
-            return {}
-        used, c = self.theta, self.cfg
+    def update_theta(self, parts: dict[str, float]) -> None:
+        """Dynamic reweighting: θ ← α·θ̂ + (1−α)·θ with θ̂ from the step's detached losses."""
+        c = self.cfg
         if c.reweight == "dynamic":
             denom = parts["cloze"] + c.lambda_ * parts["cl"]
             target = parts["cloze"] / denom if denom > 0 else 0.0
             self.theta = c.alpha * target + (1.0 - c.alpha) * self.theta
+
+    def after_step(self, parts: dict[str, float]) -> dict[str, float]:
+        """Log the θ this step used; with theta_step=previous, update it for the next step."""
+        if "cl" not in parts:
+            return {}
+        used = self.theta
+        if self.cfg.theta_step == "previous":
+            self.update_theta(parts)
         return {"theta": used}
 
     def extra_state(self) -> dict[str, Any]:

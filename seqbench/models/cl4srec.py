@@ -64,6 +64,7 @@ class CL4SRec(SASRec):
 
     paper = "Xie et al., Contrastive Learning for Sequential Recommendation, ICDE 2022"
     Config = CL4SRecConfig
+    micro_key = None  # the contrastive loss couples the rows of a batch
     ablations = ("augment",)
     dataset_defaults = {"synthetic": {"epochs": 30, "dropout": 0.2}}
 

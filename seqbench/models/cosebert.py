@@ -19,9 +19,16 @@ import torch
 from seqbench.data.dataset import SeqDataset
 from seqbench.models.augment import two_views
 from seqbench.models.base import Batch, register
-from seqbench.models.bert4rec import CBIT_DATASET_DEFAULTS, BERT4RecS, BERT4RecSConfig
+from seqbench.models.bert4rec import (
+    BERT_AXES,
+    CBIT_CODE_DEPARTURES,
+    CBIT_DATASET_DEFAULTS,
+    BERT4RecS,
+    BERT4RecSConfig,
+)
 from seqbench.models.cl4srec import view_loss
 from seqbench.models.coserec import COSEREC_BEAUTY, CoSeRecFields, coserec_augmenter
+from seqbench.models.departures import Departure
 from seqbench.models.item_similarity import training_similarity
 
 
@@ -30,6 +37,8 @@ class CoSeBERTConfig(CoSeRecFields, BERT4RecSConfig):
     """bert4rec_s settings (CBiT's) plus CoSeRec's augmentations and contrastive weight."""
 
     cl_repr: Literal["last", "flat"] = "flat"
+    #: views are trimmed to their longest row, so padding outputs must be zero to compare
+    pad_outputs: Literal["zero", "keep"] = "zero"
 
 
 @register("cosebert")
@@ -38,7 +47,21 @@ class CoSeBERT(BERT4RecS):
 
     paper = "Du et al., CBiT, CIKM 2022 (CoSeRec's contrastive learning on BERT4Rec_S)"
     Config = CoSeBERTConfig
-    ablations = ("augment", "window")
+    micro_key = None  # the contrastive loss couples the rows of a batch
+    ablations = ("augment", "window", *BERT_AXES)
+    departures = (
+        *(d for d in CBIT_CODE_DEPARTURES if d.field != "pad_outputs"),
+        Departure(
+            "padding positions",
+            "silent",
+            "no public CoSeBERT code",
+            "zeroed: the two views are trimmed to their longer row before flattening, so "
+            "zero padding keeps the flattened representations comparable",
+            "choice",
+            "pad_outputs",
+            "--ablate pad_outputs=keep",
+        ),
+    )
     dataset_defaults = {
         **CBIT_DATASET_DEFAULTS,
         "beauty": {**CBIT_DATASET_DEFAULTS["beauty"], **COSEREC_BEAUTY},

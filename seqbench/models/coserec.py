@@ -22,6 +22,7 @@ from seqbench.data.dataset import SeqDataset
 from seqbench.models.augment import OPS, Augmenter, ops_from_letters
 from seqbench.models.base import register
 from seqbench.models.cl4srec import CL4SRec, CL4SRecConfig, ContrastiveFields
+from seqbench.models.departures import Departure
 from seqbench.models.item_similarity import SimilarItems, training_similarity
 
 ShortSet = Literal["SI", "SIM", "SIR", "SIC", "SIMR", "SIMC", "SIRC", "SIMRC"]
@@ -76,6 +77,9 @@ def coserec_augmenter(cfg: CoSeRecFields, mask_id: int, similar: SimilarItems) -
 class CoSeRecConfig(CoSeRecFields, CL4SRecConfig):
     """CL4SRec's encoder and training settings plus CoSeRec's augmentations."""
 
+    #: CoSeRec's code contrasts the whole flattened output of each view
+    cl_repr: Literal["last", "flat"] = "flat"
+
 
 @register("coserec")
 class CoSeRec(CL4SRec):
@@ -86,7 +90,18 @@ class CoSeRec(CL4SRec):
         "Augmentation, 2021"
     )
     Config = CoSeRecConfig
-    ablations = ("augment",)
+    ablations = ("augment", "cl_repr")
+    departures = (
+        Departure(
+            "contrastive representation",
+            "silent",
+            "the whole output (T×d) of each view, flattened",
+            "as the code",
+            "code",
+            "cl_repr",
+            "--ablate cl_repr=last (last position only)",
+        ),
+    )
     dataset_defaults = {
         "beauty": COSEREC_BEAUTY,
         "synthetic": {"epochs": 30, "dropout": 0.2},

@@ -33,6 +33,7 @@ from seqbench.data.dataset import SeqDataset
 from seqbench.data.sequences import batch_indices, gather_padded, train_segments, trim
 from seqbench.models.base import Batch, ModelConfig, SeqModel, register
 from seqbench.models.contrastive import nt_xent
+from seqbench.models.departures import Departure
 from seqbench.models.layers import SeqEmbedding, TransformerEncoder
 from seqbench.models.sasrec import causal_item_mask
 
@@ -94,6 +95,9 @@ class DuoRecConfig(ModelConfig):
     weight: float = 0.1
     tau: float = 1.0
     sim: Literal["dot", "cos"] = "dot"
+    #: left: positions count from the first item (RecBole); right: from the last
+    positions: Literal["left", "right"] = "left"
+    epochs: int = 50
 
 
 @register("duorec")
@@ -102,7 +106,27 @@ class DuoRec(SeqModel):
 
     paper = "Qiu et al., Contrastive Learning for Representation Degeneration, WSDM 2022"
     Config = DuoRecConfig
-    ablations = ("contrast",)
+    ablations = ("contrast", "positions")
+    departures = (
+        Departure(
+            "positions",
+            "silent",
+            "RecBole's right-padded input: position 0 is the first item",
+            "as the code (left-padded input, positions counted from the first real item)",
+            "code",
+            "positions",
+            "--ablate positions=right (the last item always at position T−1)",
+        ),
+        Departure(
+            "epochs",
+            "silent",
+            "50 epochs (RecBole config), early stop patience 10",
+            "as the code",
+            "code",
+            "epochs",
+            "--set epochs=N",
+        ),
+    )
     dataset_defaults = {
         "synthetic": {
             "epochs": 5,
@@ -117,7 +141,14 @@ class DuoRec(SeqModel):
 
     def __init__(self, cfg: DuoRecConfig, data: SeqDataset) -> None:
         super().__init__(cfg, data)
-        self.emb = SeqEmbedding(data.n_items + 1, cfg.d, cfg.max_len, cfg.dropout, layer_norm=True)
+        self.emb = SeqEmbedding(
+            data.n_items + 1,
+            cfg.d,
+            cfg.max_len,
+            cfg.dropout,
+            layer_norm=True,
+            from_left=cfg.positions == "left",
+        )
         self.encoder = TransformerEncoder(
             cfg.d, cfg.heads, cfg.layers, cfg.dropout, cfg.inner, "gelu", "post"
         )
@@ -145,7 +176,9 @@ class DuoRec(SeqModel):
             self._sampler = SameTargetSampler(data.items[ends])
         _, starts, ends, targets = self._inst
         lengths = torch.from_numpy(np.minimum(ends - starts, self.cfg.max_len))
-        for rows in batch_indices(lengths, self.cfg.batch_size, gen):
+        for rows in batch_indices(
+            lengths, self.cfg.batch_size, gen, self.cfg.batching == "grouped"
+        ):
             batch = {
                 "rows": rows,
                 "seqs": self.gather(rows),

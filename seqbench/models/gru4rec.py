@@ -49,6 +49,7 @@ class GRU4Rec(SeqModel):
 
     paper = "Hidasi et al., Session-based Recommendations with RNNs, ICLR 2016"
     Config = GRU4RecConfig
+    micro_key = "targets"
     dataset_defaults = {
         "ml-1m": {"max_len": 200},
         "synthetic": {"epochs": 10, "batch_size": 32, "lr": 3e-3, "max_len": 40},
@@ -78,7 +79,9 @@ class GRU4Rec(SeqModel):
     def train_batches(self, data: SeqDataset, gen: torch.Generator) -> Iterator[Batch]:
         if self._train is None:
             self._train = next_item_instances(data, self.cfg.max_len)[0]
-        yield from iterate_rows(self._train, "seqs", self.cfg.batch_size, gen)
+        yield from iterate_rows(
+            self._train, "seqs", self.cfg.batch_size, gen, self.cfg.batching == "grouped"
+        )
 
     def loss(self, batch: Batch) -> tuple[torch.Tensor, dict[str, float]]:
         h, _ = self.encode(batch["seqs"])

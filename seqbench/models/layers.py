@@ -39,15 +39,24 @@ class SeqEmbedding(nn.Module):
         dropout: float,
         scale: bool = False,
         layer_norm: bool = False,
+        init: Literal["bert", "torch"] = "bert",
+        from_left: bool = False,
     ) -> None:
+        """`init`: BERT's truncated normal (std 0.02), or PyTorch's default N(0, 1).
+
+        `from_left`: position 0 is each row's first real item (RecBole's right-padded layout)
+        instead of the right-end counting above; padding takes position 0 and is masked.
+        """
         super().__init__()
         self.item = nn.Embedding(n_tokens, d, padding_idx=0)
         self.pos = nn.Embedding(max_len, d)
-        for table in (self.item, self.pos):
-            nn.init.trunc_normal_(table.weight, std=0.02, a=-0.04, b=0.04)
+        if init == "bert":
+            for table in (self.item, self.pos):
+                nn.init.trunc_normal_(table.weight, std=0.02, a=-0.04, b=0.04)
         with torch.no_grad():
             self.item.weight[0].zero_()
         self.max_len = max_len
+        self.from_left = from_left
         self.scale = math.sqrt(d) if scale else 1.0
         self.norm = nn.LayerNorm(d) if layer_norm else nn.Identity()
         self.drop = nn.Dropout(dropout)
@@ -58,7 +67,11 @@ class SeqEmbedding(nn.Module):
         return torch.arange(self.max_len - length, self.max_len, device=device)
 
     def forward(self, seqs: torch.Tensor, extra: torch.Tensor | None = None) -> torch.Tensor:
-        x = self.item(seqs) * self.scale + self.pos(self.positions(seqs.shape[1], seqs.device))
+        if self.from_left:
+            pos = self.pos(((seqs != 0).cumsum(1) - 1).clamp_min(0))
+        else:
+            pos = self.pos(self.positions(seqs.shape[1], seqs.device))
+        x = self.item(seqs) * self.scale + pos
         if extra is not None:
             x = x + extra
         return self.drop(self.norm(x))
@@ -72,7 +85,8 @@ class FeedForward(nn.Module):
         self.lin1 = nn.Linear(d, hidden)
         self.lin2 = nn.Linear(hidden, d)
         self.drop = nn.Dropout(dropout)
-        self.act = nn.GELU() if act == "gelu" else nn.ReLU()
+        acts = {"gelu": nn.GELU(), "gelu_tanh": nn.GELU(approximate="tanh"), "relu": nn.ReLU()}
+        self.act = acts[act]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.lin2(self.drop(self.act(self.lin1(x))))
@@ -155,7 +169,12 @@ class TransformerBlock(nn.Module):
 
 
 class TransformerEncoder(nn.Module):
-    """A stack of blocks; padding positions are zeroed after each block."""
+    """A stack of blocks; padding positions are zeroed after each block unless `keep_pad`.
+
+    `keep_pad` (CBiT's code): padding positions keep their position embedding and are computed
+    like any other query (they read the real items only), so their outputs are not zero.
+    `block_dropout` adds a dropout on each block's output (CBiT's code).
+    """
 
     def __init__(
         self,
@@ -167,17 +186,25 @@ class TransformerEncoder(nn.Module):
         act: str,
         norm: Norm,
         final_norm: bool = False,
+        keep_pad: bool = False,
+        block_dropout: bool = False,
     ) -> None:
         super().__init__()
         self.blocks = nn.ModuleList(
             TransformerBlock(d, heads, dropout, hidden, act, norm) for _ in range(layers)
         )
         self.final = nn.LayerNorm(d) if final_norm else nn.Identity()
+        self.keep_pad = keep_pad
+        self.out_drop = nn.Dropout(dropout) if block_dropout else nn.Identity()
 
     def forward(self, x: torch.Tensor, seqs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        if self.keep_pad:
+            for block in self.blocks:
+                x = self.out_drop(block(x, mask))
+            return self.final(x)
         keep = (seqs != 0).unsqueeze(-1).to(x.dtype)
         mask = with_self(mask)
         x = x * keep
         for block in self.blocks:
-            x = block(x, mask) * keep
+            x = self.out_drop(block(x, mask)) * keep
         return self.final(x)

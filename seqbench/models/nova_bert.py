@@ -22,7 +22,8 @@ from seqbench.data.dataset import SeqDataset
 from seqbench.data.sequences import gather_padded, slide_windows, train_segments
 from seqbench.errors import ConfigError
 from seqbench.models.base import Batch, register
-from seqbench.models.bert4rec import BERT4Rec, BERT4RecConfig
+from seqbench.models.bert4rec import EVAL_INPUT, BERT4Rec, BERT4RecConfig
+from seqbench.models.departures import Departure
 from seqbench.models.fusion import Fusion, FusionKind
 from seqbench.models.layers import key_padding_mask, with_self
 from seqbench.models.side import SideFeatures, resolve_fields
@@ -48,6 +49,9 @@ class NovaBERTConfig(BERT4RecConfig):
     fusion: FusionKind = "gating"
     side: Literal["none", "item", "behavior", "all"] = "all"
     fields: str = ""
+    #: id: a NOVA layer's first value input is the pure item-id embedding (the paper);
+    #: id+pos: plus learned positions and a LayerNorm (BERT4Rec's input)
+    values: Literal["id", "id+pos"] = "id"
 
     def validate(self) -> None:
         super().validate()
@@ -61,7 +65,20 @@ class NovaBERT(BERT4Rec):
 
     paper = "Liu et al., NOVA-BERT (non-invasive self-attention), AAAI 2021"
     Config = NovaBERTConfig
-    ablations = ("mode", "fusion", "side")
+    ablations = ("mode", "fusion", "side", "values")
+    departures = (
+        EVAL_INPUT,
+        Departure(
+            "value stream input",
+            "R_ID, the pure item-id embedding; position is side information",
+            "no public code",
+            "as the paper: the item-id embedding alone, LayerNormed so that its scale "
+            "matches the side embeddings' (a function of the item id only)",
+            "paper",
+            "values",
+            "--ablate values=id+pos (add learned positions and a LayerNorm)",
+        ),
+    )
     dataset_defaults = {
         "beauty": {"mask_prob": 0.6, "max_len": 50},
         "toys": {"mask_prob": 0.6, "max_len": 50},
@@ -114,7 +131,9 @@ class NovaBERT(BERT4Rec):
             emb = self.emb
             x = emb.item(seqs) * emb.scale + emb.pos(emb.positions(seqs.shape[1], seqs.device))
             return self.encoder(emb.drop(emb.norm(self.fusions[0](x, sides))), seqs, mask)
-        x = self.emb(seqs)
+        emb = self.emb
+        # values=id: the item-id embedding alone (LayerNormed like R_l, the side embeddings' scale)
+        x = emb(seqs) if self.cfg.values == "id+pos" else emb.drop(emb.norm(emb.item(seqs)))
         keep = (seqs != 0).unsqueeze(-1).to(x.dtype)
         mask = with_self(mask)
         x = x * keep

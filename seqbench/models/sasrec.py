@@ -88,6 +88,7 @@ class SASRec(SeqModel):
 
     paper = "Kang & McAuley, Self-Attentive Sequential Recommendation, ICDM 2018"
     Config = SASRecConfig
+    micro_key = "targets"
     dataset_defaults = {
         "beauty": {"dropout": 0.5, "max_len": 50},
         "toys": {"dropout": 0.5, "max_len": 50},
@@ -111,7 +112,9 @@ class SASRec(SeqModel):
     def train_batches(self, data: SeqDataset, gen: torch.Generator) -> Iterator[Batch]:
         if self._train is None:
             self._train, self._sampler = next_item_instances(data, self.cfg.max_len)
-        for batch in iterate_rows(self._train, "seqs", self.cfg.batch_size, gen):
+        for batch in iterate_rows(
+            self._train, "seqs", self.cfg.batch_size, gen, self.cfg.batching == "grouped"
+        ):
             batch["negatives"] = self._sampler.sample(batch["rows"], batch["seqs"].shape, gen)
             yield batch
 

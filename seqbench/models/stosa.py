@@ -28,6 +28,7 @@ from seqbench.data.dataset import SeqDataset
 from seqbench.data.sequences import NegativeSampler, iterate_rows, next_item_instances
 from seqbench.errors import ConfigError
 from seqbench.models.base import Batch, ModelConfig, SeqModel, register
+from seqbench.models.departures import Departure
 from seqbench.models.layers import SeqEmbedding, with_self
 from seqbench.models.sasrec import causal_item_mask
 from seqbench.models.wasserstein import wasserstein2, wasserstein2_matrix
@@ -71,6 +72,9 @@ class STOSAConfig(ModelConfig):
     pvn_weight: float = 0.005
     distance: Literal["wasserstein", "dot"] = "wasserstein"
     mean_stream: Literal["paper", "code"] = "paper"
+    #: shared: the covariance stream uses the mean stream's embedding and attention
+    #: LayerNorms (the authors' code); separate: one per stream
+    norms: Literal["shared", "separate"] = "shared"
     batch_size: int = 256
     lr: float = 1e-3
     epochs: int = 500
@@ -128,7 +132,8 @@ class WassersteinBlock(nn.Module):
         self.mean_ffn = ELUFeedForward(d, cfg.dropout)
         if self.stochastic:
             self.cov_qkv, self.cov_out = nn.Linear(d, 3 * d), nn.Linear(d, d)
-            self.cov_norm = nn.LayerNorm(d, eps=1e-12)
+            shared = cfg.norms == "shared"
+            self.cov_norm = self.mean_norm if shared else nn.LayerNorm(d, eps=1e-12)
             self.cov_ffn = ELUFeedForward(d, cfg.dropout)
 
     def split(self, x: Tensor) -> tuple[Tensor, ...]:
@@ -183,6 +188,7 @@ class STOSA(SeqModel):
 
     paper = "Fan et al., Sequential Recommendation via Stochastic Self-Attention, WWW 2022"
     Config = STOSAConfig
+    micro_key = "targets"
     dataset_defaults = {
         "beauty": {},
         "synthetic": {
@@ -195,7 +201,45 @@ class STOSA(SeqModel):
             "patience": 10,
         },
     }
-    ablations = ("pvn", "distance", "mean_stream")
+    ablations = ("pvn", "distance", "mean_stream", "norms")
+    departures = (
+        Departure(
+            "mean stream across layers",
+            "each layer's mean output feeds the next layer and the prediction",
+            "a typo (`maen_hidden_states`) drops the layer's mean output: the mean stream "
+            "stays the input embedding; the published numbers come from this code",
+            "as the paper",
+            "paper",
+            "mean_stream",
+            "--ablate mean_stream=code",
+        ),
+        Departure(
+            "LayerNorms",
+            "silent",
+            "one LayerNorm (eps 1e-12) shared by the mean and covariance streams in the "
+            "embedding and attention output",
+            "as the code",
+            "code",
+            "norms",
+            "--ablate norms=separate",
+        ),
+        Departure(
+            "training negatives",
+            "silent",
+            "exclude the user's whole sequence (validation and test items too) and may draw "
+            "the unused mask id",
+            "uniform over items outside the user's training items: no split information "
+            "leaks into training, never an invalid id",
+            "fix",
+        ),
+        Departure(
+            "padding rows",
+            "silent",
+            "padding positions carry the position embedding",
+            "zeroed (they are masked keys and never targets)",
+            "choice",
+        ),
+    )
 
     def __init__(self, cfg: STOSAConfig, data: SeqDataset) -> None:
         super().__init__(cfg, data)
@@ -205,6 +249,8 @@ class STOSA(SeqModel):
         self.mean_emb = SeqEmbedding(n, cfg.d, cfg.max_len, cfg.dropout, layer_norm=True)
         if self.stochastic:
             self.cov_emb = SeqEmbedding(n, cfg.d, cfg.max_len, cfg.dropout, layer_norm=True)
+            if cfg.norms == "shared":
+                self.cov_emb.norm = self.mean_emb.norm
         self.blocks = nn.ModuleList(WassersteinBlock(cfg) for _ in range(cfg.layers))
         self.apply(self._init)
         self._train: dict[str, Tensor] | None = None
@@ -245,7 +291,9 @@ class STOSA(SeqModel):
     def train_batches(self, data: SeqDataset, gen: torch.Generator) -> Iterator[Batch]:
         if self._train is None:
             self._train, self._sampler = next_item_instances(data, self.cfg.max_len)
-        for batch in iterate_rows(self._train, "seqs", self.cfg.batch_size, gen):
+        for batch in iterate_rows(
+            self._train, "seqs", self.cfg.batch_size, gen, self.cfg.batching == "grouped"
+        ):
             batch["negatives"] = self._sampler.sample(batch["rows"], batch["seqs"].shape, gen)
             yield batch
 

@@ -7,6 +7,7 @@ A layout turns runs into a `Table` of `Cell`s that carry numbers and emphasis, n
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -134,6 +135,28 @@ def protocol_note(runs: Sequence[Run]) -> str:
     cards = sorted({(r.dataset, r.checksum[:12]) for r in runs})
     data = ", ".join(f"{d} {c}" for d, c in cards)
     return f"Protocol {name}" + (f" ({desc})" if desc else "") + f"; data cards: {data}."
+
+
+def departures_note(runs: Sequence[Run]) -> str:
+    """Name the declared departures whose switch a run moved off the model's default."""
+    from seqbench.models.base import MODELS, get_model, resolve_config
+    from seqbench.models.departures import switched
+
+    get_model("sasrec")  # fills the registry
+    moved: dict[str, set[str]] = {}
+    for run in runs:
+        if run.model not in MODELS:
+            continue
+        cls = MODELS.get(run.model)
+        patience = run.protocol_spec.get("patience")
+        layer = {} if patience is None else {"patience": patience}
+        default = dataclasses.asdict(resolve_config(cls, run.dataset, protocol=layer))
+        found = switched(cls.declared_departures(), run.settings, default)
+        moved.setdefault(run.model, set()).update(found)
+    parts = [f"{m}: {'; '.join(sorted(v))}" for m, v in sorted(moved.items()) if v]
+    if not parts:
+        return "Every run uses seqbench's declared defaults (`seqbench models MODEL` lists them)."
+    return "Switched from seqbench's declared defaults: " + " | ".join(parts) + "."
 
 
 def seeds_note(cells: Iterable[tuple[str, str, int]]) -> str | None:
@@ -277,6 +300,7 @@ def overall_table(
             "(value) = published, not reproduced here."
         )
     table.notes.append(protocol_note(runs))
+    table.notes.append(departures_note(runs))
     return table
 
 
@@ -343,6 +367,7 @@ def ablation_table(
             "(value) = published, not reproduced here."
         )
     table.notes.append(protocol_note(runs))
+    table.notes.append(departures_note(runs))
     return table
 
 
@@ -440,6 +465,7 @@ def sensitivity_table(
     if note := seeds_note(seeds):
         table.notes.append(note)
     table.notes.append(protocol_note(runs))
+    table.notes.append(departures_note(runs))
     return table, series
 
 
@@ -518,6 +544,7 @@ def curves_table(
     if note := seeds_note(entry_seeds(shown)):
         table.notes.append(note)
     table.notes.append(protocol_note(runs))
+    table.notes.append(departures_note(runs))
     return table, series
 
 

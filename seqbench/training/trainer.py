@@ -24,6 +24,7 @@ from seqbench.evaluation.protocols import Protocol
 from seqbench.models.base import Batch, SeqModel
 from seqbench.runs.store import RunFolder
 from seqbench.training.checkpoint import load_checkpoint, save_checkpoint
+from seqbench.training.micro import micro_batches
 
 
 class TrainingError(SeqbenchError):
@@ -140,10 +141,13 @@ class Trainer:
             for epoch in range(start, cfg.epochs + 1):
                 if opt is None:
                     break
-                t0 = time.perf_counter()
+                t0, c0 = time.perf_counter(), time.process_time()
                 parts = self._epoch(epoch, opt, gen, scaler, bar)
                 seconds += time.perf_counter() - t0
-                row: dict[str, Any] = {"epoch": epoch, "seconds": seconds, **parts}
+                # CPU seconds of this epoch's training: robust to other load on the machine
+                cpu = time.process_time() - c0
+                row: dict[str, Any] = {"epoch": epoch, "seconds": seconds, "cpu_seconds": cpu}
+                row.update(parts)
                 if epoch % cfg.eval_every == 0 or epoch == cfg.epochs:
                     valid = summarize(self.valid.run(model))
                     row.update({f"valid_{k}": v for k, v in valid.items()})
@@ -198,20 +202,15 @@ class Trainer:
                     (epoch - 1) * len(batches) + step, total_steps, cfg.warmup, cfg.lr_schedule
                 )
             batch = move(batch, self.device)
-            with torch.autocast("cuda", enabled=self.amp):
-                loss, parts = model.loss(batch)
-            value = loss.detach().item()
+            opt.zero_grad(set_to_none=True)
+            value, parts = self._backward(batch, scaler)
             if not math.isfinite(value):
                 raise TrainingError(
                     f"loss became {value} at epoch {epoch}, step {step + 1}: lower --set lr=…, "
                     "or set grad_clip"
                 )
-            opt.zero_grad(set_to_none=True)
             if scaler is not None:
-                scaler.scale(loss).backward()
                 scaler.unscale_(opt)
-            else:
-                loss.backward()
             if cfg.grad_clip > 0:
                 torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
             if scaler is not None:
@@ -226,6 +225,29 @@ class Trainer:
                 bar.update(task, completed=step + 1, info=f"loss {value:.4f}")
         bar.remove_task(task)
         return {k: v / max(1, len(batches)) for k, v in sums.items()}
+
+    def _backward(self, batch: Batch, scaler) -> tuple[float, dict[str, float]]:
+        """The batch's loss value and parts; gradients accumulated into the parameters.
+
+        With `batching=micro` and a model that allows it, the batch runs as length-sorted
+        pieces whose mean losses are weighted by their share of targets: the batch's loss.
+        """
+        model, cfg = self.model, self.cfg
+        key = model.micro_key
+        if cfg.batching == "micro" and key is not None:
+            pieces = micro_batches(batch, key, cfg.micro_batch)
+        else:
+            pieces = [(batch, 1.0)]
+        value, parts = 0.0, {}
+        for piece, weight in pieces:
+            with torch.autocast("cuda", enabled=self.amp):
+                loss, piece_parts = model.loss(piece)
+                loss = loss * weight
+            (scaler.scale(loss) if scaler is not None else loss).backward()
+            value += loss.detach().item()
+            for k, v in piece_parts.items():
+                parts[k] = parts.get(k, 0.0) + weight * v
+        return value, parts
 
     def _progress(self) -> Progress:
         return Progress(

@@ -1,0 +1,67 @@
+"""Declared departures: where a model's paper, its authors' code and seqbench's default differ.
+
+Each model lists them as data (`SeqModel.departures`): `seqbench models MODEL` prints them, and
+a report names the ones whose switch a run moved away from the default. The rule behind every
+default: the paper where it is explicit, the authors' code where the paper is silent, and a
+sound choice (declared with `basis="fix"`) where the code has a defect such as leakage.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+Basis = Literal["paper", "code", "fix", "choice"]
+
+BASIS_TEXT = {
+    "paper": "the paper is explicit",
+    "code": "the paper is silent: authors' code",
+    "fix": "the code has a defect: seqbench fixes it",
+    "choice": "seqbench's choice (paper and code silent or equivalent)",
+}
+
+
+@dataclass(frozen=True)
+class Departure:
+    """One point where the paper, the authors' code and seqbench's default may differ.
+
+    `field` is the config key the switch `other` sets (empty when there is no switch); a run
+    whose value of it differs from the model's default for the dataset is named in reports.
+    """
+
+    topic: str
+    paper: str
+    code: str
+    seqbench: str
+    basis: Basis
+    field: str = ""
+    other: str = ""
+
+    @property
+    def switch(self) -> str:
+        """The command-line switch that selects the other behaviour ('-' when none)."""
+        return self.other or "-"
+
+
+BATCHING = Departure(
+    "batch composition",
+    "silent",
+    "uniformly shuffled training instances",
+    "uniform batches; a model whose loss is a mean over targets with no in-batch coupling runs "
+    "each batch as length-sorted micro-batches weighted by their share of targets (the same "
+    "gradient, a fraction of the padding)",
+    "code",
+    "batching",
+    "--set batching=grouped (length-grouped batches: faster, learns less per epoch)",
+)
+
+
+def switched(
+    departures: tuple[Departure, ...], config: dict[str, Any], default: dict[str, Any]
+) -> list[str]:
+    """'field=value (topic)' for each departure whose field `config` moved off `default`."""
+    return [
+        f"{d.field}={config[d.field]} ({d.topic})"
+        for d in departures
+        if d.field and d.field in config and str(config[d.field]) != str(default.get(d.field))
+    ]

@@ -1,0 +1,106 @@
+"""Batching: micro-batches give the uniform batch's loss and gradient; the three modes differ as
+declared (uniform and micro draw the same rows per batch, grouped draws rows of similar length).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+from seqbench.data.dataset import SeqDataset
+from seqbench.data.sequences import next_item_instances
+from seqbench.data.synthetic import generate
+from seqbench.models.base import MODELS, get_model, resolve_config
+from seqbench.training.micro import micro_batches
+
+get_model("sasrec")
+
+
+@pytest.fixture(scope="module")
+def data() -> SeqDataset:
+    inter, items = generate(n_users=120, n_items=90, min_len=3, max_len=40, seed=5)
+    return SeqDataset.from_frames("synthetic", inter, items, {"checksum": "batching"})
+
+
+def build(name: str, data: SeqDataset, **sets: str):
+    cls = get_model(name)
+    fields = {f.name for f in dataclasses.fields(cls.Config)}
+    small = {"d": "16", "batch_size": "48", "dropout": "0.0", **sets}
+    if "attn_dropout" in fields:
+        small["attn_dropout"] = "0.0"
+    cfg = resolve_config(cls, "synthetic", {k: v for k, v in small.items() if k in fields})
+    torch.manual_seed(0)
+    return cls(cfg, data)
+
+
+MICRO = sorted(n for n in MODELS.names() if MODELS.get(n).micro_key is not None)
+
+
+def test_models_with_a_micro_key() -> None:
+    assert {"sasrec", "stosa", "gru4rec", "bert4rec", "bert4rec_s", "nova_bert"} <= set(MICRO)
+    for coupled in ("cbit", "cosebert", "cl4srec", "coserec", "duorec", "caser"):
+        assert MODELS.get(coupled).micro_key is None, coupled
+
+
+@pytest.mark.parametrize("name", MICRO)
+def test_micro_batches_give_the_batch_loss_and_gradient(name: str, data: SeqDataset) -> None:
+    """Independent oracle: one forward/backward of the whole (untrimmed-by-piece) batch."""
+    model = build(name, data, batching="uniform")
+    model.train()  # dropout is 0: train mode is deterministic here
+    batch = next(iter(model.train_batches(data, torch.Generator().manual_seed(3))))
+    loss, _ = model.loss(batch)
+    loss.backward()
+    whole = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+    model.zero_grad(set_to_none=True)
+    pieces = micro_batches(batch, model.micro_key, 7)
+    assert len(pieces) > 2
+    assert sum(w for _, w in pieces) == pytest.approx(1.0)
+    widths = [p["seqs"].shape[1] for p, _ in pieces]
+    assert widths == sorted(widths) and widths[0] < batch["seqs"].shape[1]
+    total = 0.0
+    for piece, weight in pieces:
+        part, _ = model.loss(piece)
+        (part * weight).backward()
+        total += part.item() * weight
+    assert total == pytest.approx(loss.item(), rel=1e-5)
+    for n, p in model.named_parameters():
+        if n in whole:
+            torch.testing.assert_close(p.grad, whole[n], rtol=1e-4, atol=1e-6)
+
+
+def test_uniform_and_micro_draw_the_same_rows_grouped_does_not(data: SeqDataset) -> None:
+    def rows(batching: str) -> list[list[int]]:
+        model = build("sasrec", data, batching=batching)
+        gen = torch.Generator().manual_seed(11)
+        return [b["rows"].tolist() for b in model.train_batches(data, gen)]
+
+    uniform, micro, grouped = rows("uniform"), rows("micro"), rows("grouped")
+    assert uniform == micro
+    assert sorted(r for b in uniform for r in b) == sorted(r for b in grouped for r in b)
+    lengths = (next_item_instances(data, build("sasrec", data).cfg.max_len)[0]["seqs"] != 0).sum(1)
+
+    def spread(batches: list[list[int]]) -> float:
+        """Mean within-batch standard deviation of lengths: small when lengths are grouped."""
+        return float(torch.stack([lengths[b].float().std() for b in batches[:-1]]).mean())
+
+    assert spread(grouped) < 0.5 * spread(uniform)
+
+
+def test_trainer_micro_step_equals_uniform_step(data: SeqDataset, tmp_path) -> None:
+    """One epoch through the trainer: micro and uniform give the same weights (no dropout)."""
+    from seqbench.evaluation.protocols import get_protocol
+    from seqbench.training.trainer import Trainer
+
+    states = []
+    for batching in ("uniform", "micro"):
+        model = build("sasrec", data, batching=batching, epochs="1")
+        work = tmp_path / batching
+        work.mkdir()
+        cpu = torch.device("cpu")
+        trainer = Trainer(model, data, get_protocol("seqbench"), 0, cpu, work, progress=False)
+        trainer.fit(resume=False)
+        states.append(model.state_dict())
+    for k, v in states[0].items():
+        torch.testing.assert_close(states[1][k], v, rtol=1e-4, atol=1e-5)

@@ -1,0 +1,216 @@
+"""Declared departures: every switch exists and selects another value, `seqbench models MODEL`
+prints them, and each switch changes behaviour the way its declaration says.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+
+import pytest
+import torch
+
+from seqbench.cli import main
+from seqbench.data.dataset import SeqDataset
+from seqbench.data.synthetic import generate
+from seqbench.models.base import MODELS, get_model, parse_value, resolve_config
+from seqbench.models.bert4rec import cloze_mask
+from seqbench.models.cl4srec import view_loss
+
+get_model("sasrec")
+SWITCH = re.compile(r"--(?:ablate|set) (\w+)=(\S+)")
+
+
+@pytest.fixture(scope="module")
+def data() -> SeqDataset:
+    inter, items = generate(n_users=80, n_items=90, min_len=4, max_len=30, seed=2)
+    return SeqDataset.from_frames("synthetic", inter, items, {"checksum": "departures"})
+
+
+def build(name: str, data: SeqDataset, **sets: str):
+    cls = get_model(name)
+    fields = {f.name for f in dataclasses.fields(cls.Config)}
+    small = {"d": "16", "max_len": "10", **sets}
+    cfg = resolve_config(cls, "synthetic", {k: v for k, v in small.items() if k in fields})
+    torch.manual_seed(0)
+    return cls(cfg, data)
+
+
+@pytest.mark.parametrize("name", sorted(MODELS.names()))
+def test_every_switch_names_a_field_and_another_value(name: str) -> None:
+    cls = get_model(name)
+    default = dataclasses.asdict(cls.Config())
+    for dep in cls.declared_departures():
+        assert dep.topic and dep.paper and dep.code and dep.seqbench, dep
+        if not dep.field:
+            assert dep.switch == "-", dep
+            continue
+        match = SWITCH.match(dep.switch)
+        assert match and match.group(1) == dep.field, dep
+        if match.group(2) == "N":
+            continue
+        other = parse_value(cls.Config, dep.field, match.group(2))
+        assert other != default[dep.field], dep
+        if dep.switch.startswith("--ablate"):
+            assert dep.field in cls.ablations, dep
+
+
+@pytest.mark.parametrize("name", ["cbit", "bert4rec_s", "cosebert", "nova_bert", "coserec"])
+def test_models_command_prints_departures(name: str, capsys, monkeypatch) -> None:
+    from seqbench.cli.app import console
+
+    monkeypatch.setattr(console, "width", 200)
+    main(["models", name])
+    flat = " ".join(capsys.readouterr().out.split())
+    for dep in get_model(name).declared_departures():
+        assert dep.topic in flat
+        if dep.field:
+            assert f"{dep.field}=" in flat
+
+
+def test_models_command_unknown_model_fails(capsys) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["models", "sasrek"])
+    assert exit_.value.code == 2 and "sasrec" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- each switch's behaviour
+
+
+def test_last_mask_on_forces_a_target_per_row_off_does_not() -> None:
+    seqs = torch.randint(1, 50, (4000, 6))
+    seqs[:, :2] = 0
+    gen = torch.Generator().manual_seed(0)
+    _, on = cloze_mask(seqs, 0.15, 51, 50, gen, force_last=True)
+    _, off = cloze_mask(seqs, 0.15, 51, 50, torch.Generator().manual_seed(0), force_last=False)
+    assert bool((on != 0).any(1).all())
+    empty = ~(off != 0).any(1)
+    # P(no item of 4 drawn) = 0.85^4 ≈ 0.522; those rows predict nothing without the force
+    assert abs(float(empty.float().mean()) - 0.85**4) < 0.03
+    assert bool((on[empty, -1] == seqs[empty, -1]).all())
+
+
+def test_mask_replace_is_bert_80_10_10() -> None:
+    seqs = torch.randint(1, 1000, (3000, 20))
+    gen = torch.Generator().manual_seed(1)
+    inputs, labels = cloze_mask(seqs, 0.5, 1001, 1000, gen, replace=True)
+    chosen = labels != 0
+    n = int(chosen.sum())
+    masked = float((inputs[chosen] == 1001).sum()) / n
+    kept = float((inputs[chosen] == seqs[chosen]).sum()) / n
+    assert abs(masked - 0.8) < 0.01 and abs(kept - 0.1 - 0.001) < 0.01
+    assert bool((inputs[~chosen] == seqs[~chosen]).all())
+    plain, _ = cloze_mask(seqs, 0.5, 1001, 1000, torch.Generator().manual_seed(1))
+    assert bool((plain[plain != seqs] == 1001).all())
+
+
+def test_emb_plain_is_unnormalised_n01_bert_is_normalised_small(data: SeqDataset) -> None:
+    plain = build("bert4rec_s", data, emb="plain")
+    bert = build("bert4rec_s", data, emb="bert")
+    assert isinstance(plain.emb.norm, torch.nn.Identity)
+    assert isinstance(bert.emb.norm, torch.nn.LayerNorm)
+    assert abs(float(plain.emb.item.weight[1:].std()) - 1.0) < 0.05
+    assert abs(float(bert.emb.item.weight[1:].std()) - 0.02) < 0.005
+
+
+@pytest.mark.parametrize("flag", ["on", "off"])
+def test_block_dropout_drops_block_outputs(data: SeqDataset, flag: str) -> None:
+    model = build("bert4rec_s", data, block_dropout=flag, dropout="0.5", pad_outputs="zero")
+    model.train()
+    seqs = torch.randint(1, data.n_items + 1, (64, 10))
+    with torch.no_grad():
+        h = model.encode(seqs)
+    zeros = float((h == 0).float().mean())
+    # off: an exact zero needs the embedding and every residual branch dropped (< 0.2)
+    assert (zeros > 0.45) if flag == "on" else (zeros < 0.2)
+
+
+def test_pad_outputs_keep_computes_padding_zero_zeroes_it(data: SeqDataset) -> None:
+    keep = build("bert4rec_s", data, pad_outputs="keep").eval()
+    zero = build("bert4rec_s", data, pad_outputs="zero").eval()
+    zero.load_state_dict(keep.state_dict())
+    seqs = torch.randint(1, data.n_items + 1, (8, 10))
+    seqs[:, :4] = 0
+    with torch.no_grad():
+        hk, hz = keep.encode(seqs), zero.encode(seqs)
+    assert float(hk[:, :4].abs().min()) > 0 and float(hz[:, :4].abs().max()) == 0
+    # padding keys are masked either way: the real positions are the same
+    torch.testing.assert_close(hk[:, 4:], hz[:, 4:], rtol=1e-5, atol=1e-5)
+
+
+def test_gelu_switch(data: SeqDataset) -> None:
+    tanh = build("bert4rec_s", data, gelu="tanh").encoder.blocks[0].ffn.act
+    exact = build("bert4rec_s", data, gelu="exact").encoder.blocks[0].ffn.act
+    x = torch.tensor([1.0])
+    want_tanh = 0.5 * (1 + math.tanh(math.sqrt(2 / math.pi) * (1 + 0.044715)))
+    assert float(tanh(x)) == pytest.approx(want_tanh, rel=1e-6)
+    assert float(exact(x)) == pytest.approx(0.5 * (1 + math.erf(1 / math.sqrt(2))), rel=1e-6)
+
+
+def test_cbit_patience_default_never_stops_early() -> None:
+    cfg = resolve_config(get_model("cbit"), "beauty")
+    assert cfg.patience >= cfg.epochs == 250
+
+
+def test_coserec_flat_representation_is_the_whole_output() -> None:
+    h = torch.randn(6, 5, 4)
+    flat = view_loss(h, "flat", 1.0)
+    last = view_loss(h, "last", 1.0)
+    h2 = h.clone()
+    h2[:, 0] += 3.0  # change only the first position
+    assert view_loss(h2, "last", 1.0) == last and view_loss(h2, "flat", 1.0) != flat
+    assert resolve_config(get_model("coserec"), "beauty").cl_repr == "flat"
+
+
+@pytest.mark.parametrize("values", ["id", "id+pos"])
+def test_nova_value_stream_is_pure_item_ids(data: SeqDataset, values: str) -> None:
+    """values=id, no side info: no order information anywhere, so a history permutation
+    (the [mask] stays last) leaves the scores unchanged; id+pos adds positions to the values."""
+    model = build("nova_bert", data, values=values, side="none", dropout="0").eval()
+    seqs = torch.randint(1, data.n_items + 1, (3, 6))
+    batch = {"seqs": seqs, "index": torch.zeros_like(seqs), "users": torch.arange(3)}
+    perm = {**batch, "seqs": seqs[:, torch.tensor([3, 0, 5, 1, 4, 2])]}
+    with torch.no_grad():
+        same = torch.allclose(model.score(batch), model.score(perm), atol=1e-5)
+    assert same == (values == "id")
+
+
+@pytest.mark.parametrize(("positions", "first"), [("left", 0), ("right", 10 - 9 + 6)])
+def test_duorec_positions(data: SeqDataset, positions: str, first: int) -> None:
+    model = build("duorec", data, positions=positions).eval()
+    emb = model.emb
+    seqs = torch.tensor([[0, 0, 0, 0, 0, 0, 7, 8, 9]])
+    with torch.no_grad():
+        got = emb(seqs)[0, 6]
+        want = emb.norm(emb.item.weight[7] + emb.pos.weight[first])
+    torch.testing.assert_close(got, want)
+
+
+def test_stosa_norms_shared_like_the_code(data: SeqDataset) -> None:
+    shared = build("stosa", data, norms="shared", d="16", heads="2")
+    separate = build("stosa", data, norms="separate", d="16", heads="2")
+    assert shared.cov_emb.norm is shared.mean_emb.norm
+    assert shared.blocks[0].cov_norm is shared.blocks[0].mean_norm
+    assert separate.cov_emb.norm is not separate.mean_emb.norm
+    n_shared = sum(p.numel() for p in shared.parameters())
+    n_separate = sum(p.numel() for p in separate.parameters())
+    assert n_separate - n_shared == 2 * (2 * 16)  # two LayerNorms of weight + bias
+
+
+def test_report_note_names_switched_departures(tmp_path) -> None:
+    from seqbench.report.tables import departures_note
+    from seqbench.runs.store import Run
+
+    default = dataclasses.asdict(resolve_config(get_model("cbit"), "beauty"))
+    proto = {"name": "cbit", "patience": None}
+
+    def run(model: str, **changes) -> Run:
+        metrics = {"run_id": model, "model": model, "dataset": "beauty", "seed": 0}
+        config = {"config": {**default, **changes}, "protocol": proto}
+        return Run(tmp_path, {**metrics, "protocol": "cbit"}, config)
+
+    assert "declared defaults" in departures_note([run("cbit")])
+    note = departures_note([run("cbit", last_mask="on", batching="grouped"), run("cbit")])
+    assert "last_mask=on (row with no masked item)" in note
+    assert "batching=grouped (batch composition)" in note
