@@ -45,27 +45,39 @@ def datasets(
     ),
 ) -> None:
     """List the registry: name, variant, source, whether prepared, stats of the prepared ones."""
+    # four columns that wrap (long words fold), so the table fits an 80-column terminal
     table = Table(title=f"datasets (prepared under {data_dir(data_dir_opt)}/)")
-    table.add_column("name", no_wrap=True)
-    table.add_column("variant", ratio=1, min_width=16)
-    table.add_column("source")
-    table.add_column("prepared")
-    for header in STAT_HEADERS:
-        table.add_column(header, justify="right", no_wrap=True)
+    table.add_column("name", min_width=9, overflow="fold")
+    table.add_column("variant", min_width=16, overflow="fold")
+    table.add_column("source", min_width=9, overflow="fold")
+    table.add_column("prepared", min_width=8, overflow="fold")
     names = dataset_names()
     extra = [n for n in prepared_names(data_dir_opt) if n not in names]
     for name in names + extra:
         if name.endswith(TEMPLATE_MARK):
             prefix = name[: -len(TEMPLATE_MARK)]
             expanded = [n for n in dataset_names(expand=True) if n.startswith(prefix)]
-            variant = f"template for {len(expanded)} categories, e.g. {expanded[0]}"
-            table.add_row(name, variant, prefix.rstrip("-"), "", *[""] * 5)
+            example = get_spec(expanded[0])
+            variant = (
+                f"template for {len(expanded)} categories, e.g. {example.name}: {example.variant}"
+            )
+            table.add_row(name, variant, example.source_label, "")
             continue
         spec = get_spec(name)
         card = _card(name, data_dir_opt)
-        cells = stat_cells(card["stats"]) if card else [""] * 5
-        table.add_row(name, spec.variant, spec.source_label, "yes" if card else "no", *cells)
+        table.add_row(name, spec.variant, spec.source_label, _prepared(card))
     console.print(table)
+
+
+def _prepared(card: dict[str, Any] | None) -> str:
+    """'no', or 'yes' with the dataset's statistics."""
+    if card is None:
+        return "no"
+    users, items, actions, avg, sparsity = stat_cells(card["stats"])
+    return (
+        f"yes: {users} users · {items} items · {actions} actions · avg.length {avg} · "
+        f"sparsity {sparsity}"
+    )
 
 
 @app.command()
