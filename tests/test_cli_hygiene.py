@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import yaml
@@ -11,6 +12,7 @@ import yaml
 import seqbench
 from seqbench.cli import main
 from seqbench.cli.app import console
+from seqbench.runs.execute import RunRequest
 
 REGISTRY = Path(seqbench.__file__).parent / "datasets.yaml"
 
@@ -61,3 +63,82 @@ def test_datasets_at_80_columns_shows_every_variant_and_source(
             assert prepared.startswith(f"yes:{entry['generator']['n_users']:,}users"), prepared
         else:
             assert prepared == ("" if "<category>" in name else "no")
+
+
+GE = "Input should be greater than or equal to"
+OUT_OF_RANGE = [
+    (["run", "sasrec", "--epochs", "-3"], f"'--epochs': {GE} 1"),
+    (["run", "sasrec", "--epochs", "0"], f"'--epochs': {GE} 1"),
+    (["run", "sasrec", "--seed", "0", "--seed", "-1"], f"'--seed': {GE} 0"),
+    (["run", "sasrec", "--threads", "0"], f"'--threads': {GE} 1"),
+    (
+        ["run", "sasrec", "--budget-minutes", "0"],
+        "'--budget-minutes': Input should be greater than 0",
+    ),
+    (["run", "sasrec", "--set", "epochs=-3"], "--set epochs=-3: epochs must be >= 1"),
+    (["run", "sasrec", "--set", "batch_size=0"], "batch_size must be >= 1"),
+    (["run", "sasrec", "--set", "d=0"], "d must be >= 1"),
+    (["run", "sasrec", "--set", "max_len=0"], "max_len must be >= 1"),
+    (["run", "sasrec", "--set", "patience=0"], "patience must be >= 1"),
+    (["run", "sasrec", "--set", "lr=0"], "lr must be > 0"),
+    (["run", "sasrec", "--set", "lr=-0.001"], "lr must be > 0"),
+    (["run", "sasrec", "--set", "dropout=1"], "dropout must be in [0, 1)"),
+    (["run", "sasrec", "--set", "dropout=-0.1"], "dropout must be in [0, 1)"),
+    (["sweep", "sasrec", "--trials", "0"], f"'--trials': {GE} 1"),
+    (["sweep", "sasrec", "--workers", "0"], f"'--workers': {GE} 1"),
+    (["sweep", "sasrec", "--threads", "0"], f"'--threads': {GE} 1"),
+    (["sweep", "sasrec", "--budget-epochs", "0"], f"'--budget-epochs': {GE} 1"),
+    (["sweep", "sasrec", "--budget-minutes", "-1"], "'--budget-minutes': Input should be greater"),
+    (["sweep", "sasrec", "--search-seed", "-1"], f"'--search-seed': {GE} 0"),
+    (["sweep", "sasrec", "--gpus-per-run", "-1"], f"'--gpus-per-run': {GE} 0"),
+    (["sweep", "sasrec", "--seeds", "0,-1"], "--seeds: seeds must be >= 0"),
+    (["reproduce", "cbit-table3", "--workers", "0"], f"'--workers': {GE} 1"),
+    (["reproduce", "cbit-table3", "--threads", "0"], f"'--threads': {GE} 1"),
+    (["reproduce", "cbit-table3", "--budget-epochs", "0"], f"'--budget-epochs': {GE} 1"),
+    (["report", "--alpha", "0"], "--alpha must be between 0 and 1"),
+    (["run", "sasrec", "--epochs", "three"], "'--epochs': Input should be a valid integer"),
+    (["run", "sasrec", "--epoch", "3"], "No such option: --epoch"),
+]
+
+
+def test_out_of_range_numbers_are_refused_in_one_line(
+    data_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    main(["prepare", "synthetic"])
+    capsys.readouterr()
+    runs = tmp_path / "runs"
+    for argv, needle in OUT_OF_RANGE:
+        with pytest.raises(SystemExit) as exc:
+            main([*argv, "--runs-dir", str(runs)])
+        err = capsys.readouterr().err.strip()
+        assert exc.value.code == 2, (argv, err)
+        assert needle in err and len(err.splitlines()) == 1, (argv, err)
+    assert not runs.exists()  # nothing started
+
+
+def test_out_of_range_grid_values_fail_only_their_runs(
+    data_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    main(["prepare", "synthetic"])
+    argv = [
+        "sweep",
+        "sasrec",
+        "--grid",
+        "epochs=0,-2",
+        "--runs-dir",
+        str(tmp_path),
+        "--no-progress",
+    ]
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 1
+    out = capsys.readouterr().out
+    assert "--set epochs=0: epochs must be >= 1" in out and "--set epochs=-2" in out
+    assert "failed 2" in out
+
+
+def test_values_at_the_edge_of_their_range_are_accepted() -> None:
+    sets = {"epochs": "1", "patience": "1", "d": "1", "lr": "1e-9", "dropout": "0"}
+    run = RunRequest("gru4rec", "beauty", sets=sets).resolve(SimpleNamespace(checksum="0"))
+    assert (run.cfg.epochs, run.cfg.patience, run.cfg.d, run.cfg.dropout) == (1, 1, 1, 0.0)
+    assert run.cfg.lr == 1e-9

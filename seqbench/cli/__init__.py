@@ -5,8 +5,16 @@ from __future__ import annotations
 import importlib
 import sys
 
+import typer
+from rich.markup import escape
+
 from seqbench.cli.app import app, console_err
 from seqbench.errors import SeqbenchError
+
+try:  # recent typer bundles its own click
+    from typer._click.exceptions import ClickException
+except ImportError:
+    from click import ClickException
 
 COMMAND_MODULES = ("data", "run", "sweep", "report")
 
@@ -21,24 +29,23 @@ def _load_commands() -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Entry point: user errors become one red line on stderr and exit code 2."""
+    """Entry point: user errors (ours and the option parser's) become one red line on stderr
+    and exit code 2."""
     _load_commands()
     try:
-        app(args=argv, standalone_mode=False)
+        app(args=argv, prog_name="seqbench", standalone_mode=False)
     except SeqbenchError as e:
-        console_err.print(f"[red]error:[/red] {e}", highlight=False, soft_wrap=True)
+        _error(str(e))
         sys.exit(2)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, typer.Abort):
         console_err.print("[yellow]interrupted[/yellow]: rerun the same command to resume")
         sys.exit(130)
-    except SystemExit:
-        raise
-    except Exception as e:  # click usage errors arrive here in non-standalone mode
-        import click
+    except ClickException as e:  # bad options arrive here in non-standalone mode
+        ctx = getattr(e, "ctx", None)
+        hint = f" (see `{ctx.command_path} --help`)" if ctx is not None else ""
+        _error(e.format_message() + hint)
+        sys.exit(e.exit_code)
 
-        if isinstance(e, click.exceptions.Abort):
-            sys.exit(130)
-        if isinstance(e, click.ClickException):
-            e.show()
-            sys.exit(e.exit_code)
-        raise
+
+def _error(message: str) -> None:
+    console_err.print(f"[red]error:[/red] {escape(message)}", highlight=False, soft_wrap=True)

@@ -19,3 +19,10 @@ console_err = Console(stderr=True)
 def log(message: str) -> None:
     """A progress line or notice on stderr: kept whole (no wrapping in files), not markup."""
     console_err.print(message, soft_wrap=True, markup=False, highlight=False)
+
+
+def positive(value: float | None) -> float | None:
+    """Option callback for a number that must be > 0 (None: the option was not given)."""
+    if value is not None and value <= 0:
+        raise typer.BadParameter(f"Input should be greater than 0, got {value}")
+    return value

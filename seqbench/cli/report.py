@@ -177,11 +177,11 @@ def reproduce(
     ] = None,
     models: Annotated[list[str] | None, typer.Option(help="paper or seqbench model names")] = None,
     budget_epochs: Annotated[
-        int | None, typer.Option(help="cap every run at N epochs (stated in the table)")
+        int | None, typer.Option(min=1, help="cap every run at N epochs (stated in the table)")
     ] = None,
-    workers: Annotated[int, typer.Option(help="parallel runs")] = 1,
+    workers: Annotated[int, typer.Option(min=1, help="parallel runs")] = 1,
     threads: Annotated[
-        int | None, typer.Option(help="torch CPU threads in total (default: all cores)")
+        int | None, typer.Option(min=1, help="torch CPU threads in total (default: all cores)")
     ] = None,
     format_: Annotated[
         str | None, typer.Option("--format", "-f", help="markdown|latex|csv|html")

@@ -9,7 +9,7 @@ import torch
 import typer
 from rich.table import Table
 
-from seqbench.cli.app import app, console, log
+from seqbench.cli.app import app, console, log, positive
 from seqbench.errors import ConfigError
 from seqbench.evaluation.metrics import METRICS
 from seqbench.evaluation.protocols import PROTOCOLS
@@ -42,14 +42,19 @@ def run(
     ablate: Annotated[
         list[str] | None, typer.Option("--ablate", help="ablation axis=value (repeatable)")
     ] = None,
-    seed: Annotated[list[int] | None, typer.Option(help="seed(s); repeat for several")] = None,
-    epochs: Annotated[int | None, typer.Option(help="override the number of epochs")] = None,
+    seed: Annotated[
+        list[int] | None, typer.Option(min=0, help="seed(s) >= 0; repeat for several")
+    ] = None,
+    epochs: Annotated[
+        int | None, typer.Option(min=1, help="override the number of epochs (>= 1)")
+    ] = None,
     protocol: Annotated[str, typer.Option(help="evaluation protocol preset")] = "seqbench",
     device: Annotated[str, typer.Option(help="auto|cpu|cuda|mps")] = "auto",
-    threads: Annotated[int | None, typer.Option(help="torch CPU threads")] = None,
+    threads: Annotated[int | None, typer.Option(min=1, help="torch CPU threads")] = None,
     amp: Annotated[bool, typer.Option(help="mixed precision on CUDA")] = False,
     budget_minutes: Annotated[
-        float | None, typer.Option(help="stop training after this many minutes")
+        float | None,
+        typer.Option(callback=positive, help="stop training after this many minutes (> 0)"),
     ] = None,
     force: Annotated[bool, typer.Option(help="retrain even if the run is stored")] = False,
     resume: Annotated[bool, typer.Option(help="continue an interrupted run")] = True,

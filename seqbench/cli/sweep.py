@@ -14,7 +14,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from seqbench.cli.app import app, console, console_err
+from seqbench.cli.app import app, console, console_err, positive
 from seqbench.cli.run import parse_pairs
 from seqbench.errors import ConfigError
 from seqbench.evaluation.protocols import PROTOCOLS
@@ -151,32 +151,34 @@ def sweep(
     set_: Annotated[
         list[str] | None, typer.Option("--set", help="fixed config override key=value")
     ] = None,
-    seeds: Annotated[str, typer.Option(help="comma-separated seeds")] = "0",
+    seeds: Annotated[str, typer.Option(help="comma-separated seeds (>= 0)")] = "0",
     search: Annotated[
         str | None, typer.Option(help="random|tpe over --space (tpe needs seqbench[tune])")
     ] = None,
-    trials: Annotated[int, typer.Option(help="search trials")] = 10,
+    trials: Annotated[int, typer.Option(min=1, help="search trials")] = 10,
     space: Annotated[
         list[str] | None, typer.Option(help="search dimension key=lo:hi[:log] (repeatable)")
     ] = None,
-    search_seed: Annotated[int, typer.Option(help="seed of the search's sampler")] = 0,
+    search_seed: Annotated[int, typer.Option(min=0, help="seed of the search's sampler")] = 0,
     workers: Annotated[
         int | None,
-        typer.Option(help="runs in parallel [default: local: one per core; ray: all]"),
+        typer.Option(min=1, help="runs in parallel [default: local: one per core; ray: all]"),
     ] = None,
     executor: Annotated[str, typer.Option(help="local|ray")] = "local",
     address: Annotated[
         str | None, typer.Option(help="Ray cluster address ('auto' joins this node's cluster)")
     ] = None,
     threads: Annotated[
-        int | None, typer.Option(help="torch threads (Ray: CPUs) per run [default: cores/workers]")
+        int | None,
+        typer.Option(min=1, help="torch threads (Ray: CPUs) per run [default: cores/workers]"),
     ] = None,
-    gpus_per_run: Annotated[float, typer.Option(help="GPUs each Ray task requests")] = 0.0,
+    gpus_per_run: Annotated[float, typer.Option(min=0, help="GPUs each Ray task requests")] = 0.0,
     budget_epochs: Annotated[
-        int | None, typer.Option(help="train each run for this many epochs")
+        int | None, typer.Option(min=1, help="train each run for this many epochs")
     ] = None,
     budget_minutes: Annotated[
-        float | None, typer.Option(help="stop each run's training after this many minutes")
+        float | None,
+        typer.Option(callback=positive, help="stop each run's training after this many minutes"),
     ] = None,
     name: Annotated[
         str | None, typer.Option(help="sweep name for `report --sweep` [default: from a hash]")

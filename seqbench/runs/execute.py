@@ -14,7 +14,7 @@ import pandas as pd
 import torch
 
 from seqbench.data.dataset import SeqDataset, load_dataset, prepared_names
-from seqbench.errors import DataError
+from seqbench.errors import ConfigError, DataError
 from seqbench.evaluation.evaluator import Evaluator, summarize
 from seqbench.evaluation.protocols import Protocol, get_protocol
 from seqbench.models.base import ModelConfig, SeqModel, get_model, resolve_config
@@ -48,9 +48,9 @@ class RunRequest:
         """
         cls = get_model(self.model)
         protocol = get_protocol(self.protocol)
-        cfg = resolve_config(
-            cls, self.dataset, self.overrides(), self.ablate, protocol_settings(protocol)
-        )
+        sets = self.overrides()
+        cfg = resolve_config(cls, self.dataset, sets, self.ablate, protocol_settings(protocol))
+        check_ranges(cfg, [cls.key_aliases.get(k, k) for k in sets])
         spec = RunSpec(
             model=self.model,
             dataset=self.dataset,
@@ -61,6 +61,24 @@ class RunRequest:
             ablate=dict(self.ablate),
         )
         return ResolvedRun(self, cls, cfg, protocol, spec)
+
+
+#: config keys that count or size something, so must be >= 1
+COUNTS = ("epochs", "batch_size", "eval_batch_size", "eval_every", "d", "max_len", "patience")
+#: natural ranges of the config values a user sets: key -> (is valid, the range in words)
+RANGES: dict[str, tuple[Callable[[Any], bool], str]] = {
+    **dict.fromkeys((*COUNTS, "heads", "layers"), (lambda v: v >= 1, ">= 1")),
+    "lr": (lambda v: v > 0, "> 0"),
+    **dict.fromkeys(("dropout", "attn_dropout"), (lambda v: 0 <= v < 1, "in [0, 1)")),
+}
+
+
+def check_ranges(cfg: ModelConfig, keys: list[str]) -> None:
+    """Refuse a set value outside its natural range (e.g. epochs=-3 would train 0 epochs)."""
+    for key in keys:
+        if key in RANGES and not RANGES[key][0](getattr(cfg, key)):
+            value, words = getattr(cfg, key), RANGES[key][1]
+            raise ConfigError(f"--set {key}={value}: {key} must be {words}")
 
 
 def protocol_settings(protocol: Protocol) -> dict[str, Any]:
