@@ -31,6 +31,8 @@ LAYOUTS = {
     "sensitivity": ("sweep", ["--layout", "sensitivity", "--sweep", "tau"]),
     "curves": ("main", ["--layout", "curves", "--models", "cbit", "--metrics", "NDCG@10,loss"]),
     "stats": ("data", ["--layout", "stats"]),
+    "overall_budget": ("main", ["--budget-columns"]),
+    "ablation_budget": ("main", ["--layout", "ablation", "--budget-columns"]),
 }
 IMAGE = re.compile(r'src="data:image/png;base64,([A-Za-z0-9+/=]+)"')
 
@@ -62,7 +64,7 @@ def test_golden(stores: dict[str, Path], tmp_path: Path, layout: str, fmt: str) 
     text = render_layout(stores, layout, fmt, tmp_path / f"{layout}.{SUFFIX[fmt]}")
     if fmt == "html":
         images = IMAGE.findall(text)
-        assert len(images) == (0 if layout in ("overall", "stats") else 1)
+        assert len(images) == (0 if layout in ("overall", "overall_budget", "stats") else 1)
         for data in images:
             assert base64.b64decode(data).startswith(b"\x89PNG\r\n\x1a\n")
         text = IMAGE.sub('src="data:image/png;base64,<PNG>"', text)

@@ -110,6 +110,13 @@ def report(
     protocol: Annotated[
         str | None, typer.Option(help="protocol of the runs (default: the most common one)")
     ] = None,
+    budget_columns: Annotated[
+        bool,
+        typer.Option(
+            help="overall/ablation: each model's budget (epochs, train s, CPU s/epoch, device, "
+            "params) as table cells instead of a note"
+        ),
+    ] = False,
     out: Annotated[str | None, typer.Option(help="write to FILE instead of stdout")] = None,
     plot: Annotated[
         str | None,
@@ -139,6 +146,7 @@ def report(
         tests,
         param,
         data_dir,
+        budget_columns,
     )
     selection = None
     if layout not in CARD_LAYOUTS:

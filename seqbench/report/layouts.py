@@ -41,6 +41,7 @@ class ReportOptions:
     tests: SignificanceOptions = field(default_factory=SignificanceOptions)
     param: str | None = None
     data_dir: str | Path | None = None
+    budget_columns: bool = False
 
 
 Layout = Callable[[Selection | None, ReportOptions], Table]
@@ -151,6 +152,7 @@ def overall(sel: Selection | None, opts: ReportOptions) -> Table:
         opts.metrics or OVERALL_METRICS,
         opts=opts.tests,
         baseline=opts.baseline,
+        budget_columns=opts.budget_columns,
     )
     table.notes = [*sel.notes, *notes, *table.notes]
     return table
@@ -163,7 +165,9 @@ def ablation(sel: Selection | None, opts: ReportOptions) -> Table:
     entries, notes = variant_entries(sel.runs, opts.models)
     metrics = opts.metrics or FOCUS_METRICS
     datasets = _datasets(sel.runs, opts.datasets)
-    table = ablation_table(entries, datasets, metrics, opts=opts.tests)
+    table = ablation_table(
+        entries, datasets, metrics, opts=opts.tests, budget_columns=opts.budget_columns
+    )
     series = {
         d: {
             e.label: [(m, *mean_std(e.runs[d], m)) for m in metrics]

@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from seqbench.evaluation.protocols import PROTOCOLS
+from seqbench.report import budget
 from seqbench.report.plots import Series
 from seqbench.report.select import ReportError, Run, check_comparable
 from seqbench.report.stats import CORRECTIONS, TEST_LABELS, TESTS, paired_pvalue, seed_averaged
@@ -224,12 +225,14 @@ def overall_table(
     published: dict[tuple[str, str, str], float] | None = None,
     dataset_labels: dict[str, str] | None = None,
     title: str = "Overall performance",
+    budget_columns: bool = False,
 ) -> Table:
     """CBiT Table 3: rows dataset × metric, a column per entry, then "Improv." of the best.
 
     The best mean is bold, the second underlined; Improv. is the relative gain of the best over
     the baseline (the best other entry, or the named one); the best carries the marker when the
-    paired test against that baseline rejects after correction.
+    paired test against that baseline rejects after correction. The budget each entry got is a
+    note, or (`budget_columns`) rows under each dataset, since the entries are the columns.
     """
     opts = opts or SignificanceOptions()
     published = published or {}
@@ -283,6 +286,13 @@ def overall_table(
                         pending.append((cells[best], result))
             label = labels.get(d, d) if i == 0 else ""
             table.rows.append([Cell(text=label), Cell(text=m), *cells, improv])
+        if budget_columns:
+            for name in budget.fields(runs):
+                values = [
+                    Cell(text=budget.cells(e.runs[d])[name] if e.runs.get(d) else "–")
+                    for e in shown
+                ]
+                table.rows.append([Cell(), Cell(text=name), *values, Cell(text="")])
     apply_correction(table, pending, opts)
     base_text = "the best other model" if baseline == "best" else baseline
     table.notes.append(
@@ -299,9 +309,19 @@ def overall_table(
             "[published, relative difference] after a reproduced value; "
             "(value) = published, not reproduced here."
         )
+    table.notes += budget_notes(shown, datasets, budget_columns, labels)
     table.notes.append(protocol_note(runs))
     table.notes.append(departures_note(runs))
     return table
+
+
+def budget_notes(
+    entries: Sequence[Entry], datasets: Sequence[str], columns: bool, labels: dict[str, str]
+) -> list[str]:
+    """Whether the entries got equal budgets, and (without budget columns) what each got."""
+    groups = [(e.label, d, e.runs[d]) for d in datasets for e in entries if e.runs.get(d)]
+    notes = [] if columns else budget.listing_notes(groups, labels)
+    return [*notes, budget.equality_note(groups)]
 
 
 # ------------------------------------------------------------------ ablation
@@ -316,11 +336,13 @@ def ablation_table(
     published: dict[tuple[str, str, str], float] | None = None,
     dataset_labels: dict[str, str] | None = None,
     title: str = "Ablation",
+    budget_columns: bool = False,
 ) -> Table:
     """CBiT Table 4 / Figure 3(a): a row per variant, columns dataset × metric.
 
     Each variant is paired-tested against its `reference` entry (the model's default); a
     significant difference carries the marker. Bold/underline mark the best two per column.
+    The budget each variant got is a note, or (`budget_columns`) columns per dataset.
     """
     opts = opts or SignificanceOptions()
     published = published or {}
@@ -356,6 +378,14 @@ def ablation_table(
         table.rows.append(row)
     for col in columns:
         emphasise(col)
+    if budget_columns:
+        names = budget.fields(runs)
+        for d in used:
+            table.header += names
+            table.groups = [*(table.groups or []), (f"Budget {labels.get(d, d)}", len(names))]
+            for e, row in zip(entries, table.rows, strict=True):
+                values = budget.cells(e.runs[d]) if e.runs.get(d) else {}
+                row += [Cell(text=values.get(name, "–")) for name in names]
     apply_correction(table, pending, opts)
     table.notes.append("Bold = best, underlined = second best per column.")
     table.notes.append(test_note(opts, len(pending), "the difference from the model's default is"))
@@ -366,6 +396,7 @@ def ablation_table(
             "[published, relative difference] after a reproduced value; "
             "(value) = published, not reproduced here."
         )
+    table.notes += budget_notes(entries, used, budget_columns, labels)
     table.notes.append(protocol_note(runs))
     table.notes.append(departures_note(runs))
     return table

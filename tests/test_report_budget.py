@@ -1,0 +1,90 @@
+"""Budgets in tables: each model's epochs, wall-clock, CPU s/epoch, device and size are shown
+(note or cells), and a table whose models got different budgets says so."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from test_report_fixtures import ranks, write_run
+
+from seqbench.cli import main
+from seqbench.report.layouts import model_entries
+from seqbench.report.render import render
+from seqbench.report.tables import overall_table
+from seqbench.runs.store import load_runs
+
+
+def edit(folder: Path, **metrics: object) -> None:
+    """Overwrite fields of a fixture run's metrics.json (its budget, device, ...)."""
+    path = folder / "metrics.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), **metrics}))
+
+
+def table_notes(root: Path, *models: str) -> list[str]:
+    entries, _ = model_entries(load_runs(root), list(models))
+    return overall_table(entries, ["beauty"], ["HR@10"]).notes
+
+
+def test_equal_budget_and_an_untrained_model(tmp_path: Path) -> None:
+    three = {"epochs": 3, "d": 8}
+    write_run(tmp_path, "a", "sasrec", "beauty", ranks(10, 1, 50), settings=three)
+    write_run(tmp_path, "b", "bert4rec", "beauty", ranks(5, 1, 50), settings=three)
+    pop = write_run(tmp_path, "c", "sasrec", "beauty", ranks(2, 1, 50), settings=three)
+    edit(pop, model="popularity", stopped="no_training", epochs_run=0, best_epoch=0)
+    notes = table_notes(tmp_path, "sasrec", "bert4rec", "popularity")
+    assert (
+        "Equal budget: every trained model had at most 3 epochs. "
+        "Not trained (no budget): popularity." in notes
+    )
+    listing = next(n for n in notes if n.startswith("Budget on beauty"))
+    assert "popularity not trained, 12 s training" in listing
+
+
+def test_different_caps_and_devices_are_named(tmp_path: Path) -> None:
+    write_run(tmp_path, "a", "sasrec", "beauty", ranks(10, 1, 50), settings={"epochs": 20})
+    b = write_run(tmp_path, "b", "bert4rec", "beauty", ranks(5, 1, 50), settings={"epochs": 50})
+    edit(b, budget_minutes=12, device="cuda", threads=4)
+    notes = table_notes(tmp_path, "sasrec", "bert4rec")
+    assert (
+        "Different budgets: at most 20 epochs for sasrec; at most 50 epochs or 12 min for "
+        "bert4rec — these models were not compared at equal budget. Devices/threads differ: "
+        "cpu ×1 for sasrec; cuda ×4 for bert4rec." in notes
+    )
+
+
+def test_cpu_seconds_per_epoch_from_history_or_left_out(tmp_path: Path) -> None:
+    a = write_run(tmp_path, "a", "sasrec", "beauty", ranks(10, 1, 50), settings={"epochs": 2})
+    pd.DataFrame({"epoch": [1, 2], "cpu_seconds": [2.0, 4.0]}).to_parquet(a / "history.parquet")
+    b = write_run(tmp_path, "b", "bert4rec", "beauty", ranks(5, 1, 50), settings={"epochs": 2})
+    pd.DataFrame({"epoch": [1, 2], "seconds": [1.0, 2.0]}).to_parquet(b / "history.parquet")
+    listing = next(n for n in table_notes(tmp_path, "sasrec", "bert4rec") if "Budget on" in n)
+    # sasrec: (2 + 4) / 2 = 3.0 CPU s per epoch; bert4rec recorded none
+    assert "bert4rec 30 s training, – CPU s/epoch, 71,064 params" in listing
+    assert "sasrec 12 s training, 3.0 CPU s/epoch, 48,150 params" in listing
+    pd.DataFrame({"epoch": [1, 2]}).to_parquet(a / "history.parquet")
+    listing = next(n for n in table_notes(tmp_path, "sasrec", "bert4rec") if "Budget on" in n)
+    assert "CPU" not in listing
+
+
+@pytest.mark.parametrize("layout", ["overall", "ablation"])
+def test_budget_columns_replace_the_listing(tmp_path: Path, layout: str) -> None:
+    write_run(tmp_path, "a", "sasrec", "beauty", ranks(10, 1, 50), settings={"epochs": 7})
+    write_run(tmp_path, "b", "cbit", "beauty", ranks(5, 1, 50), settings={"epochs": 7})
+    out = tmp_path / "t.md"
+    main(["report", "--layout", layout, "--runs-dir", str(tmp_path), "--budget-columns",
+          "--out", str(out)])  # fmt: skip
+    text = out.read_text()
+    assert "Budget on beauty" not in text
+    assert "Equal budget: every trained model had at most 7 epochs." in text
+    # the fixture's cbit: 95 s of training over 3 epochs at 0.8 CPU s per wall s → 25.3
+    if layout == "overall":
+        assert "|  | Train s | 95 | 12 | – |" in text
+        assert "|  | CPU s/epoch | 25 | 3.2 | – |" in text
+    else:
+        row = "| cbit | <u>0.1250</u> | <u>0.1250</u> | 3 (3) | 95 | 25 | cpu ×1 | 71,064 |"
+        assert row in text
+    tex = render(overall_table(model_entries(load_runs(tmp_path), None)[0], ["beauty"]), "latex")
+    assert r"cpu $\times$1" in tex
