@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
+from subprocess import PIPE
 from types import SimpleNamespace
 
+import pandas as pd
 import pytest
 import yaml
+from test_run_concurrency import write_tiny
 
 import seqbench
 from seqbench.cli import main
@@ -142,3 +148,32 @@ def test_values_at_the_edge_of_their_range_are_accepted() -> None:
     run = RunRequest("gru4rec", "beauty", sets=sets).resolve(SimpleNamespace(checksum="0"))
     assert (run.cfg.epochs, run.cfg.patience, run.cfg.d, run.cfg.dropout) == (1, 1, 1, 0.0)
     assert run.cfg.lr == 1e-9
+
+
+def test_output_to_a_pipe_gets_a_plain_line_per_epoch_as_it_trains(tmp_path: Path) -> None:
+    data, runs = write_tiny(tmp_path / "data"), tmp_path / "runs"
+    cmd = [
+        sys.executable, "-m", "seqbench", "run", "sasrec", "--dataset", "synthetic",
+        "--epochs", "12", "--set", "d=8", "--set", "patience=100", "--threads", "1",
+        "--data-dir", str(data), "--runs-dir", str(runs),
+    ]  # fmt: skip
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.Popen(cmd, env=env, stdout=PIPE, stderr=PIPE, text=True)
+    first = proc.stderr.readline()
+    still_training = proc.poll() is None  # the line came while it trained, not at the end
+    rest, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err
+    assert still_training and first.startswith("epoch 1/12 "), first
+    lines = [first, *err.splitlines()]
+    assert "━" not in err and "Traceback" not in err  # no bars on stderr, no crash
+    (run_dir,) = [p for p in runs.iterdir() if not p.name.startswith(".")]
+    history = pd.read_parquet(run_dir / "history.parquet")  # the oracle: the stored epochs
+    expected = [
+        rf"epoch {e}/12  loss {loss:.4f}  valid NDCG@10 {valid:.4f}  best [\d.]+ \(epoch \d+\)"
+        r"  \d+\.\d s"
+        for e, loss, valid in history[["epoch", "loss", "valid_NDCG@10"]].itertuples(index=False)
+    ]
+    assert len(expected) == 12 and len(lines) == 12, lines
+    for pattern, line in zip(expected, lines, strict=True):
+        assert re.fullmatch(pattern, line.strip()), (pattern, line)
+    assert "sasrec on synthetic" in rest  # results on stdout

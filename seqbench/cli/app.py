@@ -26,3 +26,9 @@ def positive(value: float | None) -> float | None:
     if value is not None and value <= 0:
         raise typer.BadParameter(f"Input should be greater than 0, got {value}")
     return value
+
+
+def bars(progress: bool | None) -> bool:
+    """--progress/--no-progress, by default bars only where stderr (where they are drawn) is a
+    terminal: in a file or a pipe, runs print one plain line per epoch instead."""
+    return console_err.is_terminal if progress is None else progress

@@ -8,7 +8,7 @@ from typing import Annotated
 import torch
 import typer
 
-from seqbench.cli.app import app, console_err
+from seqbench.cli.app import app, bars, console_err
 from seqbench.cli.sweep import SweepDisplay
 from seqbench.errors import ConfigError
 from seqbench.evaluation.metrics import METRICS
@@ -203,7 +203,10 @@ def reproduce(
         str | None, typer.Option(help="a paper YAML outside seqbench/papers/")
     ] = None,
     list_: Annotated[bool, typer.Option("--list", help="list the paper specs and exit")] = False,
-    progress: Annotated[bool, typer.Option(help="show progress bars")] = True,
+    progress: Annotated[
+        bool | None,
+        typer.Option(help="progress bars [default: on a terminal; else a line per epoch]"),
+    ] = None,
     runs_dir: Annotated[str | None, typer.Option(help="run store")] = None,
     data_dir: Annotated[str | None, typer.Option(help="prepared data")] = None,
 ) -> None:
@@ -227,7 +230,7 @@ def reproduce(
         threads=threads,
         runs_dir=runs_dir,
         data_dir=data_dir,
-        observer=SweepDisplay(console_err, progress),
+        observer=SweepDisplay(console_err, bars(progress)),
         tests=tests,
     )
     console_err.print(

@@ -9,7 +9,7 @@ import torch
 import typer
 from rich.table import Table
 
-from seqbench.cli.app import app, console, log, positive
+from seqbench.cli.app import app, bars, console, log, positive
 from seqbench.errors import ConfigError
 from seqbench.evaluation.metrics import METRICS
 from seqbench.evaluation.protocols import PROTOCOLS
@@ -58,7 +58,10 @@ def run(
     ] = None,
     force: Annotated[bool, typer.Option(help="retrain even if the run is stored")] = False,
     resume: Annotated[bool, typer.Option(help="continue an interrupted run")] = True,
-    progress: Annotated[bool, typer.Option(help="show progress bars")] = True,
+    progress: Annotated[
+        bool | None,
+        typer.Option(help="progress bars [default: on a terminal; else a line per epoch]"),
+    ] = None,
     data_dir: Annotated[str | None, typer.Option(help="prepared data [default: ./data]")] = None,
     runs_dir: Annotated[
         str | None, typer.Option(help="run store [default: ./results/runs]")
@@ -88,7 +91,7 @@ def run(
             device=device,
             force=force,
             resume=resume,
-            progress=progress,
+            progress=bars(progress),
             amp=amp,
             max_minutes=budget_minutes,
             log=log,

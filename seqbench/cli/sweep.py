@@ -14,7 +14,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from seqbench.cli.app import app, console, console_err, positive
+from seqbench.cli.app import app, bars, console, console_err, positive
 from seqbench.cli.run import parse_pairs
 from seqbench.errors import ConfigError
 from seqbench.evaluation.protocols import PROTOCOLS
@@ -121,7 +121,7 @@ class SweepDisplay(SweepObserver):
 
     def _print(self, index: int, markup: str) -> None:
         who = escape(label(self.requests[index]))
-        self.progress.console.print(f"[dim]{who}:[/dim] {markup}", highlight=False)
+        self.progress.console.print(f"[dim]{who}:[/dim] {markup}", highlight=False, soft_wrap=True)
 
     def end(self, index: int, outcome: Outcome) -> None:
         task = self.running.pop(index, None)
@@ -132,6 +132,8 @@ class SweepDisplay(SweepObserver):
             self.trained.append(outcome.seconds)
         if outcome.status == "failed":
             self._print(index, f"[red]failed[/red] {escape(str(outcome.error))}")
+        elif not self.enabled:  # no bars: a line per finished run, with the sweep's counts
+            self._print(index, f"{outcome.status} in {outcome.seconds:.0f} s · {self._info()}")
         self.progress.update(self.total, advance=1, info=self._info())
 
 
@@ -185,7 +187,10 @@ def sweep(
     ] = None,
     protocol: Annotated[str, typer.Option(help="evaluation protocol preset")] = "seqbench",
     device: Annotated[str, typer.Option(help="auto|cpu|cuda|mps")] = "auto",
-    progress: Annotated[bool, typer.Option(help="show the progress bar")] = True,
+    progress: Annotated[
+        bool | None,
+        typer.Option(help="progress bars [default: on a terminal; else a line per epoch]"),
+    ] = None,
     data_dir: Annotated[str | None, typer.Option(help="prepared data [default: ./data]")] = None,
     runs_dir: Annotated[
         str | None, typer.Option(help="run store [default: ./results/runs]")
@@ -209,7 +214,7 @@ def sweep(
         budget_minutes=budget_minutes,
     )
     t0 = time.perf_counter()
-    display = SweepDisplay(console_err, progress)
+    display = SweepDisplay(console_err, bars(progress))
     outcome = run_sweep(
         definition,
         name,

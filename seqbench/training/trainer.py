@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from seqbench.data.dataset import SeqDataset
@@ -168,8 +169,11 @@ class Trainer:
                 sel = self.protocol.select
                 info = f"loss {parts.get('loss', 0):.4f}  best {sel} {best['score']:.4f}"
                 bar.update(task, completed=epoch, info=info)
-                if not self.progress:
-                    self.log(f"epoch {epoch}/{cfg.epochs} {info} ({seconds:.0f}s)")
+                if not self.progress:  # one plain line per epoch (logs, files, pipes)
+                    wall = time.perf_counter() - t0
+                    self.log(
+                        f"epoch {epoch}/{cfg.epochs}  {self._epoch_info(row, best)}  {wall:.1f} s"
+                    )
                 save_checkpoint(
                     *self.checkpoints, self._state(epoch, opt, gen, history, best, bad, seconds)
                 )
@@ -249,7 +253,18 @@ class Trainer:
                 parts[k] = parts.get(k, 0.0) + weight * v
         return value, parts
 
+    def _epoch_info(self, row: dict[str, Any], best: dict[str, Any]) -> str:
+        """Loss, this epoch's validation metric (when evaluated) and the best one so far."""
+        sel = self.protocol.select
+        info = f"loss {row.get('loss', 0):.4f}"
+        if f"valid_{sel}" in row:
+            info += f"  valid {sel} {row[f'valid_{sel}']:.4f}"
+        if best["epoch"]:
+            info += f"  best {best['score']:.4f} (epoch {best['epoch']})"
+        return info
+
     def _progress(self) -> Progress:
+        """The epoch and step bars, drawn on stderr (stdout is for results)."""
         return Progress(
             TextColumn("[bold]{task.description}"),
             BarColumn(),
@@ -257,6 +272,7 @@ class Trainer:
             TimeElapsedColumn(),
             TimeRemainingColumn(),
             TextColumn("{task.fields[info]}"),
+            console=Console(stderr=True),
             disable=not self.progress,
             transient=False,
         )
