@@ -25,12 +25,13 @@ import pandas as pd
 import torch
 
 from seqbench import __version__
-from seqbench.io import write_json
+from seqbench.io import atomic_path, write_json
 from seqbench.paths import runs_dir
 
 PARTIAL_PREFIX = "."
 PARTIAL_SUFFIX = ".partial"
 LOCK_SUFFIX = ".lock"
+EVALUATIONS = "evaluations"
 
 
 @dataclass(frozen=True)
@@ -99,6 +100,20 @@ class RunFolder:
     def checkpoints(self) -> tuple[Path, Path]:
         """(latest, previous) epoch checkpoints of an unfinished run, newest first."""
         return self.path / "checkpoint.pt", self.path / "checkpoint.prev.pt"
+
+    @property
+    def history_csv(self) -> Path:
+        """The history as CSV, in an exported copy of the run (`RunStore.export`)."""
+        return self.path / "history.csv"
+
+    def evaluation(self, protocol: str, split: str = "test") -> Path:
+        """Summary of the best weights re-evaluated under `protocol` (`seqbench evaluate`)."""
+        stem = protocol if split == "test" else f"{protocol}.{split}"
+        return self.path / EVALUATIONS / f"{stem}.json"
+
+    def evaluation_per_user(self, protocol: str, split: str = "test") -> Path:
+        """Per-user metrics of that re-evaluation."""
+        return self.evaluation(protocol, split).with_suffix(".per_user.parquet")
 
 
 @dataclass(frozen=True)
@@ -208,6 +223,33 @@ class RunStore:
 
     def history(self, run_id: str) -> pd.DataFrame:
         return pd.read_parquet(RunFolder(self.final(run_id)).history)
+
+    def save_evaluation(self, run_id: str, result: dict[str, Any], per_user: pd.DataFrame) -> Path:
+        """Store a re-evaluation of a finished run beside it (per-user metrics first, then the
+        summary; both atomically); `result` names its protocol and split."""
+        folder = RunFolder(self.final(run_id))
+        protocol, split = result["protocol"], result["split"]
+        with atomic_path(folder.evaluation_per_user(protocol, split)) as tmp:
+            per_user.to_parquet(tmp, index=False)
+        write_json(folder.evaluation(protocol, split), result)
+        return folder.evaluation(protocol, split)
+
+    def load_evaluation(
+        self, run_id: str, protocol: str, split: str = "test"
+    ) -> dict[str, Any] | None:
+        """A stored re-evaluation of the run under `protocol`, or None."""
+        path = RunFolder(self.final(run_id)).evaluation(protocol, split)
+        return json.loads(path.read_text()) if path.is_file() else None
+
+    def export(self, run_id: str, dest: str | Path) -> RunFolder:
+        """Copy a finished run's small files (config, metrics, history as CSV; no weights,
+        checkpoints or parquet) into `dest`, e.g. a results folder that is committed."""
+        src, out = RunFolder(self.final(run_id)), RunFolder(Path(dest))
+        out.path.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(src.config, out.config)
+        shutil.copyfile(src.metrics, out.metrics)
+        pd.read_parquet(src.history).to_csv(out.history_csv, index=False)
+        return out
 
     def list_runs(self) -> list[Run]:
         """Every finished run, in run id order (partial runs are skipped)."""

@@ -1,0 +1,64 @@
+"""`seqbench evaluate`: a stored run's best weights under another protocol preset."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import torch
+import typer
+from rich.table import Table
+
+from seqbench.cli.app import app, console, log
+from seqbench.evaluation.metrics import METRICS
+from seqbench.runs.reevaluate import reevaluate
+from seqbench.runs.store import RunFolder, RunStore
+
+
+@app.command()
+def evaluate(
+    run_id: Annotated[str, typer.Argument(help="a finished run (ids: `seqbench runs`)")],
+    protocol: Annotated[str, typer.Option(help="protocol preset to evaluate under")],
+    split: Annotated[str, typer.Option(help="test|valid")] = "test",
+    device: Annotated[str, typer.Option(help="auto|cpu|cuda|mps")] = "auto",
+    threads: Annotated[int | None, typer.Option(help="torch CPU threads")] = None,
+    force: Annotated[bool, typer.Option(help="evaluate again even if stored")] = False,
+    runs_dir: Annotated[
+        str | None, typer.Option(help="run store [default: ./results/runs]")
+    ] = None,
+    data_dir: Annotated[str | None, typer.Option(help="prepared data [default: ./data]")] = None,
+) -> None:
+    """Evaluate RUN_ID's best weights on test (or valid) under another protocol preset; the
+    result is stored beside the run (evaluations/PROTOCOL.json + per-user parquet)."""
+    if threads:
+        torch.set_num_threads(threads)
+    store = RunStore(runs_dir)
+    result, _ = reevaluate(
+        run_id,
+        protocol,
+        split,
+        store=store,
+        data_root=data_dir,
+        device=device,
+        force=force,
+        log=log,
+    )
+    trained = store.load_metrics(run_id)
+    cached = " (stored: use --force to evaluate again)" if result.get("cached") else ""
+    console.print(
+        f"{result['model']} on {result['dataset']} · seed {result['seed']} · best epoch "
+        f"{result['best_epoch']} · {split} under protocol {protocol}{cached}",
+        soft_wrap=True,
+    )
+    own = f"{trained['protocol']} (trained)"
+    table = Table()
+    for col in ("metric", own, protocol):
+        table.add_column(col, justify="left" if col == "metric" else "right", no_wrap=True)
+    for k in METRICS:
+        table.add_row(k, f"{trained[split][k]:.4f}", f"{result['metrics'][k]:.4f}")
+    console.print(table)
+    path = RunFolder(store.final(run_id)).evaluation(protocol, split)
+    console.print(
+        f"{result['n_users_evaluated']:,} users · eval {result['eval_seconds']:.2f}s · "
+        f"{result['device']} ×{result['threads']} · {path}",
+        soft_wrap=True,
+    )

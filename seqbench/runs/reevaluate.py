@@ -1,0 +1,113 @@
+"""Re-evaluate a stored run's best weights under another protocol preset (`seqbench evaluate`),
+so one checkpoint can be compared across protocols without training again; the result is kept
+beside the run (`RunFolder.evaluation`)."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import torch
+
+from seqbench import __version__
+from seqbench.data.dataset import SeqDataset, load_dataset
+from seqbench.errors import ConfigError, DataError
+from seqbench.evaluation.evaluator import Evaluator, summarize
+from seqbench.evaluation.protocols import get_protocol
+from seqbench.models.base import SeqModel, get_model
+from seqbench.runs.store import RunFolder, RunStore
+from seqbench.training.device import resolve_device, seed_everything
+
+SPLITS = ("test", "valid")
+
+
+def check_run(store: RunStore, run_id: str) -> None:
+    """A one-line error unless `run_id` is a finished run of the store."""
+    if not store.is_done(run_id):
+        raise ConfigError(
+            f"no finished run {run_id!r} in the run store {store.root}/: list the run ids with "
+            "`seqbench runs` (or point --runs-dir at the store that has it)"
+        )
+
+
+def load_model(store: RunStore, run_id: str, data: SeqDataset, device: torch.device) -> SeqModel:
+    """The run's model with its best (validation-selected) weights, on `device`."""
+    spec = store.load_config(run_id)
+    cls = get_model(spec["model"])
+    known = {f.name for f in dataclasses.fields(cls.Config)}
+    stale = sorted(set(spec["config"]) - known)
+    if stale:
+        raise DataError(
+            f"{RunFolder(store.final(run_id)).config}: config keys {', '.join(stale)} are not "
+            f"in this seqbench's {spec['model']}: re-run the model (`seqbench run`)"
+        )
+    seed_everything(int(spec["seed"]))
+    model = cls(cls.Config(**spec["config"]), data)
+    best = RunFolder(store.final(run_id)).best
+    model.load_state_dict(torch.load(best, map_location="cpu", weights_only=True))
+    return model.to(device)
+
+
+def reevaluate(
+    run_id: str,
+    protocol: str,
+    split: str = "test",
+    *,
+    store: RunStore | None = None,
+    data_root: str | Path | None = None,
+    device: str = "auto",
+    force: bool = False,
+    log: Callable[[str], None] = print,
+) -> tuple[dict[str, Any], pd.DataFrame | None]:
+    """Evaluate the run's best weights on `split` under `protocol` and store the result beside
+    the run; a stored result under the same protocol definition is returned unless `force`.
+
+    Returns the summary (metrics, protocol, split, timing) and the per-user metrics (None when
+    the stored result was returned).
+    """
+    store = store or RunStore()
+    check_run(store, run_id)
+    if split not in SPLITS:
+        raise ConfigError(f"--split must be one of {', '.join(SPLITS)}, got {split!r}")
+    preset = get_protocol(protocol)
+    stored = store.load_evaluation(run_id, protocol, split)
+    if stored is not None and not force and stored["protocol_spec"] == preset.to_dict():
+        return {**stored, "cached": True}, None
+    spec = store.load_config(run_id)
+    data = load_dataset(spec["dataset"], data_root)
+    if data.checksum != spec["data_checksum"]:
+        raise DataError(
+            f"dataset {spec['dataset']} changed since run {run_id} was trained (checksum "
+            f"{data.checksum[:12]}, was {spec['data_checksum'][:12]}): re-run the model"
+        )
+    dev = resolve_device(device)
+    model = load_model(store, run_id, data, dev)
+    log(f"evaluating {run_id} on {split} under protocol {protocol}")
+    t0 = time.perf_counter()
+    evaluator = Evaluator(data, split, preset, model.input_window, model.cfg.eval_batch_size, dev)
+    per_user = evaluator.run(model)
+    metrics = store.load_metrics(run_id)
+    result = {
+        "run_id": run_id,
+        "model": spec["model"],
+        "dataset": spec["dataset"],
+        "seed": spec["seed"],
+        "trained_protocol": metrics["protocol"],
+        "best_epoch": metrics["best_epoch"],
+        "protocol": protocol,
+        "protocol_spec": preset.to_dict(),
+        "split": split,
+        "metrics": summarize(per_user),
+        "n_users_evaluated": len(per_user),
+        "eval_seconds": round(time.perf_counter() - t0, 3),
+        "device": str(dev),
+        "threads": torch.get_num_threads(),
+        "data_checksum": data.checksum,
+        "version": __version__,
+    }
+    store.save_evaluation(run_id, result, per_user)
+    return result, per_user
