@@ -8,6 +8,8 @@ batches, seqbench's default before 0.2). Every run goes through `seqbench run`'s
     python bench/bench_batching.py --model sasrec --epochs 10 --seeds 0 1 2
     python bench/bench_batching.py --model stosa --epochs 8
     python bench/bench_batching.py --model cbit --epochs 2 --set d=64 --set m=2
+    python bench/bench_batching.py --weights      # no training: who gets the gradient
+    python bench/bench_batching.py --speed --model sasrec   # CPU seconds per epoch per mode
 
 Appends one JSON line per run to results/bench/batching.jsonl (--out).
 """
@@ -23,24 +25,114 @@ from pathlib import Path
 import torch
 
 from seqbench.data.dataset import load_dataset
+from seqbench.data.sequences import batch_indices, next_item_instances
 from seqbench.runs.execute import RunRequest, execute
 from seqbench.runs.store import RunStore
 
 
+def weight_shares(dataset: str, max_len: int = 50, batch: int = 256, seeds: int = 3) -> None:
+    """Share of an epoch's gradient weight per user group, uniform vs grouped batches.
+
+    A batch's loss is the mean over its targets, so each target weighs 1/(targets in its
+    batch). Uniform batches hold a similar number of targets each; grouped batches of short
+    sequences hold few, so their targets weigh much more. Printed per targets-per-user group.
+    """
+    data = load_dataset(dataset)
+    rows, _ = next_item_instances(data, max_len)
+    targets = (rows["targets"] != 0).sum(1)
+    lengths = (rows["seqs"] != 0).sum(1)
+
+    def shares(bucket: bool) -> torch.Tensor:
+        total = torch.zeros(len(targets), dtype=torch.float64)
+        for seed in range(seeds):
+            gen = torch.Generator().manual_seed(seed)
+            for idx in batch_indices(lengths, batch, gen, bucket):
+                total[idx] += targets[idx].double() / targets[idx].sum()
+        return total / total.sum()
+
+    uniform, grouped = shares(False), shares(True)
+    share = targets.double() / targets.sum()
+    print("| targets per user | users | share of targets | weight, uniform | weight, grouped |")
+    print("|---|---:|---:|---:|---:|")
+    for lo, hi in ((1, 3), (4, 5), (6, 10), (11, 20), (21, max_len)):
+        m = (targets >= lo) & (targets <= hi)
+        cells = (share[m].sum(), uniform[m].sum(), grouped[m].sum())
+        print(
+            f"| {lo}–{hi} | {int(m.sum()):,} | "
+            + " | ".join(f"{float(c):.3f}" for c in cells)
+            + " |"
+        )
+
+
+def speed(model_name: str, dataset: str, sets: dict[str, str], steps: int) -> None:
+    """CPU seconds per training step (process time, robust to other load) for each mode.
+
+    The same first `steps` uniform batches (same rows) run whole (uniform), as micro-batches
+    with a piece overhead of 64 to 1024 padded positions, and `steps` length-grouped
+    batches; an epoch estimate scales by the epoch's batch count.
+    """
+    from seqbench.models.base import get_model, resolve_config
+    from seqbench.training.micro import micro_batches
+    from seqbench.training.trainer import make_optimizer
+
+    data = load_dataset(dataset)
+    cls = get_model(model_name)
+    print(f"| {model_name} {dataset} | CPU s / step | CPU s / epoch (est.) | vs uniform |")
+    print("|---|---:|---:|---:|")
+    base = None
+    for mode, size in (
+        ("uniform", 0),
+        ("micro", 64),
+        ("micro", 128),
+        ("micro", 256),
+        ("micro", 512),
+        ("micro", 1024),
+        ("grouped", 0),
+    ):
+        cfg = resolve_config(cls, dataset, {**sets, "batching": mode})
+        torch.manual_seed(0)
+        model = cls(cfg, data)
+        opt = make_optimizer(model)
+        batches = list(model.train_batches(data, torch.Generator().manual_seed(0)))
+        model.train()
+        c0 = time.process_time()
+        for batch in batches[:steps]:
+            pieces = micro_batches(batch, cls.micro_key, size) if size else [(batch, 1.0)]
+            opt.zero_grad(set_to_none=True)
+            for piece, weight in pieces:
+                (model.loss(piece)[0] * weight).backward()
+            opt.step()
+        per = (time.process_time() - c0) / min(steps, len(batches))
+        base = base or per
+        label = f"{mode} {size}" if size else mode
+        print(f"| {label} | {per:.3f} | {per * len(batches):.1f} | {base / per:.2f}× |")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--model", required=True)
+    ap.add_argument("--model")
+    ap.add_argument("--weights", action="store_true", help="print gradient-weight shares")
+    ap.add_argument("--speed", action="store_true", help="CPU seconds per step per mode")
+    ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--dataset", default="beauty")
     ap.add_argument("--protocol", default="seqbench")
-    ap.add_argument("--epochs", type=int, required=True)
+    ap.add_argument("--epochs", type=int)
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--modes", nargs="+", default=["micro", "uniform", "grouped"])
     ap.add_argument("--set", dest="sets", action="append", default=[], help="key=value")
     ap.add_argument("--out", default="results/bench/batching.jsonl")
     args = ap.parse_args()
     torch.set_num_threads(1)
-    data = load_dataset(args.dataset)
+    if args.weights:
+        weight_shares(args.dataset)
+        return
     sets = dict(s.split("=", 1) for s in args.sets)
+    if args.speed:
+        speed(args.model, args.dataset, sets, args.steps)
+        return
+    if not args.model or not args.epochs:
+        ap.error("--model and --epochs are required (or --weights)")
+    data = load_dataset(args.dataset)
     sets.update({"epochs": str(args.epochs), "patience": str(args.epochs)})
     store = RunStore()
     for seed in args.seeds:

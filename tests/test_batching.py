@@ -104,3 +104,29 @@ def test_trainer_micro_step_equals_uniform_step(data: SeqDataset, tmp_path) -> N
         states.append(model.state_dict())
     for k, v in states[0].items():
         torch.testing.assert_close(states[1][k], v, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("overhead", [0, 3, 10, 100])
+def test_split_points_minimise_padding_plus_overhead(overhead: int) -> None:
+    """Against brute force over every way to cut 9 sorted lengths into consecutive pieces."""
+    import itertools
+
+    import numpy as np
+
+    from seqbench.training.micro import split_points
+
+    rng = np.random.default_rng(overhead)
+    for _ in range(20):
+        lengths = np.sort(rng.integers(1, 30, 9))
+
+        def cost(ends: list[int], lengths=lengths) -> float:
+            starts = [0, *ends[:-1]]
+            pieces = zip(starts, ends, strict=True)
+            return sum((e - s) * lengths[e - 1] + overhead for s, e in pieces)
+
+        best = min(
+            cost([*cuts, 9]) for r in range(9) for cuts in itertools.combinations(range(1, 9), r)
+        )
+        ends = split_points(lengths, overhead)
+        assert ends[-1] == 9 and ends == sorted(set(ends))
+        assert cost(ends) == best

@@ -44,10 +44,11 @@ class ModelConfig:
     dropout: float = 0.2
     eval_batch_size: int = 1024
     #: uniform: uniformly shuffled batches (the authors' codes); micro: the same batches run
-    #: as length-sorted pieces of `micro_batch` rows with the same gradient (models with a
-    #: `micro_key`; others run uniform); grouped: rows of similar length share a batch
+    #: as length-sorted pieces with the same gradient (models with a `micro_key`; others run
+    #: uniform); grouped: rows of similar length share a batch
     batching: Literal["micro", "uniform", "grouped"] = "micro"
-    micro_batch: int = 64
+    #: micro: one more piece must save this many padded positions (its launch overhead)
+    micro_overhead: int = 256
 
 
 class SeqModel(nn.Module):

@@ -239,7 +239,7 @@ class Trainer:
         model, cfg = self.model, self.cfg
         key = model.micro_key
         if cfg.batching == "micro" and key is not None:
-            pieces = micro_batches(batch, key, cfg.micro_batch)
+            pieces = micro_batches(batch, key, cfg.micro_overhead)
         else:
             pieces = [(batch, 1.0)]
         value, parts = 0.0, {}
