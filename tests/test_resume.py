@@ -101,7 +101,8 @@ def test_nan_loss_names_epoch_and_step(synthetic_frames, tmp_path, monkeypatch) 
     monkeypatch.setattr(SASRec, "loss", poisoned)
     with pytest.raises(TrainingError, match=r"epoch 1, step 3"):
         execute(
-            RunRequest("sasrec", "synthetic", sets={"d": "8"}),
+            # uniform batches: one loss call per step, so the third call is step 3
+            RunRequest("sasrec", "synthetic", sets={"d": "8", "batching": "uniform"}),
             store=RunStore(tmp_path),
             data=data,
             progress=False,
