@@ -8,20 +8,21 @@ from typing import Annotated
 import torch
 import typer
 
-from seqbench.cli.app import app, bars, console_err
+from seqbench.cli.app import app, bars, console_err, positive
 from seqbench.cli.sweep import SweepDisplay
 from seqbench.errors import ConfigError
 from seqbench.evaluation.metrics import METRICS
 from seqbench.evaluation.protocols import PROTOCOLS
 from seqbench.io import atomic_path
-from seqbench.papers import all_specs, get_spec
 from seqbench.report.layouts import CARD_LAYOUTS, LAYOUTS, ReportOptions
 from seqbench.report.plots import save_figure
 from seqbench.report.render import format_for, render
+from seqbench.report.reproduce import get_study, listing
 from seqbench.report.reproduce import reproduce as run_reproduction
 from seqbench.report.select import select_runs
 from seqbench.report.tables import SignificanceOptions, Table
 from seqbench.runs.store import load_runs
+from seqbench.runs.study import Budget
 
 
 def split_list(values: list[str] | None) -> list[str] | None:
@@ -187,6 +188,10 @@ def reproduce(
     budget_epochs: Annotated[
         int | None, typer.Option(min=1, help="cap every run at N epochs (stated in the table)")
     ] = None,
+    budget_minutes: Annotated[
+        float | None,
+        typer.Option(callback=positive, help="or stop every run's training after M minutes"),
+    ] = None,
     workers: Annotated[int, typer.Option(min=1, help="parallel runs")] = 1,
     threads: Annotated[
         int | None, typer.Option(min=1, help="torch CPU threads in total (default: all cores)")
@@ -200,7 +205,8 @@ def reproduce(
     alpha: Annotated[float, typer.Option(help="significance level")] = 0.05,
     correction: Annotated[str, typer.Option(help="holm|bonferroni|none")] = "holm",
     spec_file: Annotated[
-        str | None, typer.Option(help="a paper YAML outside seqbench/papers/")
+        str | None,
+        typer.Option(help="a paper YAML or a *.study.yaml outside seqbench/papers/"),
     ] = None,
     list_: Annotated[bool, typer.Option("--list", help="list the paper specs and exit")] = False,
     progress: Annotated[
@@ -210,22 +216,25 @@ def reproduce(
     runs_dir: Annotated[str | None, typer.Option(help="run store")] = None,
     data_dir: Annotated[str | None, typer.Option(help="prepared data")] = None,
 ) -> None:
-    """Run what a paper spec needs (stored runs are reused) and render it next to the paper."""
+    """Run a paper's table as a study (stored runs are reused; one budget for all models) and
+    render it next to the published numbers."""
     if list_ or not spec:
-        for name, s in all_specs().items():
-            typer.echo(f"{name}\t{s.layout}\t{s.title}")
+        for name, layout, title in listing():
+            typer.echo(f"{name}\t{layout}\t{title}")
         return
     fmt = format_for(out, format_)
     tests = SignificanceOptions(test, alpha, correction)
     tests.validate()
+    if budget_epochs is not None and budget_minutes is not None:
+        raise ConfigError("give one budget for all models: --budget-epochs or --budget-minutes")
     if threads:
         torch.set_num_threads(threads)
-    table_spec = get_spec(spec, spec_file)
+    study = get_study(spec, spec_file)
     result = run_reproduction(
-        table_spec,
+        study,
         datasets=split_list(datasets),
         models=split_list(models),
-        budget_epochs=budget_epochs,
+        budget=Budget(budget_epochs, budget_minutes) if budget_epochs or budget_minutes else None,
         workers=workers,
         threads=threads,
         runs_dir=runs_dir,
@@ -234,7 +243,7 @@ def reproduce(
         tests=tests,
     )
     console_err.print(
-        f"{table_spec.name}: {result.trained} run(s) trained, {result.cached} from the store, "
+        f"{spec}: {result.trained} run(s) trained, {result.cached} from the store, "
         f"{len(result.failed)} failed, {result.seconds:.0f} s"
     )
     write_output(result.tables, fmt, out, plot)

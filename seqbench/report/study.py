@@ -1,0 +1,268 @@
+"""A study's tables, built by the report code from the study's stored runs, and the files of
+its results folder: each table in its formats (and figure), each run's small files, and the
+generated block of the README (see `seqbench.runs.study`)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from seqbench import __version__
+from seqbench.evaluation.protocols import get_protocol
+from seqbench.io import atomic_dir, atomic_path
+from seqbench.report.plots import bar_figure, line_figure
+from seqbench.report.render import render
+from seqbench.report.select import ReportError, Run
+from seqbench.report.tables import (
+    Entry,
+    SignificanceOptions,
+    Table,
+    ablation_table,
+    curves_table,
+    mean_std,
+    overall_table,
+    sensitivity_table,
+)
+from seqbench.runs.store import RunStore
+from seqbench.runs.study import (
+    FORMATS,
+    README_FILE,
+    STUDY_FILE,
+    Plan,
+    StudyRun,
+    TablePlan,
+    splice_readme,
+    table_plans,
+)
+
+#: the folder of a study that holds its runs' small files, one sub-folder per run id
+RUN_FILES = "metrics"
+FORMAT_NAMES = {"markdown": "markdown", "latex": "LaTeX", "html": "HTML", "csv": "CSV"}
+
+
+@dataclass
+class Built:
+    """One table of a study: the format-free table, or why it could not be built yet."""
+
+    plan: TablePlan
+    table: Table | None
+    reason: str = ""
+
+
+@dataclass
+class StudyOutput:
+    """Everything a study renders: its tables and, per planned run, the stored run (or None)."""
+
+    plan: Plan
+    runs: list[Run | None]
+    tables: list[Built] = field(default_factory=list)
+
+    @property
+    def done(self) -> list[Run]:
+        """The stored runs, once each (two configurations may resolve to the same run)."""
+        return unique(r for r in self.runs if r is not None)
+
+
+def unique(runs: Iterable[Run]) -> list[Run]:
+    """Runs in order, each run id once."""
+    return list({r.run_id: r for r in runs}.values())
+
+
+def study_notes(p: Plan) -> list[str]:
+    """What every table of the study says first: the study and its one budget."""
+    s = p.study
+    return [
+        f"{s.title} — protocol {s.protocol}, seeds {', '.join(map(str, s.seeds))}; budget: "
+        f"{s.budget.describe()} (one budget for all models of the study)."
+    ]
+
+
+def build(
+    p: Plan,
+    run_ids: Sequence[str | None],
+    store: RunStore,
+    notes: Sequence[str] = (),
+) -> StudyOutput:
+    """Build each table of the planned study from the runs the store has; `notes` go first
+    in every table (then a note on runs not in the store yet)."""
+    stored = {r.run_id: r for r in store.list_runs()}
+    found = [stored.get(i) if i is not None else None for i in run_ids]
+    out = StudyOutput(p, found)
+    by_id = {id(s): r for s, r in zip(p.runs, found, strict=True)}
+    for tp in table_plans(p):
+        missing = sorted({_describe(s) for s in tp.runs if by_id[id(s)] is None})
+        extra = [f"Not in the run store yet: {'; '.join(missing)}."] if missing else []
+        try:
+            table = build_table(tp, by_id)
+        except ReportError as e:
+            out.tables.append(Built(tp, None, str(e)))
+            continue
+        if table is None:
+            out.tables.append(Built(tp, None, "no run of this table is in the run store yet"))
+            continue
+        table.notes = [*notes, *extra, *table.notes]
+        out.tables.append(Built(tp, table))
+    return out
+
+
+def _describe(s: StudyRun) -> str:
+    return f"{s.label} on {s.dataset} seed {s.request.seed}"
+
+
+def build_table(tp: TablePlan, by_id: dict[int, Run | None]) -> Table | None:
+    """The table in its layout from the stored runs of its entries (None: no run stored)."""
+    t = tp.table
+    opts = SignificanceOptions(t.test, t.alpha, t.correction)
+    entries = []
+    for e in tp.entries:
+        per = {d: [r for s in rs if (r := by_id[id(s)]) is not None] for d, rs in e.runs.items()}
+        entries.append(Entry(e.label, {d: rs for d, rs in per.items() if rs}, e.reference))
+    runs = [r for e in entries for rs in e.runs.values() for r in rs]
+    if not runs:
+        return None
+    datasets = [d for d in tp.datasets if any(e.runs.get(d) for e in entries)]
+    if t.layout == "overall":
+        baseline = t.baseline if any(e.label == t.baseline for e in entries) else "best"
+        return overall_table(
+            entries,
+            datasets,
+            t.metrics,
+            opts=opts,
+            baseline=baseline,
+            published=tp.published,
+            dataset_labels=tp.labels,
+            title=t.title,
+            budget_columns=t.budget_columns,
+        )
+    if t.layout == "ablation":
+        table = ablation_table(
+            entries,
+            datasets,
+            t.metrics,
+            opts=opts,
+            published=tp.published,
+            dataset_labels=tp.labels,
+            title=t.title,
+            budget_columns=t.budget_columns,
+        )
+        series = {
+            tp.labels.get(d, d): {
+                e.label: [(m, *mean_std(e.runs[d], m)) for m in t.metrics]
+                for e in entries
+                if e.runs.get(d)
+            }
+            for d in datasets
+        }
+        table.figure = bar_figure(series, "test metric")
+        return table
+    if t.layout == "sensitivity":
+        table, lines = sensitivity_table(unique(runs), t.metrics, param=t.param, title=t.title)
+        numeric = all(
+            isinstance(p[0], int | float) for s in lines.values() for ps in s.values() for p in ps
+        )
+        table.figure = line_figure(lines, table.header[1], "test metric", categorical=not numeric)
+        return table
+    table, lines = curves_table(entries, t.metrics, title=t.title)
+    table.figure = line_figure(lines, "epoch", ", ".join(f"valid {m}" for m in t.metrics))
+    return table
+
+
+# ------------------------------------------------------------------ the results folder
+
+
+def display_path(folder: Path) -> str:
+    """The folder as the README names it: relative to the working directory when inside it
+    (committed files never carry a machine's absolute path), else its name."""
+    rel = os.path.relpath(folder.resolve(), Path.cwd())
+    return folder.name if rel.startswith("..") else rel
+
+
+def write_folder(folder: Path, out: StudyOutput, store: RunStore) -> list[Path]:
+    """Write the study's tables (each format, figures as PNG), its runs' small files under
+    metrics/<run_id>/ (replacing that folder) and the README block; every file via a temp file
+    and a rename."""
+    written = []
+    for b in out.tables:
+        if b.table is None:
+            continue
+        for fmt in b.plan.table.formats:
+            path = folder / f"{b.plan.table.name}.{FORMATS[fmt]}"
+            with atomic_path(path) as tmp:
+                tmp.write_text(render(b.table, fmt))
+            written.append(path)
+        if b.table.figure is not None:
+            path = folder / f"{b.plan.table.name}.png"
+            with atomic_path(path) as tmp:
+                b.table.figure.savefig(
+                    tmp, format="png", dpi=150, bbox_inches="tight", metadata={"Software": None}
+                )
+            written.append(path)
+    if out.done:  # (with no run stored yet, earlier files stay until there is one)
+        with atomic_dir(folder / RUN_FILES) as tmp:
+            for run in out.done:
+                store.export(run.run_id, tmp / run.run_id)
+        written.append(folder / RUN_FILES)
+    readme = folder / README_FILE
+    old = readme.read_text() if readme.is_file() else None
+    text = splice_readme(old, readme_block(out, display_path(folder)), out.plan.study.title)
+    with atomic_path(readme) as tmp:
+        tmp.write_text(text)
+    written.append(readme)
+    return written
+
+
+def readme_block(out: StudyOutput, folder: str) -> str:
+    """The generated part of a study's README: what was run under which budget, how to
+    re-create it, each table (markdown, with links to the other formats) and the runs."""
+    p = out.plan
+    s = p.study
+    protocol = get_protocol(s.protocol)
+    data = ", ".join(s.datasets.values())
+    n_done = sum(r is not None for r in out.runs)
+    lines = [
+        f"<!-- generated by `seqbench study run {folder}` from {STUDY_FILE}; "
+        "edits between these markers are overwritten -->",
+        "",
+        "## Results (generated)",
+        "",
+        f"- Protocol `{s.protocol}` ({protocol.description}); datasets: {data}; seeds: "
+        f"{', '.join(map(str, s.seeds))}.",
+        f"- Budget: {s.budget.describe()} (one budget for all models of the study).",
+        f"- Runs in the run store: {n_done} of {len(out.runs)} (seqbench {__version__}).",
+        "- Re-create (trains only what the run store lacks, then rewrites this folder):",
+        "",
+        "```",
+        *(s.prepare_command(d) for d in dict.fromkeys(s.datasets.values())),
+        f"seqbench study run {folder}",
+        "```",
+        "",
+    ]
+    for b in out.tables:
+        t = b.plan.table
+        lines += [f"### {t.title}", ""]
+        if b.table is None:
+            lines += [f"_Not rendered: {b.reason}._", ""]
+            continue
+        links = " · ".join(f"[{FORMAT_NAMES[fmt]}]({t.name}.{FORMATS[fmt]})" for fmt in t.formats)
+        figure = f" · [figure]({t.name}.png)" if b.table.figure is not None else ""
+        lines += [f"Files: {links}{figure}", "", render(b.table, "markdown").rstrip(), ""]
+    lines += [
+        "### Runs",
+        "",
+        "| model | dataset | seed | run | epochs (best) | stopped | train s | params |",
+        "|---|---|---|---|---:|---|---:|---:|",
+    ]
+    for sr, run in zip(p.runs, out.runs, strict=True):
+        head = f"| {sr.label} | {sr.dataset} | {sr.request.seed} "
+        if run is None:
+            lines.append(head + "| not run yet | | | | |")
+            continue
+        m = run.metrics
+        lines.append(
+            head + f"| [`{run.run_id}`]({RUN_FILES}/{run.run_id}/) "
+            f"| {m['epochs_run']} ({m['best_epoch']}) | {m['stopped']} "
+            f"| {float(m['train_seconds']):,.0f} | {int(m['params']):,} |"
+        )
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,242 @@
+"""Studies as data: study.yaml is validated with one-line errors, expands into exactly the
+runs it names, and `seqbench study run` trains what is missing, then writes the folder
+(tables from the report code, the runs' small files, the README block between its markers)."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from seqbench.cli import main
+from seqbench.data.prepare import prepare
+from seqbench.errors import ConfigError
+from seqbench.papers import get_spec
+from seqbench.report.reproduce import get_study
+from seqbench.runs.store import RunStore
+from seqbench.runs.study import (
+    BEGIN,
+    END,
+    Budget,
+    from_paper,
+    parse_study,
+    plan,
+    splice_readme,
+)
+
+BASE = {
+    "title": "Toy",
+    "protocol": "seqbench",
+    "datasets": {"Synth": "synthetic"},
+    "seeds": [0],
+    "budget": {"epochs": 1},
+    "models": {"sasrec": {"sets": {"d": 16, "batch_size": 64}}, "pop": {"model": "popularity"}},
+    "tables": {"main": {"layout": "overall", "baseline": "pop", "metrics": ["HR@10", "NDCG@10"]}},
+}
+
+
+def study(**changes: object) -> dict:
+    return {**BASE, **changes}
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"titel": "x"}, "study.yaml: unknown key 'titel' (closest: title)"),
+        ({"protocol": "seqbenc"}, "study.yaml: protocol: unknown protocol 'seqbenc'"),
+        (
+            {"datasets": ["beuaty"]},
+            "study.yaml: datasets: unknown dataset 'beuaty' (closest: beauty",
+        ),
+        ({"budget": {"epochs": 2, "minutes": 5}}, "budget: give one budget for all models"),
+        ({"budget": {"epochs": 0}}, "budget: epochs must be a positive integer or default"),
+        ({"budget": {"hours": 1}}, "budget: unknown key 'hours'"),
+        ({"seeds": 3}, "seeds: expected a list of integers"),
+        (
+            {"models": {"s": {"model": "sasrec", "sets": {"epochs": 5}}}, "tables": {}},
+            "models.s.sets: epochs is the study's budget, one for all models",
+        ),
+        ({"models": {"s": {"modle": "sasrec"}}}, "models.s: unknown key 'modle' (closest: model)"),
+        ({"tables": {"t": {"layout": "overal"}}}, "tables.t.layout: overal (one of overall"),
+        ({"tables": {"t": {"layout": "overall", "formats": ["pdf"]}}}, "unknown format 'pdf'"),
+        ({"tables": {"t": {"layout": "overall", "metrics": ["HR@11"]}}}, "unknown HR@11"),
+        ({"tables": {"t": {"layout": "overall", "models": ["bert"]}}}, "'bert' is not a model"),
+        ({"tables": {"t": {"layout": "overall", "test": "tt"}}}, "unknown paired test 'tt'"),
+        ({"tables": {"t": {"layout": "overall", "published": "x-1"}}}, "unknown paper spec"),
+        ({"tables": {"t": {"layout": "overall", "sort": 1}}}, "tables.t: unknown key 'sort'"),
+    ],
+)
+def test_spec_errors_are_one_line_naming_file_and_key(changes: dict, message: str) -> None:
+    with pytest.raises(ConfigError) as e:
+        parse_study(study(**changes), "results/x/study.yaml")
+    assert message in str(e.value) and "\n" not in str(e.value)
+    assert str(e.value).startswith("results/x/study.yaml:")
+
+
+@pytest.mark.parametrize(
+    ("model", "message"),
+    [
+        ({"model": "sasrek"}, "models.m on synthetic: seqbench model 'sasrek' is not registered"),
+        ({"model": "sasrec", "ablate": {"window": "on"}}, "unknown ablation axis 'window'"),
+        ({"model": "bert4rec", "ablate": {"window": "maybe"}}, "bad value 'maybe' for 'window'"),
+        ({"model": "sasrec", "sets": [{"d": 8}, {"dd": 8}]}, "unknown config key 'dd'"),
+        ({"model": "sasrec", "sets": {"dropout": 1.5}}, "dropout must be in [0, 1)"),
+    ],
+)
+def test_models_are_checked_by_resolve_config(model: dict, message: str) -> None:
+    s = parse_study(study(models={"m": model}, tables={}), "s.yaml")
+    with pytest.raises(ConfigError, match=r"^s\.yaml: models\.m on synthetic: ") as e:
+        plan(s, need_data=False)
+    assert message in str(e.value)
+
+
+def test_expansion_is_datasets_models_points_seeds() -> None:
+    raw = study(
+        datasets=["synthetic", "beauty"],
+        seeds=[0, 1],
+        budget={"epochs": 3},
+        models={
+            "sasrec": {"sets": [{"d": [8, 16], "dropout": 0.1}, {"lr": 0.01}]},
+            "b4": {"model": "bert4rec", "ablate": {"window": ["off", True]}},
+        },
+        tables={},
+    )
+    p = plan(parse_study(raw, "s.yaml"), need_data=False)
+    expected = []  # the same product written out by hand
+    for d in ("synthetic", "beauty"):
+        points = [({"d": "8", "dropout": "0.1"}, {}), ({"d": "16", "dropout": "0.1"}, {})]
+        points += [({"lr": "0.01"}, {})]
+        for (sets, ablate), seed in itertools.product(points, (0, 1)):
+            expected.append(("sasrec", d, sets, ablate, seed))
+        for window, seed in itertools.product(("off", "on"), (0, 1)):
+            expected.append(("bert4rec", d, {}, {"window": window}, seed))
+    got = [(r.model, r.dataset, r.sets, r.ablate, r.seed) for r in p.requests]
+    assert got == expected
+    assert {r.epochs for r in p.requests} == {3} and {r.protocol for r in p.requests} == {
+        "seqbench"
+    }
+    labels = {r.label for r in p.runs}
+    assert "sasrec (d=8, dropout=0.1)" in labels and "b4 (window=on)" in labels
+    minutes = plan(parse_study({**raw, "budget": {"minutes": 5}}, "s.yaml"), need_data=False)
+    assert {r.epochs for r in minutes.requests} == {None}
+    assert parse_study({**raw, "budget": {"minutes": 5}}, "s").budget == Budget(minutes=5.0)
+
+
+def test_readme_block_replaced_prose_kept() -> None:
+    assert splice_readme(None, "block", "T") == f"# T\n\n{BEGIN}\nblock\n{END}\n"
+    prose = "# Title\n\nhand-written\n"
+    once = splice_readme(prose, "v1", "T")
+    assert once == f"# Title\n\nhand-written\n\n{BEGIN}\nv1\n{END}\n"
+    around = once + "\nafter the block\n"
+    assert splice_readme(around, "v2", "T") == around.replace("\nv1\n", "\nv2\n")
+    with pytest.raises(ConfigError, match="markers"):
+        splice_readme(f"{END}\n{BEGIN}\n", "x", "T")
+
+
+def test_shipped_cbit_studies_match_the_paper_specs() -> None:
+    for name in ("cbit-table3", "cbit-table4", "cbit-figure2"):
+        shipped = plan(get_study(name), need_data=False, lenient=True)
+        paper = plan(from_paper(get_spec(name)), need_data=False, lenient=True)
+        assert [r.request for r in shipped.runs] == [r.request for r in paper.runs]
+        assert [r.label for r in shipped.runs] == [r.label for r in paper.runs]
+        assert shipped.skipped == paper.skipped
+    t3 = get_study("cbit-table3").tables[0]
+    assert t3.published == get_spec("cbit-table3").published and len(t3.published) == 120
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> dict[str, Path]:
+    data = tmp_path / "data"
+    prepare("synthetic", root=data)
+    root = tmp_path / "results" / "toy"
+    root.mkdir(parents=True)
+    raw = study(prepare={"synthetic": "seqbench prepare synthetic --seed 0"})
+    (root / "study.yaml").write_text(yaml.safe_dump(raw))
+    return {"root": root, "data": data, "runs": tmp_path / "runs"}
+
+
+def run_study(f: dict[str, Path], *extra: str) -> None:
+    main(["study", "run", str(f["root"]), "--data-dir", str(f["data"]), "--runs-dir",
+          str(f["runs"]), "--no-progress", "--threads", "1", *extra])  # fmt: skip
+
+
+def test_study_run_trains_then_rerenders_from_the_store(
+    folder: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = folder["root"]
+    (root / "README.md").write_text("# Toy\n\nHand-written prose.\n")
+    run_study(folder, "--dry-run")
+    out = capsys.readouterr().out
+    assert "would train 2 run(s)" in out and not (root / "main.md").exists()
+    run_study(folder)
+    assert "2 run(s) trained, 0 from the store, 0 failed" in capsys.readouterr().err
+    runs = {r.model: r for r in RunStore(folder["runs"]).list_runs()}
+    assert set(runs) == {"sasrec", "popularity"}
+    # each run's small files, copied: metrics/config as stored, history as CSV
+    for r in runs.values():
+        copy = root / "metrics" / r.run_id
+        assert sorted(p.name for p in copy.iterdir()) == [
+            "config.json",
+            "history.csv",
+            "metrics.json",
+        ]
+        assert json.loads((copy / "metrics.json").read_text()) == r.metrics
+        if r.history.columns.empty:  # popularity trains no epoch
+            assert (copy / "history.csv").read_text().strip() in ("", '""')
+            continue
+        history = pd.read_csv(copy / "history.csv")
+        pd.testing.assert_frame_equal(history, r.history, check_dtype=False)
+    # the tables: every format, numbers as stored
+    md = (root / "main.md").read_text()
+    assert (root / "main.tex").read_text().startswith("% requires \\usepackage{booktabs}")
+    assert (root / "main.html").read_text().startswith("<!DOCTYPE html>")
+    hr = runs["sasrec"].test["HR@10"], runs["popularity"].test["HR@10"]
+    row = next(line for line in md.splitlines() if "| HR@10 |" in line)
+    assert f"{hr[0]:.4f}" in row and f"{hr[1]:.4f}" in row and row.startswith("| Synth |")
+    assert "budget: every model at most 1 epoch (one budget for all models" in md
+    assert "Not trained (no budget): pop." in md
+    readme = (root / "README.md").read_text()
+    assert readme.startswith("# Toy\n\nHand-written prose.\n\n" + BEGIN)
+    assert readme.rstrip().endswith(END)
+    assert (
+        "seqbench prepare synthetic --seed 0" in readme
+        and "Runs in the run store: 2 of 2" in readme
+    )
+    assert md.strip() in readme and runs["sasrec"].run_id in readme
+    # a second call trains nothing and writes the same files
+    before = {p.name: p.read_bytes() for p in root.glob("*.md")}
+    run_study(folder)
+    assert "0 run(s) trained, 2 from the store" in capsys.readouterr().err
+    assert {p.name: p.read_bytes() for p in root.glob("*.md")} == before
+    main(["study", "show", str(root), "--data-dir", str(folder["data"]), "--runs-dir",
+          str(folder["runs"])])  # fmt: skip
+    assert "2 of 2 runs in the run store" in capsys.readouterr().out
+
+
+def test_missing_dataset_names_the_prepare_command(
+    folder: dict[str, Path], capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    with pytest.raises(SystemExit) as e:
+        main(["study", "run", str(folder["root"]), "--data-dir", str(tmp_path / "none")])
+    assert e.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert "dataset 'synthetic' is not prepared" in err
+    assert "run `seqbench prepare synthetic --seed 0`" in err
+
+
+def test_minutes_budget_reaches_the_runs(
+    folder: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    raw = study(budget={"minutes": 5}, models={"pop": {"model": "popularity"}}, tables={})
+    (folder["root"] / "study.yaml").write_text(yaml.safe_dump(raw))
+    run_study(folder)
+    (run,) = RunStore(folder["runs"]).list_runs()
+    assert run.metrics["budget_minutes"] == 5.0
+    readme = (folder["root"] / "README.md").read_text()
+    assert readme.startswith("# Toy\n\n" + BEGIN)
+    assert "every model at most 5 minutes of training per run" in readme
