@@ -154,7 +154,7 @@ def folder(tmp_path: Path) -> dict[str, Path]:
     prepare("synthetic", root=data)
     root = tmp_path / "results" / "toy"
     root.mkdir(parents=True)
-    raw = study(prepare={"synthetic": "seqbench prepare synthetic --seed 0"})
+    raw = study(prepare={"synthetic": "seqbench prepare synthetic --seed 0"}, evaluate=["duorec"])
     (root / "study.yaml").write_text(yaml.safe_dump(raw))
     return {"root": root, "data": data, "runs": tmp_path / "runs"}
 
@@ -181,10 +181,13 @@ def test_study_run_trains_then_rerenders_from_the_store(
         copy = root / "metrics" / r.run_id
         assert sorted(p.name for p in copy.iterdir()) == [
             "config.json",
+            "evaluations",
             "history.csv",
             "metrics.json",
         ]
         assert json.loads((copy / "metrics.json").read_text()) == r.metrics
+        duorec = json.loads((copy / "evaluations" / "duorec.json").read_text())
+        assert duorec == RunStore(folder["runs"]).load_evaluation(r.run_id, "duorec")
         if r.history.columns.empty:  # popularity trains no epoch
             assert (copy / "history.csv").read_text().strip() in ("", '""')
             continue
@@ -207,6 +210,11 @@ def test_study_run_trains_then_rerenders_from_the_store(
         and "Runs in the run store: 2 of 2" in readme
     )
     assert md.strip() in readme and runs["sasrec"].run_id in readme
+    d = RunStore(folder["runs"]).load_evaluation(runs["sasrec"].run_id, "duorec")
+    assert d is not None and d["protocol"] == "duorec"
+    t, e = runs["sasrec"].test, d["metrics"]
+    line = f"| sasrec | synthetic | 0 | {t['HR@10']:.4f} / {t['NDCG@10']:.4f} | "
+    assert line + f"{e['HR@10']:.4f} / {e['NDCG@10']:.4f} |" in readme
     # a second call trains nothing and writes the same files
     before = {p.name: p.read_bytes() for p in root.glob("*.md")}
     run_study(folder)
@@ -240,3 +248,19 @@ def test_minutes_budget_reaches_the_runs(
     readme = (folder["root"] / "README.md").read_text()
     assert readme.startswith("# Toy\n\n" + BEGIN)
     assert "every model at most 5 minutes of training per run" in readme
+
+
+def test_render_only_writes_the_block_and_keeps_earlier_files(
+    folder: dict[str, Path], capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    root = folder["root"]
+    (root / "metrics").mkdir()
+    (root / "metrics" / "old.json").write_text("{}")
+    main(["study", "run", str(root), "--render-only", "--data-dir", str(tmp_path / "none"),
+          "--runs-dir", str(folder["runs"])])  # fmt: skip
+    assert "0 of 2 runs in the store" in capsys.readouterr().err
+    readme = (root / "README.md").read_text()
+    assert "Runs in the run store: 0 of 2" in readme
+    assert "| sasrec | synthetic | 0 | not run yet |" in readme
+    assert "_Not rendered: no run of this table is in the run store yet._" in readme
+    assert (root / "metrics" / "old.json").is_file() and not (root / "main.md").exists()

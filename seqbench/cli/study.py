@@ -10,12 +10,13 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from seqbench.cli.app import app, bars, console, console_err
+from seqbench.cli.app import app, bars, console, console_err, log
 from seqbench.cli.sweep import SweepDisplay
 from seqbench.data.dataset import dataset_path
 from seqbench.report.study import build, display_path, study_notes, write_folder
+from seqbench.runs.reevaluate import reevaluate
 from seqbench.runs.store import RunStore
-from seqbench.runs.study import FORMATS, Plan, load_study, plan, study_file
+from seqbench.runs.study import FORMATS, Plan, Study, load_study, plan, study_file
 from seqbench.runs.sweep import request_run_id, run_requests
 
 study_app = typer.Typer(
@@ -73,6 +74,15 @@ def show_plan(folder: str, p: Plan, store: RunStore, data_dir: str | None) -> in
     return len(missing)
 
 
+def evaluate(
+    study: Study, run_ids: list[str | None], store: RunStore, data_dir: str | None, device: str
+) -> None:
+    """Test each run's best weights under the study's other presets (stored ones are reused)."""
+    for run_id in dict.fromkeys(i for i in run_ids if i is not None):
+        for protocol in study.evaluate:
+            reevaluate(run_id, protocol, store=store, data_root=data_dir, device=device, log=log)
+
+
 @study_app.command("show")
 def show(folder: Folder, runs_dir: RunsDir = None, data_dir: DataDir = None) -> None:
     """List the study's runs (done / missing) and tables without training anything."""
@@ -86,6 +96,12 @@ def run(
     folder: Folder,
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="list what would be trained and written; do nothing")
+    ] = False,
+    render_only: Annotated[
+        bool,
+        typer.Option(
+            "--render-only", help="write the folder from the runs already stored; train nothing"
+        ),
     ] = False,
     workers: Annotated[
         int | None, typer.Option(min=1, help="runs at once [default: the study's, else 1]")
@@ -106,9 +122,20 @@ def run(
     as `seqbench run`), then write the folder: tables, runs' small files, README block."""
     path = study_file(folder).parent
     study = load_study(folder)
-    p = plan(study, data_dir=data_dir)
+    p = plan(study, data_dir=data_dir, need_data=not render_only)
     store = RunStore(runs_dir)
     where = display_path(path)
+    if render_only:
+        ids = [i if s == "done" else None for i, s in statuses(p, store, data_dir)]
+        out = build(p, ids, store, study_notes(p))
+        written = write_folder(path, out, store)
+        console_err.print(
+            f"{study.title}: {len(out.done)} of {len(ids)} runs in the store; wrote "
+            f"{len(written)} files and folders in {where}/",
+            soft_wrap=True,
+            markup=False,
+        )
+        return
     if dry_run:
         missing = show_plan(where, p, store, data_dir)
         console.print(
@@ -128,6 +155,7 @@ def run(
         device=device,
         observer=SweepDisplay(console_err, bars(progress)),
     )
+    evaluate(study, [r.run_id for r in results if r.status != "failed"], store, data_dir, device)
     out = build(p, [r.run_id for r in results], store, study_notes(p))
     written = write_folder(path, out, store)
     counts = {s: sum(r.status == s for r in results) for s in ("done", "cached", "failed")}

@@ -58,6 +58,8 @@ class StudyOutput:
     plan: Plan
     runs: list[Run | None]
     tables: list[Built] = field(default_factory=list)
+    #: (run id, protocol) -> the run's best weights re-evaluated on test under that protocol
+    evaluations: dict[tuple[str, str], dict] = field(default_factory=dict)
 
     @property
     def done(self) -> list[Run]:
@@ -90,6 +92,10 @@ def build(
     stored = {r.run_id: r for r in store.list_runs()}
     found = [stored.get(i) if i is not None else None for i in run_ids]
     out = StudyOutput(p, found)
+    for run in out.done:
+        for protocol in p.study.evaluate:
+            if (result := store.load_evaluation(run.run_id, protocol)) is not None:
+                out.evaluations[run.run_id, protocol] = result
     by_id = {id(s): r for s, r in zip(p.runs, found, strict=True)}
     for tp in table_plans(p):
         missing = sorted({_describe(s) for s in tp.runs if by_id[id(s)] is None})
@@ -213,6 +219,38 @@ def write_folder(folder: Path, out: StudyOutput, store: RunStore) -> list[Path]:
     return written
 
 
+def evaluation_lines(out: StudyOutput) -> list[str]:
+    """Each run's best weights tested under the study's other presets (`evaluate`), next to
+    the test metrics of the protocol it was trained and selected under."""
+    presets = out.plan.study.evaluate
+    if not presets:
+        return []
+    head = [f"{out.plan.study.protocol} (trained)", *presets]
+    lines = [
+        "### The same best weights under other protocol presets",
+        "",
+        "Test HR@10 / NDCG@10 of each run's validation-selected weights (`seqbench evaluate "
+        "RUN --protocol P`, stored in the run's evaluations/):",
+        "",
+        "| model | dataset | seed | " + " | ".join(head) + " |",
+        "|---|---|---|" + "---:|" * len(head),
+    ]
+    for sr, run in zip(out.plan.runs, out.runs, strict=True):
+        if run is None:
+            continue
+        cells = [f"{run.test['HR@10']:.4f} / {run.test['NDCG@10']:.4f}"]
+        for p in presets:
+            e = out.evaluations.get((run.run_id, p))
+            cells.append(
+                f"{e['metrics']['HR@10']:.4f} / {e['metrics']['NDCG@10']:.4f}" if e else "–"
+            )
+        lines.append(
+            f"| {sr.label} | {sr.dataset} | {sr.request.seed} | " + " | ".join(cells) + " |"
+        )
+    protocols = "; ".join(f"`{p}`: {get_protocol(p).description}" for p in presets)
+    return [*lines, "", f"Presets: {protocols}.", ""]
+
+
 def readme_block(out: StudyOutput, folder: str) -> str:
     """The generated part of a study's README: what was run under which budget, how to
     re-create it, each table (markdown, with links to the other formats) and the runs."""
@@ -248,6 +286,7 @@ def readme_block(out: StudyOutput, folder: str) -> str:
         links = " · ".join(f"[{FORMAT_NAMES[fmt]}]({t.name}.{FORMATS[fmt]})" for fmt in t.formats)
         figure = f" · [figure]({t.name}.png)" if b.table.figure is not None else ""
         lines += [f"Files: {links}{figure}", "", render(b.table, "markdown").rstrip(), ""]
+    lines += evaluation_lines(out)
     lines += [
         "### Runs",
         "",

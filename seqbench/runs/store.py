@@ -242,13 +242,17 @@ class RunStore:
         return json.loads(path.read_text()) if path.is_file() else None
 
     def export(self, run_id: str, dest: str | Path) -> RunFolder:
-        """Copy a finished run's small files (config, metrics, history as CSV; no weights,
-        checkpoints or parquet) into `dest`, e.g. a results folder that is committed."""
+        """Copy a finished run's small files (config, metrics, history as CSV, re-evaluation
+        summaries; no weights, checkpoints or parquet) into `dest`, e.g. a committed results
+        folder."""
         src, out = RunFolder(self.final(run_id)), RunFolder(Path(dest))
         out.path.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(src.config, out.config)
         shutil.copyfile(src.metrics, out.metrics)
         pd.read_parquet(src.history).to_csv(out.history_csv, index=False)
+        for summary in sorted((src.path / EVALUATIONS).glob("*.json")):
+            (out.path / EVALUATIONS).mkdir(exist_ok=True)
+            shutil.copyfile(summary, out.path / EVALUATIONS / summary.name)
         return out
 
     def list_runs(self) -> list[Run]:

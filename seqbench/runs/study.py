@@ -12,6 +12,7 @@ go into which table; `seqbench.report.study` builds the tables and the README bl
     seeds: [0]
     budget: {epochs: 170}           # or {minutes: 30}, or {epochs: default} (each model's own)
     threads: 1                      # torch threads per run (optional)
+    evaluate: [seqbench, duorec]    # also test each run's best weights under these (optional)
     prepare: {beauty: seqbench prepare beauty --raw-dir ../shared/data/s3rec}   # optional
     models:
       sasrec: {sets: {patience: 100}}
@@ -61,6 +62,7 @@ STUDY_KEYS = (
     "threads",
     "workers",
     "prepare",
+    "evaluate",
     "models",
     "tables",
 )
@@ -128,11 +130,16 @@ class StudyModel:
         return out
 
     def entry_label(self, sets: Point, ablate: Point) -> str:
-        """The label of one configuration in tables: the model label, plus the point when the
-        model runs in several."""
-        if len(self.points()) == 1:
-            return self.label
-        shown = ", ".join(f"{k}={v}" for k, v in {**ablate, **sets}.items())
+        """The label of one configuration in tables: the model label, plus the values that
+        differ between the model's configurations when it runs in several."""
+        merged = [{**a, **s} for s, a in self.points()]
+        varying = [
+            k
+            for k in dict.fromkeys(k for m in merged for k in m)
+            if len({m.get(k) for m in merged}) > 1
+        ]
+        point = {**ablate, **sets}
+        shown = ", ".join(f"{k}={point[k]}" for k in varying if k in point)
         return f"{self.label} ({shown})" if shown else self.label
 
 
@@ -174,6 +181,7 @@ class Study:
     threads: int | None = None
     workers: int = 1
     prepare: dict[str, str] = field(default_factory=dict)
+    evaluate: tuple[str, ...] = ()
 
     def prepare_command(self, dataset: str) -> str:
         return self.prepare.get(dataset, f"seqbench prepare {dataset}")
@@ -370,6 +378,12 @@ def parse_study(raw: Any, where: str) -> Study:
     for name in prepare:
         if name not in datasets.values():
             raise ConfigError(f"{where}: prepare: {name!r} is not a dataset of the study")
+    evaluate = _names(spec["evaluate"], f"{where}: evaluate") if "evaluate" in spec else ()
+    for name in evaluate:
+        try:
+            get_protocol(name)
+        except ConfigError as e:
+            raise ConfigError(f"{where}: evaluate: {e}") from None
     threads, workers = spec.get("threads"), spec.get("workers", 1)
     for key, value in (("threads", threads), ("workers", workers)):
         if value is not None and (not isinstance(value, int) or value < 1):
@@ -387,6 +401,7 @@ def parse_study(raw: Any, where: str) -> Study:
         threads=threads,
         workers=workers,
         prepare=prepare,
+        evaluate=evaluate,
     )
 
 
