@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Annotated
 
-import torch
 import typer
 from rich.table import Table
 
@@ -12,6 +11,7 @@ from seqbench.cli.app import app, console, log
 from seqbench.evaluation.metrics import METRICS
 from seqbench.runs.reevaluate import reevaluate
 from seqbench.runs.store import RunFolder, RunStore
+from seqbench.training.device import thread_choice, use_threads
 
 
 @app.command()
@@ -29,8 +29,7 @@ def evaluate(
 ) -> None:
     """Evaluate RUN_ID's best weights on test (or valid) under another protocol preset; the
     result is stored beside the run (evaluations/PROTOCOL.json + per-user parquet)."""
-    if threads:
-        torch.set_num_threads(threads)
+    use_threads(thread_choice(threads))
     store = RunStore(runs_dir)
     result, _ = reevaluate(
         run_id,

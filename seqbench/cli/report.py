@@ -194,7 +194,7 @@ def reproduce(
     ] = None,
     workers: Annotated[int, typer.Option(min=1, help="parallel runs")] = 1,
     threads: Annotated[
-        int | None, typer.Option(min=1, help="torch CPU threads in total (default: all cores)")
+        int | None, typer.Option(min=1, help="torch CPU threads per run [default: free cores]")
     ] = None,
     format_: Annotated[
         str | None, typer.Option("--format", "-f", help="markdown|latex|csv|html")

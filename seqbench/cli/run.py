@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 from typing import Annotated
 
-import torch
 import typer
 from rich.table import Table
 
@@ -16,6 +15,7 @@ from seqbench.evaluation.protocols import PROTOCOLS
 from seqbench.models.base import MODELS, ModelConfig, get_model
 from seqbench.runs.execute import RunRequest, default_dataset, execute
 from seqbench.runs.store import RunStore
+from seqbench.training.device import ThreadChoice, thread_choice, use_threads
 
 
 def parse_pairs(pairs: list[str] | None, flag: str) -> dict[str, str]:
@@ -68,12 +68,11 @@ def run(
     ] = None,
 ) -> None:
     """Train MODEL, select the epoch by validation, evaluate on test with full ranking."""
-    if threads:
-        torch.set_num_threads(threads)
     get_model(model)
     PROTOCOLS.get(protocol)
     dataset = dataset or default_dataset(data_dir)
     store = RunStore(runs_dir)
+    use_threads(thread_choice(threads))
     for s in seed or [0]:
         req = RunRequest(
             model,
@@ -116,9 +115,15 @@ def show_result(m: dict, store: RunStore) -> None:
     console.print(
         f"run {m['run_id']} · best epoch {m['best_epoch']}/{m['epochs_run']} ({m['stopped']}) · "
         f"train {m['train_seconds']:.1f}s · eval {m['eval_seconds']:.2f}s · "
-        f"{m['params']:,} params · {store.final(m['run_id'])}",
+        f"{show_threads(m)} · {m['params']:,} params · {store.final(m['run_id'])}",
         soft_wrap=True,
     )
+
+
+def show_threads(m: dict) -> str:
+    """'2 threads (2 cores free)': the run's torch threads and why (runs stored before the
+    reason was recorded show the count only)."""
+    return str(ThreadChoice(m["threads"], m.get("threads_reason", "")))
 
 
 @app.command()

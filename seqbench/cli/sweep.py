@@ -172,7 +172,7 @@ def sweep(
     ] = None,
     threads: Annotated[
         int | None,
-        typer.Option(min=1, help="torch threads (Ray: CPUs) per run [default: cores/workers]"),
+        typer.Option(min=1, help="torch threads (Ray: CPUs) per run [default: free cores/workers]"),
     ] = None,
     gpus_per_run: Annotated[float, typer.Option(min=0, help="GPUs each Ray task requests")] = 0.0,
     budget_epochs: Annotated[

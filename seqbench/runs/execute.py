@@ -19,7 +19,7 @@ from seqbench.evaluation.evaluator import Evaluator, summarize
 from seqbench.evaluation.protocols import Protocol, get_protocol
 from seqbench.models.base import ModelConfig, SeqModel, get_model, resolve_config
 from seqbench.runs.store import RunFolder, RunSpec, RunStore
-from seqbench.training.device import resolve_device, seed_everything
+from seqbench.training.device import current_threads, resolve_device, seed_everything
 from seqbench.training.trainer import Trainer, TrainResult
 
 
@@ -201,6 +201,7 @@ def _train_and_test(
     window = model.input_window
     test = Evaluator(data, "test", run.protocol, window, run.cfg.eval_batch_size, dev).run(model)
     eval_seconds = time.perf_counter() - t0
+    threads = current_threads()
     metrics = {
         "run_id": run.run_id,
         "model": request.model,
@@ -220,7 +221,8 @@ def _train_and_test(
         "params": n_params,
         "peak_memory_mb": peak_memory_mb(dev),
         "device": str(dev),
-        "threads": torch.get_num_threads(),
+        "threads": threads.threads,
+        "threads_reason": threads.reason,
         "data_checksum": data.checksum,
         "version": run.spec.version,
     }

@@ -26,6 +26,13 @@ from seqbench.errors import ConfigError
 from seqbench.registry import Registry
 from seqbench.runs.execute import ResolvedRun, RunRequest
 from seqbench.runs.store import RunStore
+from seqbench.training.device import (
+    ThreadChoice,
+    allowed_cpus,
+    current_threads,
+    thread_choice,
+    use_threads,
+)
 
 Event = tuple[Any, ...]
 Emit = Callable[[Event], None]
@@ -64,10 +71,7 @@ class Outcome:
 
 def cpu_cores() -> int:
     """Cores this process may use (the affinity mask where the OS has one)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:
-        return os.cpu_count() or 1
+    return len(allowed_cpus())
 
 
 def default_workers(n_jobs: int, mb_per_run: int = 2048) -> int:
@@ -125,12 +129,10 @@ def describe_error(e: BaseException) -> str:
     return f"{type(e).__name__}: {msg}{where}"
 
 
-def set_threads(threads: int) -> None:
+def set_threads(choice: ThreadChoice) -> None:
     """Limit this process's torch (and OpenMP) threads: workers share the cores."""
-    os.environ["OMP_NUM_THREADS"] = str(threads)
-    import torch
-
-    torch.set_num_threads(threads)
+    os.environ["OMP_NUM_THREADS"] = str(choice.threads)
+    use_threads(choice)
 
 
 EXECUTORS: Registry[Callable[..., None]] = Registry("executor")
@@ -148,30 +150,30 @@ def local_executor(
 ) -> None:
     """Run jobs in this process (workers=1) or in a pool of `spawn`ed worker processes.
 
-    Each pool worker gets `threads` torch threads (default: the cores divided by workers).
+    Each run gets `threads` torch threads (default: the cores other processes leave free,
+    divided among the workers; see `choose_threads`).
     """
     if address:
         raise ConfigError("--address applies to --executor ray only")
+    choice = thread_choice(threads, max(1, min(workers, len(jobs))))
     if workers <= 1:
-        import torch
-
-        before = torch.get_num_threads()
-        torch.set_num_threads(threads or before)
+        before = current_threads()
+        use_threads(choice)
         try:
             for job in jobs:
                 emit(("start", job.index))
                 outcome = run_job(job, lambda m, i=job.index: emit(("log", i, m)))
                 emit(("end", job.index, outcome))
         finally:
-            torch.set_num_threads(before)
+            use_threads(before)
         return
-    _run_pool(jobs, workers, threads or max(1, cpu_cores() // workers), emit)
+    _run_pool(jobs, workers, choice, emit)
 
 
 class _Worker:
     """A spawned process that runs the jobs sent over its pipe, one at a time."""
 
-    def __init__(self, ctx: Any, threads: int) -> None:
+    def __init__(self, ctx: Any, threads: ThreadChoice) -> None:
         self.conn, child = ctx.Pipe()
         self.proc = ctx.Process(target=_worker_main, args=(child, threads, os.getpid()))
         self.proc.daemon = True
@@ -209,7 +211,7 @@ def _die_with_parent(parent: int) -> None:
     threading.Thread(target=watch, daemon=True).start()
 
 
-def _worker_main(conn: Connection, threads: int, parent: int) -> None:
+def _worker_main(conn: Connection, threads: ThreadChoice, parent: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and stops us
     _die_with_parent(parent)
     set_threads(threads)
@@ -225,7 +227,7 @@ def _worker_main(conn: Connection, threads: int, parent: int) -> None:
         conn.send(("end", job.index, outcome))
 
 
-def _run_pool(jobs: list[Job], workers: int, threads: int, emit: Emit) -> None:
+def _run_pool(jobs: list[Job], workers: int, threads: ThreadChoice, emit: Emit) -> None:
     ctx = mp.get_context("spawn")
     queue = list(reversed(jobs))
     pool = [_Worker(ctx, threads) for _ in range(min(workers, len(jobs)))]
@@ -268,7 +270,7 @@ def _drain(w: _Worker, emit: Emit) -> bool:
 
 def _ray_job(job: Job, threads: int) -> tuple[Outcome, list[str]]:
     """Ray task body: same as a local worker; log lines come back with the outcome."""
-    set_threads(threads)
+    set_threads(ThreadChoice(threads, "Ray CPUs per task"))
     logs: list[str] = []
     return run_job(job, logs.append), logs
 
