@@ -267,7 +267,10 @@ def readme_block(out: StudyOutput, folder: str) -> str:
         "",
         f"- Protocol `{s.protocol}` ({protocol.description}); datasets: {data}; seeds: "
         f"{', '.join(map(str, s.seeds))}.",
-        f"- Budget: {s.budget.describe()} (one budget for all models of the study).",
+        f"- Budget: {s.budget.describe()} (one budget for all models of the study)"
+        + (f"; {s.threads} torch thread(s) per run" if s.threads else "")
+        + (f", {s.workers} runs at a time" if s.workers > 1 else "")
+        + ".",
         f"- Runs in the run store: {n_done} of {len(out.runs)} (seqbench {__version__}).",
         "- Re-create (trains only what the run store lacks, then rewrites this folder):",
         "",
