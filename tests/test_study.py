@@ -201,7 +201,9 @@ def test_study_run_trains_then_rerenders_from_the_store(
     row = next(line for line in md.splitlines() if "| HR@10 |" in line)
     assert f"{hr[0]:.4f}" in row and f"{hr[1]:.4f}" in row and row.startswith("| Synth |")
     assert "budget: every model at most 1 epoch (one budget for all models" in md
-    assert "Not trained (no budget): pop." in md
+    assert (
+        "Equal budget: every trained model had at most 1 epoch. Not trained (no budget): pop." in md
+    )
     readme = (root / "README.md").read_text()
     assert readme.startswith("# Toy\n\nHand-written prose.\n\n" + BEGIN)
     assert readme.rstrip().endswith(END)

@@ -23,7 +23,7 @@ def cap(run: Run) -> str | None:
     if not trained(run):
         return None
     epochs = run.settings.get("epochs")
-    text = f"{epochs} epochs" if epochs is not None else "its configured epochs"
+    text = f"{epochs} epoch{'' if epochs == 1 else 's'}" if epochs is not None else "its epochs"
     minutes = run.metrics.get("budget_minutes")
     return text + (f" or {minutes:g} min" if minutes else "")
 
@@ -84,7 +84,8 @@ def phrases(runs: Sequence[Run], shown: Sequence[str]) -> dict[str, str]:
     """The budget fields of one model on one dataset as words, for a note line."""
     c = cells(runs)
     epochs = _joined(
-        f"{r.metrics['epochs_run']} epochs (best {r.metrics['best_epoch']})"
+        f"{r.metrics['epochs_run']} epoch{'' if r.metrics['epochs_run'] == 1 else 's'} "
+        f"(best {r.metrics['best_epoch']})"
         if trained(r)
         else "not trained"
         for r in runs
