@@ -27,8 +27,7 @@ def evaluate(
     ] = None,
     data_dir: Annotated[str | None, typer.Option(help="prepared data [default: ./data]")] = None,
 ) -> None:
-    """Evaluate RUN_ID's best weights on test (or valid) under another protocol preset; the
-    result is stored beside the run (evaluations/PROTOCOL.json + per-user parquet)."""
+    """Test a stored run's best weights under another protocol preset; kept beside the run."""
     use_threads(thread_choice(threads))
     store = RunStore(runs_dir)
     result, _ = reevaluate(

@@ -216,8 +216,7 @@ def reproduce(
     runs_dir: Annotated[str | None, typer.Option(help="run store")] = None,
     data_dir: Annotated[str | None, typer.Option(help="prepared data")] = None,
 ) -> None:
-    """Run a paper's table as a study (stored runs are reused; one budget for all models) and
-    render it next to the published numbers."""
+    """Run a paper's table as a study (one budget for all models) next to the published values."""
     if list_ or not spec:
         for name, layout, title in listing():
             typer.echo(f"{name}\t{layout}\t{title}")

@@ -118,8 +118,7 @@ def run(
     runs_dir: RunsDir = None,
     data_dir: DataDir = None,
 ) -> None:
-    """Train or resume the runs the store lacks (stored runs are reused, through the same path
-    as `seqbench run`), then write the folder: tables, runs' small files, README block."""
+    """Train what the run store lacks (as `seqbench run` does), then write the study's folder."""
     path = study_file(folder).parent
     study = load_study(folder)
     p = plan(study, data_dir=data_dir, need_data=not render_only)
