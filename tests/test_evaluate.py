@@ -116,3 +116,19 @@ def test_unknown_run_id_says_how_to_find_ids(
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1
     assert "no finished run 'synthetic-sasrec-000000000000'" in err and "seqbench runs" in err
+
+
+def test_report_uses_the_reevaluation(trained: dict, tmp_path: Path) -> None:
+    evaluate(trained, "--protocol", "duorec")
+    store = RunStore(trained["runs"])
+    result = store.load_evaluation(str(trained["run_id"]), "duorec")
+    assert result is not None
+    out = tmp_path / "t.md"
+    main(["report", "--runs-dir", str(trained["runs"]), "--evaluated-under", "duorec",
+          "--metrics", "HR@10,NDCG@10", "--out", str(out)])  # fmt: skip
+    text = out.read_text()
+    assert f"| synthetic | HR@10 | {result['metrics']['HR@10']:.4f} | – |" in text
+    assert f"|  | NDCG@10 | {result['metrics']['NDCG@10']:.4f} | – |" in text
+    assert "Protocol duorec (full ranking, nothing excluded)" in text
+    with pytest.raises(SystemExit):
+        main(["report", "--runs-dir", str(trained["runs"]), "--evaluated-under", "bert4rec"])

@@ -19,6 +19,7 @@ from seqbench.report.plots import save_figure
 from seqbench.report.render import format_for, render
 from seqbench.report.reproduce import get_study, listing
 from seqbench.report.reproduce import reproduce as run_reproduction
+from seqbench.report.select import evaluated_under as reevaluated
 from seqbench.report.select import select_runs
 from seqbench.report.tables import SignificanceOptions, Table
 from seqbench.runs.store import load_runs
@@ -118,6 +119,13 @@ def report(
             "params) as table cells instead of a note"
         ),
     ] = False,
+    evaluated_under: Annotated[
+        str | None,
+        typer.Option(
+            help="test metrics of the runs' best weights re-evaluated under this protocol "
+            "(`seqbench evaluate RUN --protocol P`) instead of their own"
+        ),
+    ] = None,
     out: Annotated[str | None, typer.Option(help="write to FILE instead of stdout")] = None,
     plot: Annotated[
         str | None,
@@ -173,6 +181,9 @@ def report(
             protocol=protocol,
             run_ids=run_ids,
         )
+        if evaluated_under is not None:
+            PROTOCOLS.get(evaluated_under)
+            selection.runs = reevaluated(selection.runs, evaluated_under)
         for note in selection.notes:
             console_err.print(f"[yellow]note:[/yellow] {note}", highlight=False, soft_wrap=True)
     write_output([build(selection, opts)], fmt, out, plot)

@@ -9,6 +9,9 @@ from __future__ import annotations
 import json
 from collections import Counter
 from dataclasses import dataclass, field
+from functools import cached_property
+
+import pandas as pd
 
 from seqbench.errors import SeqbenchError
 from seqbench.runs.store import Run
@@ -72,6 +75,43 @@ def select_runs(
             "(`seqbench runs` lists the store)"
         )
     return Selection(picked, notes)
+
+
+@dataclass(frozen=True)
+class EvaluatedRun(Run):
+    """A run's best weights as re-evaluated on test under another protocol (`seqbench
+    evaluate`): its test metrics, protocol and per-user metrics are the evaluation's."""
+
+    evaluated_under: str = ""
+
+    @property
+    def has_per_user(self) -> bool:
+        return self.folder.evaluation_per_user(self.evaluated_under).is_file()
+
+    @cached_property
+    def per_user(self) -> pd.DataFrame:
+        return pd.read_parquet(self.folder.evaluation_per_user(self.evaluated_under))
+
+
+def evaluated_under(runs: list[Run], protocol: str) -> list[Run]:
+    """The runs as re-evaluated under `protocol`; an error naming the runs without one."""
+    out: list[Run] = []
+    missing = []
+    for r in runs:
+        path = r.folder.evaluation(protocol)
+        if not path.is_file():
+            missing.append(r.run_id)
+            continue
+        result = json.loads(path.read_text())
+        metrics = {**r.metrics, "test": result["metrics"], "protocol": protocol}
+        config = {**r.config, "protocol": result["protocol_spec"]}
+        out.append(EvaluatedRun(r.path, metrics, config, protocol))
+    if missing:
+        raise ReportError(
+            f"--evaluated-under {protocol}: {len(missing)} run(s) not evaluated under it "
+            f"({_short(missing)}): run `seqbench evaluate RUN_ID --protocol {protocol}` first"
+        )
+    return out
 
 
 def _short(run_ids: list[str], n: int = 3) -> str:
