@@ -1,7 +1,8 @@
 """Paper specs as data: each YAML file here describes a paper's tables and published numbers.
 
-A spec is named `<paper>-<table>` (e.g. `cbit-table3`); `seqbench reproduce` runs what a
-spec lists and renders it next to the published values.
+A spec is named `<paper>-<table>` (e.g. `cbit-table3`). `seqbench reproduce NAME` runs the
+study file `<NAME>.study.yaml` shipped next to it (see `seqbench.runs.study`), whose tables
+take their published numbers from the spec, or the spec itself converted to a study.
 """
 
 from __future__ import annotations
