@@ -15,7 +15,13 @@ from seqbench.evaluation.protocols import PROTOCOLS
 from seqbench.models.base import MODELS, ModelConfig, get_model
 from seqbench.runs.execute import RunRequest, default_dataset, execute
 from seqbench.runs.store import RunStore
-from seqbench.training.device import ThreadChoice, thread_choice, use_threads
+from seqbench.training.device import (
+    ThreadChoice,
+    check_precision,
+    resolve_device,
+    thread_choice,
+    use_threads,
+)
 
 
 def parse_pairs(pairs: list[str] | None, flag: str) -> dict[str, str]:
@@ -51,7 +57,11 @@ def run(
     protocol: Annotated[str, typer.Option(help="evaluation protocol preset")] = "seqbench",
     device: Annotated[str, typer.Option(help="auto|cpu|cuda|mps")] = "auto",
     threads: Annotated[int | None, typer.Option(min=1, help="torch CPU threads")] = None,
-    amp: Annotated[bool, typer.Option(help="mixed precision on CUDA")] = False,
+    precision: Annotated[
+        str,
+        typer.Option(help="training precision: fp32 | bf16 (CPU with bf16, CUDA) | fp16 (CUDA)"),
+    ] = "fp32",
+    amp: Annotated[bool, typer.Option(hidden=True, help="replaced by --precision")] = False,
     budget_minutes: Annotated[
         float | None,
         typer.Option(callback=positive, help="stop training after this many minutes (> 0)"),
@@ -68,6 +78,9 @@ def run(
     ] = None,
 ) -> None:
     """Train MODEL, select the epoch by validation, evaluate on test with full ranking."""
+    if amp:
+        raise ConfigError("--amp is now --precision: use --precision fp16 (CUDA) or bf16")
+    check_precision(precision, resolve_device(device))
     get_model(model)
     PROTOCOLS.get(protocol)
     dataset = dataset or default_dataset(data_dir)
@@ -82,6 +95,7 @@ def run(
             s,
             protocol,
             epochs,
+            precision,
         )
         m = execute(
             req,
@@ -91,7 +105,6 @@ def run(
             force=force,
             resume=resume,
             progress=bars(progress),
-            amp=amp,
             max_minutes=budget_minutes,
             log=log,
         )
@@ -114,10 +127,17 @@ def show_result(m: dict, store: RunStore) -> None:
     console.print(table)
     console.print(
         f"run {m['run_id']} · best epoch {m['best_epoch']}/{m['epochs_run']} ({m['stopped']}) · "
+        f"{show_precision(m)}"
         f"train {m['train_seconds']:.1f}s · eval {m['eval_seconds']:.2f}s · "
         f"{show_threads(m)} · {m['params']:,} params · {store.final(m['run_id'])}",
         soft_wrap=True,
     )
+
+
+def show_precision(m: dict) -> str:
+    """'bf16 · ' for a run trained in reduced precision; nothing for fp32."""
+    precision = m.get("precision", "fp32")
+    return "" if precision == "fp32" else f"{precision} · "
 
 
 def show_threads(m: dict) -> str:

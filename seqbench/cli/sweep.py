@@ -29,6 +29,7 @@ from seqbench.runs.sweep import (
     label,
     run_sweep,
 )
+from seqbench.training.device import check_precision, resolve_device
 
 
 def parse_axes(pairs: list[str] | None, flag: str) -> dict[str, list[str]]:
@@ -187,6 +188,10 @@ def sweep(
     ] = None,
     protocol: Annotated[str, typer.Option(help="evaluation protocol preset")] = "seqbench",
     device: Annotated[str, typer.Option(help="auto|cpu|cuda|mps")] = "auto",
+    precision: Annotated[
+        str,
+        typer.Option(help="training precision: fp32 | bf16 (CPU with bf16, CUDA) | fp16 (CUDA)"),
+    ] = "fp32",
     progress: Annotated[
         bool | None,
         typer.Option(help="progress bars [default: on a terminal; else a line per epoch]"),
@@ -197,6 +202,7 @@ def sweep(
     ] = None,
 ) -> None:
     """Run every configuration of MODEL (cached runs are skipped; rerun to resume)."""
+    check_precision(precision, resolve_device(device))  # once, not in every run
     get_model(model)  # an unknown model is reported before a missing default dataset
     definition = SweepDefinition(
         model,
@@ -212,6 +218,7 @@ def sweep(
         search_seed=search_seed,
         budget_epochs=budget_epochs,
         budget_minutes=budget_minutes,
+        precision=precision,
     )
     t0 = time.perf_counter()
     display = SweepDisplay(console_err, bars(progress))

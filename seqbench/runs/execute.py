@@ -19,7 +19,12 @@ from seqbench.evaluation.evaluator import Evaluator, summarize
 from seqbench.evaluation.protocols import Protocol, get_protocol
 from seqbench.models.base import ModelConfig, SeqModel, get_model, resolve_config
 from seqbench.runs.store import RunFolder, RunSpec, RunStore
-from seqbench.training.device import current_threads, resolve_device, seed_everything
+from seqbench.training.device import (
+    check_precision,
+    current_threads,
+    resolve_device,
+    seed_everything,
+)
 from seqbench.training.trainer import Trainer, TrainResult
 
 
@@ -34,6 +39,7 @@ class RunRequest:
     seed: int = 0
     protocol: str = "seqbench"
     epochs: int | None = None
+    precision: str = "fp32"
 
     def overrides(self) -> dict[str, str]:
         """The --set layer of the config: --set key=value pairs, and --epochs as epochs=N."""
@@ -59,6 +65,7 @@ class RunRequest:
             seed=self.seed,
             data_checksum=data.checksum,
             ablate=dict(self.ablate),
+            precision=self.precision,
         )
         return ResolvedRun(self, cls, cfg, protocol, spec)
 
@@ -139,7 +146,6 @@ def execute(
     force: bool = False,
     resume: bool = True,
     progress: bool = True,
-    amp: bool = False,
     max_minutes: float | None = None,
     log: Callable[[str], None] = print,
 ) -> dict[str, Any]:
@@ -156,6 +162,7 @@ def execute(
             f"dataset {request.dataset} changed since run {run.run_id} was planned (checksum "
             f"{data.checksum[:12]}, was {run.spec.data_checksum[:12]}): plan the run again"
         )
+    check_precision(request.precision, resolve_device(device))
     run_id = run.run_id
     # one process trains a run; others wait here, then read its result from the store
     with store.lock(run_id, log):
@@ -167,7 +174,7 @@ def execute(
             force = True
         work = store.start(run.spec, fresh=force)
         metrics, result, test = _train_and_test(
-            run, data, work, device, resume, progress, amp, max_minutes, log
+            run, data, work, device, resume, progress, max_minutes, log
         )
         store.finish(work, metrics, test, pd.DataFrame(result.history), result.best_state)
         return metrics
@@ -180,7 +187,6 @@ def _train_and_test(
     device: str,
     resume: bool,
     progress: bool,
-    amp: bool,
     max_minutes: float | None,
     log: Callable[[str], None],
 ) -> tuple[dict[str, Any], TrainResult, pd.DataFrame]:
@@ -192,7 +198,16 @@ def _train_and_test(
     model = run.model_cls(run.cfg, data)
     n_params = sum(p.numel() for p in model.parameters())
     trainer = Trainer(
-        model, data, run.protocol, request.seed, dev, work.path, progress, amp, max_minutes, log
+        model,
+        data,
+        run.protocol,
+        request.seed,
+        dev,
+        work.path,
+        progress,
+        request.precision,
+        max_minutes,
+        log,
     )
     result = trainer.fit(resume=resume)
 
@@ -221,6 +236,7 @@ def _train_and_test(
         "params": n_params,
         "peak_memory_mb": peak_memory_mb(dev),
         "device": str(dev),
+        "precision": request.precision,
         "threads": threads.threads,
         "threads_reason": threads.reason,
         "data_checksum": data.checksum,

@@ -1,9 +1,10 @@
 """The run store: one folder per run id with config, metrics, per-user metrics and history.
 
 A run id hashes everything that can change its numbers (model, resolved config, dataset
-checksum, protocol, seed, seqbench version), so the same request maps to the same folder and
-a finished run is returned from disk instead of being trained again. This module is the only
-code that knows the names of the files inside a run folder; everything else asks it.
+checksum, protocol, seed, seqbench version, and the training precision unless fp32), so the
+same request maps to the same folder and a finished run is returned from disk instead of
+being trained again. This module is the only code that knows the names of the files inside
+a run folder; everything else asks it.
 """
 
 from __future__ import annotations
@@ -45,10 +46,13 @@ class RunSpec:
     seed: int
     data_checksum: str
     ablate: dict[str, str] = dataclasses.field(default_factory=dict)
+    precision: str = "fp32"
     version: str = __version__
 
     def identity(self) -> dict[str, Any]:
-        return {
+        """What the run id hashes; precision only when not fp32, so that the ids of runs
+        stored before --precision existed (all fp32) stay the same."""
+        out = {
             "model": self.model,
             "dataset": self.dataset,
             "config": self.config,
@@ -57,6 +61,9 @@ class RunSpec:
             "data_checksum": self.data_checksum,
             "version": self.version,
         }
+        if self.precision != "fp32":
+            out["precision"] = self.precision
+        return out
 
     @property
     def run_id(self) -> str:

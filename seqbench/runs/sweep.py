@@ -224,6 +224,7 @@ def expand(
     configs: list[dict[str, str]] | None = None,
     protocol: str = "seqbench",
     epochs: int | None = None,
+    precision: str = "fp32",
 ) -> list[RunRequest]:
     """Requests for datasets × (configs or [{}]) × grid × ablations × seeds, in that order.
 
@@ -240,7 +241,9 @@ def expand(
                 for a in product(ablate or {}):
                     for seed in seeds or [0]:
                         overrides = {**(sets or {}), **point, **g}
-                        out.append(RunRequest(model, data, overrides, a, seed, protocol, epochs))
+                        out.append(
+                            RunRequest(model, data, overrides, a, seed, protocol, epochs, precision)
+                        )
     return out
 
 
@@ -438,6 +441,7 @@ class SweepDefinition:
     search_seed: int = 0
     budget_epochs: int | None = None
     budget_minutes: float | None = None
+    precision: str = "fp32"
 
     def __post_init__(self) -> None:
         if self.budget_epochs is not None and self.budget_minutes is not None:
@@ -488,6 +492,8 @@ class SweepDefinition:
             "search": search,
             "protocol": self.protocol,
             "budget": {"epochs": self.budget_epochs, "minutes": self.budget_minutes},
+            # only when not fp32: the names of sweeps defined before --precision stay the same
+            **({"precision": self.precision} if self.precision != "fp32" else {}),
         }
 
     def requests(self, configs: list[dict[str, str]] | None = None) -> list[RunRequest]:
@@ -502,6 +508,7 @@ class SweepDefinition:
             configs=configs,
             protocol=self.protocol,
             epochs=self.budget_epochs,
+            precision=self.precision,
         )
 
 

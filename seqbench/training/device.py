@@ -31,6 +31,64 @@ def resolve_device(name: str) -> torch.device:
     return torch.device(name)
 
 
+#: --precision choices: the autocast dtype that training runs in (None: plain fp32)
+PRECISIONS: dict[str, torch.dtype | None] = {
+    "fp32": None,
+    "bf16": torch.bfloat16,
+    "fp16": torch.float16,
+}
+#: the CPU's description (Linux), for its feature flags
+PROC_CPUINFO = Path("/proc/cpuinfo")
+
+
+def cpu_flags() -> set[str]:
+    """The CPU's feature flags (empty where /proc/cpuinfo is absent)."""
+    try:
+        text = PROC_CPUINFO.read_text()
+    except OSError:
+        return set()
+    for line in text.splitlines():
+        if line.startswith("flags"):
+            return set(line.partition(":")[2].split())
+    return set()
+
+
+def cpu_bf16_supported() -> bool:
+    """bf16 is fast on this CPU: oneDNN reports bf16 support, or the CPU has avx512_bf16 or
+    amx_bf16. Elsewhere autocast emulates bf16, slower than fp32."""
+    onednn = getattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", None)
+    if torch.backends.mkldnn.is_available() and onednn is not None and onednn():
+        return True
+    return bool({"avx512_bf16", "amx_bf16"} & cpu_flags())
+
+
+def check_precision(precision: str, device: torch.device) -> None:
+    """Refuse a precision that `device` cannot train in, in one line naming the fix."""
+    if precision not in PRECISIONS:
+        raise ConfigError(f"--precision {precision!r}: choose one of {', '.join(PRECISIONS)}")
+    if precision == "fp32":
+        return
+    if device.type == "cuda":
+        if precision == "bf16" and not torch.cuda.is_bf16_supported():
+            raise ConfigError("--precision bf16: this GPU has no bf16; use --precision fp16")
+        return
+    if precision == "fp16":
+        raise ConfigError(
+            f"--precision fp16 needs CUDA (this run is on {device.type}): use --precision "
+            "bf16 on a CPU with bf16, or fp32"
+        )
+    if device.type != "cpu":
+        raise ConfigError(
+            f"--precision bf16 runs on cpu or cuda, not {device.type}: use --device cpu or "
+            "--precision fp32"
+        )
+    if not cpu_bf16_supported():
+        raise ConfigError(
+            "--precision bf16: this CPU has no bf16 support (no avx512_bf16/amx_bf16; "
+            "emulated bf16 is slower than fp32): use --precision fp32"
+        )
+
+
 def seed_everything(seed: int) -> None:
     """Seed python, numpy and torch (init and dropout); data order uses its own generator."""
     random.seed(seed)

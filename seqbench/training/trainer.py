@@ -7,6 +7,7 @@ run resumes at the last finished epoch and ends with the same metrics as an unbr
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from collections.abc import Callable
@@ -25,6 +26,7 @@ from seqbench.evaluation.protocols import Protocol
 from seqbench.models.base import Batch, SeqModel
 from seqbench.runs.store import RunFolder
 from seqbench.training.checkpoint import load_checkpoint, save_checkpoint
+from seqbench.training.device import PRECISIONS
 from seqbench.training.micro import micro_batches
 
 
@@ -83,7 +85,7 @@ class Trainer:
         device: torch.device,
         work_dir: Path,
         progress: bool = True,
-        amp: bool = False,
+        precision: str = "fp32",
         max_minutes: float | None = None,
         log: Callable[[str], None] = print,
     ) -> None:
@@ -92,7 +94,8 @@ class Trainer:
         self.seed, self.device = seed, device
         self.checkpoints = RunFolder(work_dir).checkpoints
         self.progress, self.max_minutes, self.log = progress, max_minutes, log
-        self.amp = amp and device.type == "cuda"
+        # autocast dtype of the loss (the forward and backward): None trains in plain fp32
+        self.dtype = PRECISIONS[precision]
         self.valid = Evaluator(
             data, "valid", protocol, model.input_window, self.cfg.eval_batch_size, device
         )
@@ -136,7 +139,8 @@ class Trainer:
         stopped = "max_epochs"
         if opt is None or cfg.epochs == 0:
             stopped = "no_training"
-        scaler = torch.amp.GradScaler("cuda") if self.amp else None
+        # fp16 (CUDA) underflows without loss scaling; bf16 has fp32's exponent range
+        scaler = torch.amp.GradScaler("cuda") if self.dtype is torch.float16 else None
         with self._progress() as bar:
             task = bar.add_task("train", total=cfg.epochs, completed=start - 1, info="")
             for epoch in range(start, cfg.epochs + 1):
@@ -244,14 +248,21 @@ class Trainer:
             pieces = [(batch, 1.0)]
         value, parts = 0.0, {}
         for piece, weight in pieces:
-            with torch.autocast("cuda", enabled=self.amp):
+            with self._autocast():
                 loss, piece_parts = model.loss(piece)
-                loss = loss * weight
+            loss = loss.float() * weight
             (scaler.scale(loss) if scaler is not None else loss).backward()
             value += loss.detach().item()
             for k, v in piece_parts.items():
                 parts[k] = parts.get(k, 0.0) + weight * v
         return value, parts
+
+    def _autocast(self) -> contextlib.AbstractContextManager:
+        """The loss in the run's precision: matmuls in bf16/fp16; autocast keeps the
+        cross-entropies and other losses in fp32. Evaluation never runs under it."""
+        if self.dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(self.device.type, dtype=self.dtype)
 
     def _epoch_info(self, row: dict[str, Any], best: dict[str, Any]) -> str:
         """Loss, this epoch's validation metric (when evaluated) and the best one so far."""
