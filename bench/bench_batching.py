@@ -10,6 +10,7 @@ batches, seqbench's default before 0.2). Every run goes through `seqbench run`'s
     python bench/bench_batching.py --model cbit --epochs 2 --set d=64 --set m=2
     python bench/bench_batching.py --weights      # no training: who gets the gradient
     python bench/bench_batching.py --speed --model sasrec   # CPU seconds per epoch per mode
+    python bench/bench_batching.py --table        # markdown table of batching.jsonl
 
 Appends one JSON line per run to results/bench/batching.jsonl (--out).
 """
@@ -108,12 +109,41 @@ def speed(model_name: str, dataset: str, sets: dict[str, str], steps: int) -> No
         print(f"| {label} | {per:.3f} | {per * len(batches):.1f} | {base / per:.2f}× |")
 
 
+def table(path: Path) -> None:
+    """Markdown table of the runs in `path`: mean ± std over seeds per model and mode."""
+    import numpy as np
+
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    groups: dict[tuple[str, str], list[dict]] = {}
+    for r in rows:
+        groups.setdefault((r["model"], r["batching"]), []).append(r)
+    print(
+        "| model | batching | seeds | epochs | valid NDCG@10 (best epoch) | test NDCG@10 "
+        "| train CPU s / epoch |"
+    )
+    print("|---|---|---:|---:|---:|---:|---:|")
+
+    def ms(values: list[float]) -> str:
+        a = np.asarray(values, dtype=float)
+        sd = f" ± {a.std(ddof=1):.4f}" if len(a) > 1 else ""
+        return f"{a.mean():.4f}{sd}"
+
+    for (model, mode), rs in groups.items():
+        cpu = [np.nanmean(r["train_cpu_seconds_by_epoch"]) for r in rs]
+        print(
+            f"| {model} | {mode} | {len(rs)} | {rs[0]['epochs']} "
+            f"| {ms([r['valid_NDCG@10'] for r in rs])} | {ms([r['test_NDCG@10'] for r in rs])} "
+            f"| {np.mean(cpu):.1f} |"
+        )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model")
     ap.add_argument("--weights", action="store_true", help="print gradient-weight shares")
     ap.add_argument("--speed", action="store_true", help="CPU seconds per step per mode")
     ap.add_argument("--steps", type=int, default=30)
+    ap.add_argument("--table", action="store_true", help="markdown table of --out")
     ap.add_argument("--dataset", default="beauty")
     ap.add_argument("--protocol", default="seqbench")
     ap.add_argument("--epochs", type=int)
@@ -123,6 +153,9 @@ def main() -> None:
     ap.add_argument("--out", default="results/bench/batching.jsonl")
     args = ap.parse_args()
     torch.set_num_threads(1)
+    if args.table:
+        table(Path(args.out))
+        return
     if args.weights:
         weight_shares(args.dataset)
         return
