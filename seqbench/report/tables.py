@@ -306,8 +306,9 @@ def overall_table(
         table.notes.append(note)
     if published:
         table.notes.append(
-            "[published, relative difference] after a reproduced value; "
-            "(value) = published, not reproduced here."
+            "[published, relative difference] after each value measured here, at this "
+            "table's budget (a reproduction only where the budget is the paper's); "
+            "(value) = published, not run here."
         )
     table.notes += budget_notes(shown, datasets, budget_columns, labels)
     table.notes.append(protocol_note(runs))
@@ -393,8 +394,9 @@ def ablation_table(
         table.notes.append(note)
     if published:
         table.notes.append(
-            "[published, relative difference] after a reproduced value; "
-            "(value) = published, not reproduced here."
+            "[published, relative difference] after each value measured here, at this "
+            "table's budget (a reproduction only where the budget is the paper's); "
+            "(value) = published, not run here."
         )
     table.notes += budget_notes(entries, used, budget_columns, labels)
     table.notes.append(protocol_note(runs))
