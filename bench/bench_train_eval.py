@@ -20,7 +20,7 @@ from seqbench.data.dataset import load_dataset
 from seqbench.evaluation.evaluator import Evaluator
 from seqbench.evaluation.protocols import get_protocol
 from seqbench.models.base import get_model, resolve_config
-from seqbench.training.micro import micro_batches
+from seqbench.training.micro import training_pieces
 from seqbench.training.trainer import make_optimizer
 
 SIZES = {"beauty": {"d": "64", "max_len": "50"}, "ml-1m": {"d": "64", "max_len": "200"}}
@@ -49,12 +49,7 @@ def bench(model_name: str, dataset: str, max_batches: int | None) -> dict:
     n = 0
     for batch in run:
         opt.zero_grad(set_to_none=True)
-        # the trainer's default: length-sorted micro-batches with the uniform batch's gradient
-        if cfg.batching == "micro" and model.micro_key is not None:
-            pieces = micro_batches(batch, model.micro_key, cfg.micro_overhead)
-        else:
-            pieces = [(batch, 1.0)]
-        for piece, weight in pieces:
+        for piece, weight in training_pieces(model, batch):  # as the trainer runs it
             (model.loss(piece)[0] * weight).backward()
         opt.step()
         n += targets_in(batch)

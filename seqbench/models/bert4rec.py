@@ -306,16 +306,16 @@ class BERT4Rec(SeqModel):
         for batch in iterate_rows(
             self._train, "seqs", self.cfg.batch_size, gen, self.cfg.batching == "grouped"
         ):
-            batch["inputs"], batch["labels"] = cloze_mask(
-                batch["seqs"],
-                self.cfg.mask_prob,
-                self.mask_id,
-                self.n_items,
-                gen,
-                self.cfg.mask_replace,
-                self.cfg.last_mask == "on",
-            )
+            batch["inputs"], batch["labels"] = self.mask(batch["seqs"], gen)
             yield batch
+
+    def mask(self, seqs: torch.Tensor, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+        """`cloze_mask` with this model's probability, replacement and last-item rule."""
+        c = self.cfg
+        force_last = c.last_mask == "on"
+        return cloze_mask(
+            seqs, c.mask_prob, self.mask_id, self.n_items, gen, c.mask_replace, force_last
+        )
 
     def loss(self, batch: Batch) -> tuple[torch.Tensor, dict[str, float]]:
         loss = self.cloze_loss(self.encode(batch["inputs"]), batch["labels"])

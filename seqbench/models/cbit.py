@@ -38,7 +38,6 @@ from seqbench.models.bert4rec import (
     CBIT_DATASET_DEFAULTS,
     BERT4RecS,
     BERT4RecSConfig,
-    cloze_mask,
 )
 from seqbench.models.contrastive import nt_xent
 from seqbench.models.departures import Departure
@@ -165,15 +164,7 @@ class CBiT(BERT4RecS):
             self._train, "seqs", c.batch_size, gen, c.batching == "grouped", trim=trim
         ):
             seqs = batch["seqs"] if shared_mask else batch["seqs"].repeat(self.views, 1)
-            inputs, labels = cloze_mask(
-                seqs,
-                c.mask_prob,
-                self.mask_id,
-                self.n_items,
-                gen,
-                c.mask_replace,
-                c.last_mask == "on",
-            )
+            inputs, labels = self.mask(seqs, gen)
             if shared_mask:
                 inputs, labels = inputs.repeat(self.views, 1), labels.repeat(self.views, 1)
             batch["inputs"], batch["labels"] = inputs, labels

@@ -140,10 +140,10 @@ def protocol_note(runs: Sequence[Run]) -> str:
 
 def departures_note(runs: Sequence[Run]) -> str:
     """Name the declared departures whose switch a run moved off the model's default."""
-    from seqbench.models.base import MODELS, get_model, resolve_config
+    import seqbench.models  # noqa: F401  (registers all models)
+    from seqbench.models.base import MODELS, resolve_config
     from seqbench.models.departures import switched
 
-    get_model("sasrec")  # fills the registry
     moved: dict[str, set[str]] = {}
     for run in runs:
         if run.model not in MODELS:

@@ -41,6 +41,15 @@ def split_points(lengths: np.ndarray, overhead: int) -> list[int]:
     return ends[::-1]
 
 
+def training_pieces(model: torch.nn.Module, batch: Batch) -> list[tuple[Batch, float]]:
+    """How the trainer runs a batch: micro-batches under `batching=micro` for a model with a
+    `micro_key`, else the whole batch with weight 1."""
+    cfg, key = model.cfg, model.micro_key
+    if cfg.batching == "micro" and key is not None:
+        return micro_batches(batch, key, cfg.micro_overhead)
+    return [(batch, 1.0)]
+
+
 def micro_batches(batch: Batch, key: str, overhead: int) -> list[tuple[Batch, float]]:
     """Length-sorted pieces of `batch` (each trimmed) and the weight of each piece's mean loss.
 

@@ -27,7 +27,7 @@ from seqbench.models.base import Batch, SeqModel
 from seqbench.runs.store import RunFolder
 from seqbench.training.checkpoint import load_checkpoint, save_checkpoint
 from seqbench.training.device import PRECISIONS
-from seqbench.training.micro import micro_batches
+from seqbench.training.micro import training_pieces
 
 
 class TrainingError(SeqbenchError):
@@ -240,16 +240,10 @@ class Trainer:
         With `batching=micro` and a model that allows it, the batch runs as length-sorted
         pieces whose mean losses are weighted by their share of targets: the batch's loss.
         """
-        model, cfg = self.model, self.cfg
-        key = model.micro_key
-        if cfg.batching == "micro" and key is not None:
-            pieces = micro_batches(batch, key, cfg.micro_overhead)
-        else:
-            pieces = [(batch, 1.0)]
         value, parts = 0.0, {}
-        for piece, weight in pieces:
+        for piece, weight in training_pieces(self.model, batch):
             with self._autocast():
-                loss, piece_parts = model.loss(piece)
+                loss, piece_parts = self.model.loss(piece)
             loss = loss.float() * weight
             (scaler.scale(loss) if scaler is not None else loss).backward()
             value += loss.detach().item()
