@@ -69,8 +69,9 @@ def speed(model_name: str, dataset: str, sets: dict[str, str], steps: int) -> No
     """CPU seconds per training step (process time, robust to other load) for each mode.
 
     The same first `steps` uniform batches (same rows) run whole (uniform), as micro-batches
-    with a piece overhead of 64 to 1024 padded positions, and `steps` length-grouped
-    batches; an epoch estimate scales by the epoch's batch count.
+    with a piece overhead of 64 to 1024 padded positions (a model without a micro key encodes
+    its rows in such pieces instead), and `steps` length-grouped batches; an epoch estimate
+    scales by the epoch's batch count.
     """
     from seqbench.models.base import get_model, resolve_config
     from seqbench.training.micro import micro_batches
@@ -90,7 +91,8 @@ def speed(model_name: str, dataset: str, sets: dict[str, str], steps: int) -> No
         ("micro", 1024),
         ("grouped", 0),
     ):
-        cfg = resolve_config(cls, dataset, {**sets, "batching": mode})
+        extra = {"micro_overhead": str(size)} if size else {}
+        cfg = resolve_config(cls, dataset, {**sets, "batching": mode, **extra})
         torch.manual_seed(0)
         model = cls(cfg, data)
         opt = make_optimizer(model)
@@ -98,7 +100,8 @@ def speed(model_name: str, dataset: str, sets: dict[str, str], steps: int) -> No
         model.train()
         c0 = time.process_time()
         for batch in batches[:steps]:
-            pieces = micro_batches(batch, cls.micro_key, size) if size else [(batch, 1.0)]
+            split = size and cls.micro_key is not None  # else the model encodes in pieces
+            pieces = micro_batches(batch, cls.micro_key, size) if split else [(batch, 1.0)]
             opt.zero_grad(set_to_none=True)
             for piece, weight in pieces:
                 (model.loss(piece)[0] * weight).backward()

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import typing
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, get_args, get_origin
 
@@ -20,6 +20,7 @@ from seqbench.data.dataset import SeqDataset
 from seqbench.errors import ConfigError
 from seqbench.models.departures import BATCHING, Departure
 from seqbench.registry import Registry
+from seqbench.training.micro import piecewise
 
 Batch = dict[str, torch.Tensor]
 
@@ -68,6 +69,9 @@ class SeqModel(nn.Module):
     #: batch key whose non-zero entries the loss averages over, when no rows are coupled:
     #: lets `batching=micro` split a batch with an unchanged gradient (None: never split)
     micro_key: ClassVar[str | None] = None
+    #: each row's encoder output depends only on its own items and is zero at its padding:
+    #: under `batching=micro` a model whose loss couples rows encodes them in trimmed pieces
+    piecewise: ClassVar[bool] = False
     #: False for models whose scores ignore the history (popularity)
     reads_history: ClassVar[bool] = True
 
@@ -89,6 +93,18 @@ class SeqModel(nn.Module):
         It is also the window the `cbit` protocol excludes, so exclusion matches what was seen.
         """
         return self.cfg.max_len
+
+    def encode_rows(
+        self,
+        fn: Callable[[torch.Tensor], torch.Tensor],
+        seqs: torch.Tensor,
+        per_position: bool = True,
+    ) -> torch.Tensor:
+        """`fn(seqs)`; while training under `batching=micro`, a `piecewise` model computes it
+        over length-sorted trimmed pieces (`micro.piecewise`: the same values, less padding)."""
+        if self.training and self.piecewise and self.cfg.batching == "micro":
+            return piecewise(fn, seqs, self.cfg.micro_overhead, per_position)
+        return fn(seqs)
 
     def train_batches(self, data: SeqDataset, gen: torch.Generator) -> Iterator[Batch]:
         """Yield the training batches of one epoch (all randomness from `gen`)."""

@@ -318,7 +318,7 @@ class BERT4Rec(SeqModel):
         )
 
     def loss(self, batch: Batch) -> tuple[torch.Tensor, dict[str, float]]:
-        loss = self.cloze_loss(self.encode(batch["inputs"]), batch["labels"])
+        loss = self.cloze_loss(self.encode_rows(self.encode, batch["inputs"]), batch["labels"])
         return loss, {"cloze": loss.item()}
 
     @property

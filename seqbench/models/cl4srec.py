@@ -82,6 +82,12 @@ class CL4SRec(SASRec):
             self.emb = SeqEmbedding(n_tokens, cfg.d, cfg.max_len, cfg.dropout, scale=True)
         self.augmenter = self.make_augmenter(data)
 
+    @property
+    def piecewise(self) -> bool:  # type: ignore[override]
+        """Padding outputs are zero in the s3rec layout; the sasrec layout's final LayerNorm
+        makes them its bias, which only the flattened representation would read."""
+        return self.cfg.layout == "s3rec" or self.cfg.cl_repr == "last"
+
     def make_augmenter(self, data: SeqDataset) -> Augmenter:
         cfg = self.cfg
         ops: tuple[Op, ...] = (
@@ -96,7 +102,8 @@ class CL4SRec(SASRec):
 
     def loss(self, batch: Batch) -> tuple[torch.Tensor, dict[str, float]]:
         rec, parts = super().loss(batch)
-        cl = view_loss(self.encode(batch["views"]), self.cfg.cl_repr, self.cfg.tau)
+        h = self.encode_rows(self.encode, batch["views"])
+        cl = view_loss(h, self.cfg.cl_repr, self.cfg.tau)
         return rec + self.cfg.cl_weight * cl, {**parts, "cl": cl.item()}
 
     def score(self, batch: Batch) -> torch.Tensor:

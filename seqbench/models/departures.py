@@ -49,7 +49,9 @@ BATCHING = Departure(
     "uniformly shuffled training instances",
     "uniform batches; a model whose loss is a mean over targets with no in-batch coupling runs "
     "each batch as length-sorted micro-batches weighted by their share of targets (the same "
-    "gradient, a fraction of the padding)",
+    "gradient, a fraction of the padding); a model with in-batch negatives whose rows are "
+    "encoded independently encodes them in such pieces and computes its loss on the whole "
+    "batch (the same loss); only dropout masks are drawn differently",
     "code",
     "batching",
     "--set batching=grouped (length-grouped batches: faster, learns less per epoch)",

@@ -106,6 +106,7 @@ class DuoRec(SeqModel):
 
     paper = "Qiu et al., Contrastive Learning for Representation Degeneration, WSDM 2022"
     Config = DuoRecConfig
+    piecewise = True  # positions and attention read only a row's own items
     ablations = ("contrast", "positions")
     departures = (
         Departure(
@@ -190,16 +191,20 @@ class DuoRec(SeqModel):
 
     def loss(self, batch: Batch) -> tuple[torch.Tensor, dict[str, float]]:
         cfg = self.cfg
-        h = self.represent(batch["seqs"])
+
+        def represent(seqs: torch.Tensor) -> torch.Tensor:
+            return self.encode_rows(self.represent, seqs, per_position=False)
+
+        h = represent(batch["seqs"])
         ce = F.cross_entropy(h @ self.emb.item.weight[1:].T, batch["targets"] - 1)
         if cfg.contrast == "none":
             return ce, {"ce": ce.item()}
         if cfg.contrast == "un":
-            pair = (h, self.represent(batch["seqs"]))
+            pair = (h, represent(batch["seqs"]))
         elif cfg.contrast == "su":
-            pair = (h, self.represent(batch["positives"]))
+            pair = (h, represent(batch["positives"]))
         else:
-            pair = (self.represent(batch["seqs"]), self.represent(batch["positives"]))
+            pair = (represent(batch["seqs"]), represent(batch["positives"]))
         cl = nt_xent(torch.stack(pair), cfg.tau, reduce="mean", cosine=cfg.sim == "cos")
         return ce + cfg.weight * cl, {"ce": ce.item(), "cl": cl.item()}
 

@@ -119,7 +119,7 @@ class SASRec(SeqModel):
             yield batch
 
     def loss(self, batch: Batch) -> tuple[torch.Tensor, dict[str, float]]:
-        h = self.encode(batch["seqs"])
+        h = self.encode_rows(self.encode, batch["seqs"])
         w = self.emb.item.weight
         pos = (h * w[batch["targets"]]).sum(-1)
         neg = (h * w[batch["negatives"]]).sum(-1)
