@@ -23,7 +23,7 @@ from seqbench.report.select import evaluated_under as reevaluated
 from seqbench.report.select import select_runs
 from seqbench.report.tables import SignificanceOptions, Table
 from seqbench.runs.store import load_runs
-from seqbench.runs.study import Budget
+from seqbench.runs.study import Budget, with_precision
 
 
 def split_list(values: list[str] | None) -> list[str] | None:
@@ -207,6 +207,13 @@ def reproduce(
     threads: Annotated[
         int | None, typer.Option(min=1, help="torch CPU threads per run [default: free cores]")
     ] = None,
+    precision: Annotated[
+        str | None,
+        typer.Option(
+            help="training precision of every run: fp32 | bf16 (CPU with bf16, CUDA) | fp16 "
+            "(CUDA) [default: the study's, else fp32]"
+        ),
+    ] = None,
     format_: Annotated[
         str | None, typer.Option("--format", "-f", help="markdown|latex|csv|html")
     ] = None,
@@ -237,9 +244,10 @@ def reproduce(
     tests.validate()
     if budget_epochs is not None and budget_minutes is not None:
         raise ConfigError("give one budget for all models: --budget-epochs or --budget-minutes")
+    # the runs train on the default device (auto), checked before anything trains
+    study = with_precision(get_study(spec, spec_file), precision, "auto")
     if threads:
         torch.set_num_threads(threads)
-    study = get_study(spec, spec_file)
     result = run_reproduction(
         study,
         datasets=split_list(datasets),

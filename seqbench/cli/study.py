@@ -16,7 +16,15 @@ from seqbench.data.dataset import dataset_path
 from seqbench.report.study import build, display_path, study_notes, write_folder
 from seqbench.runs.reevaluate import reevaluate
 from seqbench.runs.store import RunStore
-from seqbench.runs.study import FORMATS, Plan, Study, load_study, plan, study_file
+from seqbench.runs.study import (
+    FORMATS,
+    Plan,
+    Study,
+    load_study,
+    plan,
+    study_file,
+    with_precision,
+)
 from seqbench.runs.sweep import request_run_id, run_requests
 
 study_app = typer.Typer(
@@ -28,6 +36,13 @@ app.add_typer(study_app, name="study")
 Folder = Annotated[str, typer.Argument(help="study folder (with study.yaml), e.g. results/stosa")]
 RunsDir = Annotated[str | None, typer.Option(help="run store [default: ./results/runs]")]
 DataDir = Annotated[str | None, typer.Option(help="prepared data [default: ./data]")]
+Precision = Annotated[
+    str | None,
+    typer.Option(
+        help="training precision of every run: fp32 | bf16 (CPU with bf16, CUDA) | fp16 (CUDA) "
+        "[default: the study's, else fp32]"
+    ),
+]
 
 
 def statuses(p: Plan, store: RunStore, data_dir: str | None) -> list[tuple[str | None, str]]:
@@ -46,7 +61,10 @@ def show_plan(folder: str, p: Plan, store: RunStore, data_dir: str | None) -> in
     """Print the study's runs with their status and its tables; returns how many are missing."""
     study = p.study
     rows = statuses(p, store, data_dir)
-    table = Table(title=f"{study.title} · protocol {study.protocol} · {study.budget.describe()}")
+    precision = f" · precision {study.precision}" if study.precision != "fp32" else ""
+    table = Table(
+        title=f"{study.title} · protocol {study.protocol} · {study.budget.describe()}{precision}"
+    )
     for col in ("model", "dataset", "seed", "epochs (best)", "run"):
         table.add_column(col, justify="right" if col == "seed" else "left", no_wrap=col == "run")
     for r, (run_id, status) in zip(p.runs, rows, strict=True):
@@ -84,9 +102,11 @@ def evaluate(
 
 
 @study_app.command("show")
-def show(folder: Folder, runs_dir: RunsDir = None, data_dir: DataDir = None) -> None:
+def show(
+    folder: Folder, precision: Precision = None, runs_dir: RunsDir = None, data_dir: DataDir = None
+) -> None:
     """List the study's runs (done / missing) and tables without training anything."""
-    study = load_study(folder)
+    study = with_precision(load_study(folder), precision)
     p = plan(study, data_dir=data_dir, need_data=False)
     show_plan(display_path(study_file(folder).parent), p, RunStore(runs_dir), data_dir)
 
@@ -111,6 +131,7 @@ def run(
         typer.Option(min=1, help="torch CPU threads per run [default: the study's, else all]"),
     ] = None,
     device: Annotated[str, typer.Option(help="auto|cpu|cuda|mps")] = "auto",
+    precision: Precision = None,
     progress: Annotated[
         bool | None,
         typer.Option(help="progress bars [default: on a terminal; else a line per epoch]"),
@@ -120,7 +141,8 @@ def run(
 ) -> None:
     """Train what the run store lacks (as `seqbench run` does), then write the study's folder."""
     path = study_file(folder).parent
-    study = load_study(folder)
+    # checked before anything is planned or trained; rendering trains nothing
+    study = with_precision(load_study(folder), precision, None if render_only else device)
     p = plan(study, data_dir=data_dir, need_data=not render_only)
     store = RunStore(runs_dir)
     where = display_path(path)
@@ -138,7 +160,8 @@ def run(
     if dry_run:
         missing = show_plan(where, p, store, data_dir)
         console.print(
-            f"dry run: would train {missing} run(s) ({study.budget.describe()}), then write "
+            f"dry run: would train {missing} run(s) ({study.budget.describe()}; precision "
+            f"{study.precision}), then write "
             f"{where}/: tables, metrics/<run_id>/, README.md block",
             soft_wrap=True,
         )

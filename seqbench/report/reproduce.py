@@ -161,7 +161,10 @@ def budget_notes(
     notes = [
         f"Reproduction of {study.citation or study.title} under protocol {study.protocol}, one "
         f"budget for all models: {words}; seeds {', '.join(map(str, study.seeds))}; "
-        f"{workers} worker(s)" + (f", {threads} torch thread(s)" if threads else "") + "."
+        f"{workers} worker(s)"
+        + (f", {threads} torch thread(s)" if threads else "")
+        + (f"; every run trained in {study.precision}" if study.precision != "fp32" else "")
+        + "."
     ]
     notes += [f"Skipped: {s}." for s in p.skipped]
     notes += [f"Failed: {f}." for f in failed]

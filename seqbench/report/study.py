@@ -73,11 +73,14 @@ def unique(runs: Iterable[Run]) -> list[Run]:
 
 
 def study_notes(p: Plan) -> list[str]:
-    """What every table of the study says first: the study and its one budget."""
+    """What every table of the study says first: the study, its one budget and, when not
+    fp32, its training precision."""
     s = p.study
     return [
         f"{s.title} — protocol {s.protocol}, seeds {', '.join(map(str, s.seeds))}; budget: "
-        f"{s.budget.describe()} (one budget for all models of the study)."
+        f"{s.budget.describe()} (one budget for all models of the study)"
+        + (f"; every run trained in {s.precision}" if s.precision != "fp32" else "")
+        + "."
     ]
 
 
@@ -270,13 +273,15 @@ def readme_block(out: StudyOutput, folder: str) -> str:
         f"- Budget: {s.budget.describe()} (one budget for all models of the study)"
         + (f"; {s.threads} torch thread(s) per run" if s.threads else "")
         + (f", {s.workers} runs at a time" if s.workers > 1 else "")
+        + (f"; every run trained in {s.precision}" if s.precision != "fp32" else "")
         + ".",
         f"- Runs in the run store: {n_done} of {len(out.runs)} (seqbench {__version__}).",
         "- Re-create (trains only what the run store lacks, then rewrites this folder):",
         "",
         "```",
         *(s.prepare_command(d) for d in dict.fromkeys(s.datasets.values())),
-        f"seqbench study run {folder}",
+        f"seqbench study run {folder}"
+        + (f" --precision {s.precision}" if s.precision != "fp32" else ""),
         "```",
         "",
     ]

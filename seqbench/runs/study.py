@@ -12,6 +12,7 @@ go into which table; `seqbench.report.study` builds the tables and the README bl
     seeds: [0]
     budget: {epochs: 170}           # or {minutes: 30}, or {epochs: default} (each model's own)
     threads: 1                      # torch threads per run (optional)
+    precision: fp32                 # training precision of every run: fp32|bf16|fp16 (optional)
     evaluate: [seqbench, duorec]    # also test each run's best weights under these (optional)
     prepare: {beauty: seqbench prepare beauty --raw-dir ../shared/data/s3rec}   # optional
     models:
@@ -26,6 +27,7 @@ go into which table; `seqbench.report.study` builds the tables and the README bl
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,6 +45,7 @@ from seqbench.papers import TableSpec, get_spec
 from seqbench.registry import closest
 from seqbench.report.stats import CORRECTIONS, TESTS
 from seqbench.runs.execute import RunRequest, check_ranges, protocol_settings
+from seqbench.training.device import check_precision, known_precision, resolve_device
 
 STUDY_FILE = "study.yaml"
 README_FILE = "README.md"
@@ -61,6 +64,7 @@ STUDY_KEYS = (
     "budget",
     "threads",
     "workers",
+    "precision",
     "prepare",
     "evaluate",
     "models",
@@ -182,6 +186,7 @@ class Study:
     workers: int = 1
     prepare: dict[str, str] = field(default_factory=dict)
     evaluate: tuple[str, ...] = ()
+    precision: str = "fp32"
 
     def prepare_command(self, dataset: str) -> str:
         return self.prepare.get(dataset, f"seqbench prepare {dataset}")
@@ -388,6 +393,7 @@ def parse_study(raw: Any, where: str) -> Study:
     for key, value in (("threads", threads), ("workers", workers)):
         if value is not None and (not isinstance(value, int) or value < 1):
             raise ConfigError(f"{where}: {key}: expected a positive integer, got {value!r}")
+    precision = known_precision(str(spec.get("precision", "fp32")), f"{where}: precision:")
     return Study(
         where=where,
         title=str(spec.get("title", Path(where).parent.name or where)),
@@ -402,7 +408,27 @@ def parse_study(raw: Any, where: str) -> Study:
         workers=workers,
         prepare=prepare,
         evaluate=evaluate,
+        precision=precision,
     )
+
+
+def with_precision(study: Study, precision: str | None = None, device: str | None = None) -> Study:
+    """`study` with `precision` (a --precision option, when given) replacing its own, and,
+    with `device`, checked against that device (as `seqbench run` checks --precision): a
+    precision it cannot train in is a one-line error naming --precision, or the study file
+    and its `precision` field."""
+    if precision is not None:
+        study = dataclasses.replace(study, precision=known_precision(precision))
+    if device is None or study.precision == "fp32":
+        return study
+    if precision is not None:
+        check_precision(precision, resolve_device(device))
+        return study
+    try:
+        check_precision(study.precision, resolve_device(device), "precision:")
+    except ConfigError as e:
+        raise ConfigError(f"{study.where}: {e}") from None
+    return study
 
 
 def study_file(path: str | Path) -> Path:
@@ -552,7 +578,14 @@ def plan(
                 label = m.entry_label(sets, ablate)
                 for seed in study.seeds:
                     req = RunRequest(
-                        m.model, name, dict(sets), dict(ablate), seed, study.protocol, budget.epochs
+                        m.model,
+                        name,
+                        dict(sets),
+                        dict(ablate),
+                        seed,
+                        study.protocol,
+                        budget.epochs,
+                        study.precision,
                     )
                     out.runs.append(StudyRun(m, label, name, sets, ablate, req))
     if missing and not lenient:

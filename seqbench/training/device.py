@@ -62,30 +62,38 @@ def cpu_bf16_supported() -> bool:
     return bool({"avx512_bf16", "amx_bf16"} & cpu_flags())
 
 
-def check_precision(precision: str, device: torch.device) -> None:
-    """Refuse a precision that `device` cannot train in, in one line naming the fix."""
+def known_precision(precision: str, name: str = "--precision") -> str:
+    """`precision` when it is one of PRECISIONS, else a one-line error naming `name`."""
     if precision not in PRECISIONS:
-        raise ConfigError(f"--precision {precision!r}: choose one of {', '.join(PRECISIONS)}")
+        raise ConfigError(f"{name} {precision!r}: choose one of {', '.join(PRECISIONS)}")
+    return precision
+
+
+def check_precision(precision: str, device: torch.device, name: str = "--precision") -> None:
+    """Refuse a precision that `device` cannot train in, in one line naming the fix.
+
+    `name` is how the setting is called in the message (a study file says `precision:`).
+    """
+    known_precision(precision, name)
     if precision == "fp32":
         return
     if device.type == "cuda":
         if precision == "bf16" and not torch.cuda.is_bf16_supported():
-            raise ConfigError("--precision bf16: this GPU has no bf16; use --precision fp16")
+            raise ConfigError(f"{name} bf16: this GPU has no bf16; use {name} fp16")
         return
     if precision == "fp16":
         raise ConfigError(
-            f"--precision fp16 needs CUDA (this run is on {device.type}): use --precision "
+            f"{name} fp16 needs CUDA (this run is on {device.type}): use {name} "
             "bf16 on a CPU with bf16, or fp32"
         )
     if device.type != "cpu":
         raise ConfigError(
-            f"--precision bf16 runs on cpu or cuda, not {device.type}: use --device cpu or "
-            "--precision fp32"
+            f"{name} bf16 runs on cpu or cuda, not {device.type}: use --device cpu or {name} fp32"
         )
     if not cpu_bf16_supported():
         raise ConfigError(
-            "--precision bf16: this CPU has no bf16 support (no avx512_bf16/amx_bf16; "
-            "emulated bf16 is slower than fp32): use --precision fp32"
+            f"{name} bf16: this CPU has no bf16 support (no avx512_bf16/amx_bf16; "
+            f"emulated bf16 is slower than fp32): use {name} fp32"
         )
 
 
