@@ -177,3 +177,19 @@ def test_output_to_a_pipe_gets_a_plain_line_per_epoch_as_it_trains(tmp_path: Pat
     for pattern, line in zip(expected, lines, strict=True):
         assert re.fullmatch(pattern, line.strip()), (pattern, line)
     assert "sasrec on synthetic" in rest  # results on stdout
+
+
+def test_ctrl_c_says_interrupted_and_exits_130(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """typer returns Ctrl-C as exit code 130 in non-standalone mode: it must not become 0."""
+    import seqbench.cli.model_card as card
+
+    def interrupted(*_args: object, **_kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(card, "print_model_card", interrupted)
+    with pytest.raises(SystemExit) as exit_info:
+        main(["models", "sasrec"])
+    assert exit_info.value.code == 130
+    assert "interrupted" in capsys.readouterr().err

@@ -33,7 +33,12 @@ def main(argv: list[str] | None = None) -> None:
     and exit code 2."""
     _load_commands()
     try:
-        app(args=argv, prog_name="seqbench", standalone_mode=False)
+        code = app(args=argv, prog_name="seqbench", standalone_mode=False)
+        # typer turns Ctrl-C into Exit(130), which non-standalone mode returns, not raises
+        if code == 130:
+            raise KeyboardInterrupt
+        if isinstance(code, int) and code:
+            sys.exit(code)
     except SeqbenchError as e:
         _error(str(e))
         sys.exit(2)
