@@ -266,3 +266,19 @@ def test_render_only_writes_the_block_and_keeps_earlier_files(
     assert "| sasrec | synthetic | 0 | not run yet |" in readme
     assert "_Not rendered: no run of this table is in the run store yet._" in readme
     assert (root / "metrics" / "old.json").is_file() and not (root / "main.md").exists()
+
+
+def test_a_model_may_run_its_own_seeds() -> None:
+    """A costly model runs one seed while the cheap ones run three; notes say which."""
+    raw = study(
+        seeds=[0, 1, 2],
+        models={"sasrec": {}, "gru4rec": {"seeds": [0]}},
+        tables={},
+    )
+    s = parse_study(raw, "s.yaml")
+    got = [(r.model, r.seed) for r in plan(s, need_data=False).requests]
+    assert got == [("sasrec", 0), ("sasrec", 1), ("sasrec", 2), ("gru4rec", 0)]
+    assert s.seeds_text() == "0, 1, 2 (gru4rec: 0)"
+    for bad in ([], [1, 1], [-1], "0", [True]):
+        with pytest.raises(ConfigError, match=r"s\.yaml: models\.gru4rec\.seeds: expected a list"):
+            parse_study(study(models={"gru4rec": {"seeds": bad}}, tables={}), "s.yaml")

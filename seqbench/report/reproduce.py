@@ -160,7 +160,7 @@ def budget_notes(
         words = study.budget.describe()
     notes = [
         f"Reproduction of {study.citation or study.title} under protocol {study.protocol}, one "
-        f"budget for all models: {words}; seeds {', '.join(map(str, study.seeds))}; "
+        f"budget for all models: {words}; seeds {study.seeds_text()}; "
         f"{workers} worker(s)"
         + (f", {threads} torch thread(s)" if threads else "")
         + (f"; every run trained in {study.precision}" if study.precision != "fp32" else "")

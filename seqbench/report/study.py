@@ -77,7 +77,7 @@ def study_notes(p: Plan) -> list[str]:
     fp32, its training precision."""
     s = p.study
     return [
-        f"{s.title} — protocol {s.protocol}, seeds {', '.join(map(str, s.seeds))}; budget: "
+        f"{s.title} — protocol {s.protocol}, seeds {s.seeds_text()}; budget: "
         f"{s.budget.describe()} (one budget for all models of the study)"
         + (f"; every run trained in {s.precision}" if s.precision != "fp32" else "")
         + "."
@@ -269,7 +269,7 @@ def readme_block(out: StudyOutput, folder: str) -> str:
         "## Results (generated)",
         "",
         f"- Protocol `{s.protocol}` ({protocol.description}); datasets: {data}; seeds: "
-        f"{', '.join(map(str, s.seeds))}.",
+        f"{s.seeds_text()}.",
         f"- Budget: {s.budget.describe()} (one budget for all models of the study)"
         + (f"; {s.threads} torch thread(s) per run" if s.threads else "")
         + (f", {s.workers} runs at a time" if s.workers > 1 else "")

@@ -17,7 +17,8 @@ go into which table; `seqbench.report.study` builds the tables and the README bl
     prepare: {beauty: seqbench prepare beauty --raw-dir ../shared/data/s3rec}   # optional
     models:
       sasrec: {sets: {patience: 100}}
-      stosa: {}                     # label: {model, sets, ablate}; model defaults to the label
+      stosa: {}                     # label: {model, sets, ablate, seeds}; model defaults to
+                                    # the label, seeds to the study's
     tables:
       beauty_table: {layout: overall, baseline: sasrec, formats: [markdown, latex, html]}
 
@@ -70,7 +71,7 @@ STUDY_KEYS = (
     "models",
     "tables",
 )
-MODEL_KEYS = ("model", "sets", "ablate")
+MODEL_KEYS = ("model", "sets", "ablate", "seeds")
 TABLE_KEYS = (
     "layout",
     "title",
@@ -124,6 +125,8 @@ class StudyModel:
     model: str
     sets: tuple[Point, ...] = ({},)
     ablate: tuple[Point, ...] = ({},)
+    #: this model's seeds when they differ from the study's (e.g. one seed for a costly model)
+    seeds: tuple[int, ...] | None = None
 
     def points(self) -> list[tuple[Point, Point]]:
         """(sets, ablate) of each configuration the model runs in, in order, no duplicates."""
@@ -190,6 +193,12 @@ class Study:
 
     def prepare_command(self, dataset: str) -> str:
         return self.prepare.get(dataset, f"seqbench prepare {dataset}")
+
+    def seeds_text(self) -> str:
+        """The study's seeds, then each model that runs other seeds: '0, 1, 2 (duorec: 0)'."""
+        own = [f"{m.label}: {', '.join(map(str, m.seeds))}" for m in self.models if m.seeds]
+        text = ", ".join(map(str, self.seeds))
+        return f"{text} ({'; '.join(own)})" if own else text
 
 
 # ------------------------------------------------------------------ parsing
@@ -273,9 +282,22 @@ def parse_model(label: str, raw: Any, where: str) -> StudyModel:
         raise ConfigError(
             f"{at}.sets: epochs is the study's budget, one for all models: set `budget` instead"
         )
+    seeds = None if "seeds" not in spec else tuple(_seeds(spec["seeds"], f"{at}.seeds"))
     return StudyModel(
-        label, str(spec.get("model", label)), sets, points(spec.get("ablate"), f"{at}.ablate")
+        label,
+        str(spec.get("model", label)),
+        sets,
+        points(spec.get("ablate"), f"{at}.ablate"),
+        seeds,
     )
+
+
+def _seeds(raw: Any, at: str) -> list[int]:
+    """A non-empty list of distinct non-negative integer seeds, or a one-line error at `at`."""
+    ok = isinstance(raw, list) and raw and len(set(raw)) == len(raw)
+    if not ok or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in raw):
+        raise ConfigError(f"{at}: expected a list of integers (distinct, >= 0), got {raw!r}")
+    return raw
 
 
 def parse_table(
@@ -364,9 +386,7 @@ def parse_study(raw: Any, where: str) -> Study:
             dataset_spec(name)
         except DataError as e:
             raise ConfigError(f"{where}: datasets: {e}") from None
-    seeds = spec.get("seeds", [0])
-    if not isinstance(seeds, list) or not seeds or not all(isinstance(s, int) for s in seeds):
-        raise ConfigError(f"{where}: seeds: expected a list of integers, got {seeds!r}")
+    seeds = _seeds(spec.get("seeds", [0]), f"{where}: seeds")
     models = {
         str(label): parse_model(str(label), m, where)
         for label, m in _mapping(spec["models"], f"{where}: models").items()
@@ -576,7 +596,7 @@ def plan(
                 continue
             for sets, ablate in m.points():
                 label = m.entry_label(sets, ablate)
-                for seed in study.seeds:
+                for seed in m.seeds or study.seeds:
                     req = RunRequest(
                         m.model,
                         name,
