@@ -74,7 +74,7 @@ def speed(model_name: str, dataset: str, sets: dict[str, str], steps: int) -> No
     scales by the epoch's batch count.
     """
     from seqbench.models.base import get_model, resolve_config
-    from seqbench.training.micro import micro_batches
+    from seqbench.training.micro import backward_batch
     from seqbench.training.trainer import make_optimizer
 
     data = load_dataset(dataset)
@@ -100,11 +100,8 @@ def speed(model_name: str, dataset: str, sets: dict[str, str], steps: int) -> No
         model.train()
         c0 = time.process_time()
         for batch in batches[:steps]:
-            split = size and cls.micro_key is not None  # else the model encodes in pieces
-            pieces = micro_batches(batch, cls.micro_key, size) if split else [(batch, 1.0)]
             opt.zero_grad(set_to_none=True)
-            for piece, weight in pieces:
-                (model.loss(piece)[0] * weight).backward()
+            backward_batch(model, batch)  # micro_overhead = size sets the pieces, as in training
             opt.step()
         per = (time.process_time() - c0) / min(steps, len(batches))
         base = base or per

@@ -62,10 +62,11 @@ from seqbench.training.device import (
     allowed_cpus,
     check_precision,
     cpu_bf16_supported,
+    cpuinfo_field,
     thread_choice,
     use_threads,
 )
-from seqbench.training.micro import training_pieces
+from seqbench.training.micro import backward_batch
 from seqbench.training.trainer import make_optimizer
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling bench scripts
@@ -241,16 +242,8 @@ def seqbench_step(
 
     def step(batch: Batch) -> int:
         opt.zero_grad(set_to_none=True)
-        parts: dict[str, float] = {}
-        for piece, weight in training_pieces(model, batch):
-            cast = torch.autocast("cpu", dtype=dtype) if dtype else contextlib.nullcontext()
-            with cast:
-                loss, piece_parts = model.loss(piece)
-            loss = loss.float() * weight
-            loss.backward()
-            loss.detach().item()
-            for k, v in piece_parts.items():
-                parts[k] = parts.get(k, 0.0) + weight * v
+        cast = (lambda: torch.autocast("cpu", dtype=dtype)) if dtype else contextlib.nullcontext
+        _, parts = backward_batch(model, batch, cast)
         opt.step()
         model.after_step(parts)
         return targets_in(batch)
@@ -457,11 +450,7 @@ def part_busy(epochs: int, companions: list[str]) -> dict[str, Any]:
 
 def cpu_model() -> str:
     """The CPU's model name from /proc/cpuinfo (else platform's guess)."""
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.partition(":")[2].strip()
-    return platform.processor() or platform.machine()
+    return cpuinfo_field("model name") or platform.processor() or platform.machine()
 
 
 def machine(threads: str) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from seqbench.data.dataset import load_dataset
 from seqbench.evaluation.evaluator import Evaluator
 from seqbench.evaluation.protocols import get_protocol
 from seqbench.models.base import get_model, resolve_config
-from seqbench.training.micro import training_pieces
+from seqbench.training.micro import backward_batch
 from seqbench.training.trainer import make_optimizer
 
 SIZES = {"beauty": {"d": "64", "max_len": "50"}, "ml-1m": {"d": "64", "max_len": "200"}}
@@ -49,8 +49,7 @@ def bench(model_name: str, dataset: str, max_batches: int | None) -> dict:
     n = 0
     for batch in run:
         opt.zero_grad(set_to_none=True)
-        for piece, weight in training_pieces(model, batch):  # as the trainer runs it
-            (model.loss(piece)[0] * weight).backward()
+        backward_batch(model, batch)  # as the trainer runs it
         opt.step()
         n += targets_in(batch)
     train = time.perf_counter() - t0

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import typer
 from rich.console import Console
 
@@ -14,6 +16,16 @@ app = typer.Typer(
 )
 console = Console()
 console_err = Console(stderr=True)
+
+#: --precision of the commands that train many runs (study, reproduce) over a study's own
+StudyPrecision = Annotated[
+    str | None,
+    typer.Option(
+        "--precision",
+        help="training precision of every run: fp32 | bf16 (CPU with bf16, CUDA) | fp16 (CUDA) "
+        "[default: the study's, else fp32]",
+    ),
+]
 
 
 def log(message: str) -> None:

@@ -8,7 +8,7 @@ from typing import Annotated
 import torch
 import typer
 
-from seqbench.cli.app import app, bars, console_err, positive
+from seqbench.cli.app import StudyPrecision, app, bars, console_err, positive
 from seqbench.cli.sweep import SweepDisplay
 from seqbench.errors import ConfigError
 from seqbench.evaluation.metrics import METRICS
@@ -207,13 +207,7 @@ def reproduce(
     threads: Annotated[
         int | None, typer.Option(min=1, help="torch CPU threads per run [default: free cores]")
     ] = None,
-    precision: Annotated[
-        str | None,
-        typer.Option(
-            help="training precision of every run: fp32 | bf16 (CPU with bf16, CUDA) | fp16 "
-            "(CUDA) [default: the study's, else fp32]"
-        ),
-    ] = None,
+    precision: StudyPrecision = None,
     format_: Annotated[
         str | None, typer.Option("--format", "-f", help="markdown|latex|csv|html")
     ] = None,

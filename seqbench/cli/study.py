@@ -10,7 +10,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from seqbench.cli.app import app, bars, console, console_err, log
+from seqbench.cli.app import StudyPrecision, app, bars, console, console_err, log
 from seqbench.cli.sweep import SweepDisplay
 from seqbench.data.dataset import dataset_path
 from seqbench.report.study import build, display_path, study_notes, write_folder
@@ -36,13 +36,6 @@ app.add_typer(study_app, name="study")
 Folder = Annotated[str, typer.Argument(help="study folder (with study.yaml), e.g. results/stosa")]
 RunsDir = Annotated[str | None, typer.Option(help="run store [default: ./results/runs]")]
 DataDir = Annotated[str | None, typer.Option(help="prepared data [default: ./data]")]
-Precision = Annotated[
-    str | None,
-    typer.Option(
-        help="training precision of every run: fp32 | bf16 (CPU with bf16, CUDA) | fp16 (CUDA) "
-        "[default: the study's, else fp32]"
-    ),
-]
 
 
 def statuses(p: Plan, store: RunStore, data_dir: str | None) -> list[tuple[str | None, str]]:
@@ -103,7 +96,10 @@ def evaluate(
 
 @study_app.command("show")
 def show(
-    folder: Folder, precision: Precision = None, runs_dir: RunsDir = None, data_dir: DataDir = None
+    folder: Folder,
+    precision: StudyPrecision = None,
+    runs_dir: RunsDir = None,
+    data_dir: DataDir = None,
 ) -> None:
     """List the study's runs (done / missing) and tables without training anything."""
     study = with_precision(load_study(folder), precision)
@@ -131,7 +127,7 @@ def run(
         typer.Option(min=1, help="torch CPU threads per run [default: the study's, else all]"),
     ] = None,
     device: Annotated[str, typer.Option(help="auto|cpu|cuda|mps")] = "auto",
-    precision: Precision = None,
+    precision: StudyPrecision = None,
     progress: Annotated[
         bool | None,
         typer.Option(help="progress bars [default: on a terminal; else a line per epoch]"),

@@ -163,7 +163,7 @@ def budget_notes(
         f"budget for all models: {words}; seeds {study.seeds_text()}; "
         f"{workers} worker(s)"
         + (f", {threads} torch thread(s)" if threads else "")
-        + (f"; every run trained in {study.precision}" if study.precision != "fp32" else "")
+        + study.precision_clause()
         + "."
     ]
     notes += [f"Skipped: {s}." for s in p.skipped]

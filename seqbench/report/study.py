@@ -79,7 +79,7 @@ def study_notes(p: Plan) -> list[str]:
     return [
         f"{s.title} — protocol {s.protocol}, seeds {s.seeds_text()}; budget: "
         f"{s.budget.describe()} (one budget for all models of the study)"
-        + (f"; every run trained in {s.precision}" if s.precision != "fp32" else "")
+        + s.precision_clause()
         + "."
     ]
 
@@ -273,7 +273,7 @@ def readme_block(out: StudyOutput, folder: str) -> str:
         f"- Budget: {s.budget.describe()} (one budget for all models of the study)"
         + (f"; {s.threads} torch thread(s) per run" if s.threads else "")
         + (f", {s.workers} runs at a time" if s.workers > 1 else "")
-        + (f"; every run trained in {s.precision}" if s.precision != "fp32" else "")
+        + s.precision_clause()
         + ".",
         f"- Runs in the run store: {n_done} of {len(out.runs)} (seqbench {__version__}).",
         "- Re-create (trains only what the run store lacks, then rewrites this folder):",

@@ -194,6 +194,10 @@ class Study:
     def prepare_command(self, dataset: str) -> str:
         return self.prepare.get(dataset, f"seqbench prepare {dataset}")
 
+    def precision_clause(self) -> str:
+        """'; every run trained in bf16' for a study not in fp32 (notes and README); else ''."""
+        return f"; every run trained in {self.precision}" if self.precision != "fp32" else ""
+
     def seeds_text(self) -> str:
         """The study's seeds, then each model that runs other seeds: '0, 1, 2 (duorec: 0)'."""
         own = [f"{m.label}: {', '.join(map(str, m.seeds))}" for m in self.models if m.seeds]

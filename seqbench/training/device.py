@@ -41,16 +41,21 @@ PRECISIONS: dict[str, torch.dtype | None] = {
 PROC_CPUINFO = Path("/proc/cpuinfo")
 
 
-def cpu_flags() -> set[str]:
-    """The CPU's feature flags (empty where /proc/cpuinfo is absent)."""
+def cpuinfo_field(name: str) -> str | None:
+    """The first value of field `name` in /proc/cpuinfo (None where absent)."""
     try:
         text = PROC_CPUINFO.read_text()
     except OSError:
-        return set()
+        return None
     for line in text.splitlines():
-        if line.startswith("flags"):
-            return set(line.partition(":")[2].split())
-    return set()
+        if line.startswith(name):
+            return line.partition(":")[2].strip()
+    return None
+
+
+def cpu_flags() -> set[str]:
+    """The CPU's feature flags (empty where /proc/cpuinfo is absent)."""
+    return set((cpuinfo_field("flags") or "").split())
 
 
 def cpu_bf16_supported() -> bool:

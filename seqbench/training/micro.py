@@ -13,6 +13,7 @@ encoder output depends only on that row's items it can still encode the rows in 
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 
 import numpy as np
@@ -45,6 +46,27 @@ def split_points(lengths: np.ndarray, overhead: int) -> list[int]:
         ends.append(j)
         j = int(start[j])
     return ends[::-1]
+
+
+def backward_batch(
+    model: torch.nn.Module,
+    batch: Batch,
+    autocast: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext,
+    scaler: torch.amp.GradScaler | None = None,
+) -> tuple[float, dict[str, float]]:
+    """Accumulate the gradient of `batch`'s loss the way the trainer does: over its
+    `training_pieces`, each piece's mean loss (computed under `autocast`, cast to fp32)
+    weighted by its share. Returns the batch's loss value and its weighted named parts."""
+    value, parts = 0.0, {}
+    for piece, weight in training_pieces(model, batch):
+        with autocast():
+            loss, piece_parts = model.loss(piece)
+        loss = loss.float() * weight
+        (scaler.scale(loss) if scaler is not None else loss).backward()
+        value += loss.detach().item()
+        for k, v in piece_parts.items():
+            parts[k] = parts.get(k, 0.0) + weight * v
+    return value, parts
 
 
 def training_pieces(model: torch.nn.Module, batch: Batch) -> list[tuple[Batch, float]]:

@@ -27,7 +27,7 @@ from seqbench.models.base import Batch, SeqModel
 from seqbench.runs.store import RunFolder
 from seqbench.training.checkpoint import load_checkpoint, save_checkpoint
 from seqbench.training.device import PRECISIONS
-from seqbench.training.micro import training_pieces
+from seqbench.training.micro import backward_batch
 
 
 class TrainingError(SeqbenchError):
@@ -240,16 +240,7 @@ class Trainer:
         With `batching=micro` and a model that allows it, the batch runs as length-sorted
         pieces whose mean losses are weighted by their share of targets: the batch's loss.
         """
-        value, parts = 0.0, {}
-        for piece, weight in training_pieces(self.model, batch):
-            with self._autocast():
-                loss, piece_parts = self.model.loss(piece)
-            loss = loss.float() * weight
-            (scaler.scale(loss) if scaler is not None else loss).backward()
-            value += loss.detach().item()
-            for k, v in piece_parts.items():
-                parts[k] = parts.get(k, 0.0) + weight * v
-        return value, parts
+        return backward_batch(self.model, batch, self._autocast, scaler)
 
     def _autocast(self) -> contextlib.AbstractContextManager:
         """The loss in the run's precision: matmuls in bf16/fp16; autocast keeps the
