@@ -27,6 +27,14 @@ StudyPrecision = Annotated[
     ),
 ]
 
+#: the options every command that reads prepared data, the run store or trains shares
+RunsDir = Annotated[str | None, typer.Option(help="run store [default: ./results/runs]")]
+DataDir = Annotated[str | None, typer.Option(help="prepared data [default: ./data]")]
+ShowProgress = Annotated[
+    bool | None,
+    typer.Option(help="progress bars [default: on a terminal; else a line per epoch]"),
+]
+
 
 def log(message: str) -> None:
     """A progress line or notice on stderr: kept whole (no wrapping in files), not markup."""

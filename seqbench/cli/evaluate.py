@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from seqbench.cli.app import app, console, log
+from seqbench.cli.app import DataDir, RunsDir, app, console, log
 from seqbench.evaluation.metrics import METRICS
 from seqbench.runs.reevaluate import reevaluate
 from seqbench.runs.store import RunFolder, RunStore
@@ -22,10 +22,8 @@ def evaluate(
     device: Annotated[str, typer.Option(help="auto|cpu|cuda|mps")] = "auto",
     threads: Annotated[int | None, typer.Option(help="torch CPU threads")] = None,
     force: Annotated[bool, typer.Option(help="evaluate again even if stored")] = False,
-    runs_dir: Annotated[
-        str | None, typer.Option(help="run store [default: ./results/runs]")
-    ] = None,
-    data_dir: Annotated[str | None, typer.Option(help="prepared data [default: ./data]")] = None,
+    runs_dir: RunsDir = None,
+    data_dir: DataDir = None,
 ) -> None:
     """Test a stored run's best weights under another protocol preset; kept beside the run."""
     use_threads(thread_choice(threads))

@@ -8,7 +8,16 @@ from typing import Annotated
 import torch
 import typer
 
-from seqbench.cli.app import StudyPrecision, app, bars, console_err, positive
+from seqbench.cli.app import (
+    DataDir,
+    RunsDir,
+    ShowProgress,
+    StudyPrecision,
+    app,
+    bars,
+    console_err,
+    positive,
+)
 from seqbench.cli.sweep import SweepDisplay
 from seqbench.errors import ConfigError
 from seqbench.evaluation.metrics import METRICS
@@ -133,10 +142,8 @@ def report(
             help="plot FILE.png|.svg of ablation/sensitivity/curves (default: next to --out)"
         ),
     ] = None,
-    runs_dir: Annotated[
-        str | None, typer.Option(help="run store (default: ./results/runs)")
-    ] = None,
-    data_dir: Annotated[str | None, typer.Option(help="prepared data (default: ./data)")] = None,
+    runs_dir: RunsDir = None,
+    data_dir: DataDir = None,
 ) -> None:
     """Tables in the papers' layouts from stored runs, with paired significance tests."""
     fmt = format_for(out, format_)
@@ -221,12 +228,9 @@ def reproduce(
         typer.Option(help="a paper YAML or a *.study.yaml outside seqbench/papers/"),
     ] = None,
     list_: Annotated[bool, typer.Option("--list", help="list the paper specs and exit")] = False,
-    progress: Annotated[
-        bool | None,
-        typer.Option(help="progress bars [default: on a terminal; else a line per epoch]"),
-    ] = None,
-    runs_dir: Annotated[str | None, typer.Option(help="run store")] = None,
-    data_dir: Annotated[str | None, typer.Option(help="prepared data")] = None,
+    progress: ShowProgress = None,
+    runs_dir: RunsDir = None,
+    data_dir: DataDir = None,
 ) -> None:
     """Run a paper's table as a study (one budget for all models) next to the published values."""
     if list_ or not spec:

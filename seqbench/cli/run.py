@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from seqbench.cli.app import app, bars, console, log, positive
+from seqbench.cli.app import DataDir, RunsDir, ShowProgress, app, bars, console, log, positive
 from seqbench.errors import ConfigError
 from seqbench.evaluation.metrics import METRICS
 from seqbench.evaluation.protocols import PROTOCOLS
@@ -68,14 +68,9 @@ def run(
     ] = None,
     force: Annotated[bool, typer.Option(help="retrain even if the run is stored")] = False,
     resume: Annotated[bool, typer.Option(help="continue an interrupted run")] = True,
-    progress: Annotated[
-        bool | None,
-        typer.Option(help="progress bars [default: on a terminal; else a line per epoch]"),
-    ] = None,
-    data_dir: Annotated[str | None, typer.Option(help="prepared data [default: ./data]")] = None,
-    runs_dir: Annotated[
-        str | None, typer.Option(help="run store [default: ./results/runs]")
-    ] = None,
+    progress: ShowProgress = None,
+    data_dir: DataDir = None,
+    runs_dir: RunsDir = None,
 ) -> None:
     """Train MODEL, select the epoch by validation, evaluate on test with full ranking."""
     if amp:
@@ -185,7 +180,7 @@ def runs(
     dataset: Annotated[
         str | None, typer.Option("--dataset", "-d", help="only this dataset")
     ] = None,
-    runs_dir: Annotated[str | None, typer.Option(help="run store")] = None,
+    runs_dir: RunsDir = None,
 ) -> None:
     """List stored runs with their test metrics."""
     table = Table(title="runs")

@@ -10,7 +10,17 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from seqbench.cli.app import StudyPrecision, app, bars, console, console_err, log
+from seqbench.cli.app import (
+    DataDir,
+    RunsDir,
+    ShowProgress,
+    StudyPrecision,
+    app,
+    bars,
+    console,
+    console_err,
+    log,
+)
 from seqbench.cli.sweep import SweepDisplay
 from seqbench.data.dataset import dataset_path
 from seqbench.report.study import build, display_path, study_notes, write_folder
@@ -34,8 +44,6 @@ study_app = typer.Typer(
 app.add_typer(study_app, name="study")
 
 Folder = Annotated[str, typer.Argument(help="study folder (with study.yaml), e.g. results/stosa")]
-RunsDir = Annotated[str | None, typer.Option(help="run store [default: ./results/runs]")]
-DataDir = Annotated[str | None, typer.Option(help="prepared data [default: ./data]")]
 
 
 def statuses(p: Plan, store: RunStore, data_dir: str | None) -> list[tuple[str | None, str]]:
@@ -128,10 +136,7 @@ def run(
     ] = None,
     device: Annotated[str, typer.Option(help="auto|cpu|cuda|mps")] = "auto",
     precision: StudyPrecision = None,
-    progress: Annotated[
-        bool | None,
-        typer.Option(help="progress bars [default: on a terminal; else a line per epoch]"),
-    ] = None,
+    progress: ShowProgress = None,
     runs_dir: RunsDir = None,
     data_dir: DataDir = None,
 ) -> None:

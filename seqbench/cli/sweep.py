@@ -14,7 +14,16 @@ from rich.markup import escape
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from seqbench.cli.app import app, bars, console, console_err, positive
+from seqbench.cli.app import (
+    DataDir,
+    RunsDir,
+    ShowProgress,
+    app,
+    bars,
+    console,
+    console_err,
+    positive,
+)
 from seqbench.cli.run import parse_pairs
 from seqbench.errors import ConfigError
 from seqbench.evaluation.protocols import PROTOCOLS
@@ -192,14 +201,9 @@ def sweep(
         str,
         typer.Option(help="training precision: fp32 | bf16 (CPU with bf16, CUDA) | fp16 (CUDA)"),
     ] = "fp32",
-    progress: Annotated[
-        bool | None,
-        typer.Option(help="progress bars [default: on a terminal; else a line per epoch]"),
-    ] = None,
-    data_dir: Annotated[str | None, typer.Option(help="prepared data [default: ./data]")] = None,
-    runs_dir: Annotated[
-        str | None, typer.Option(help="run store [default: ./results/runs]")
-    ] = None,
+    progress: ShowProgress = None,
+    data_dir: DataDir = None,
+    runs_dir: RunsDir = None,
 ) -> None:
     """Run every configuration of MODEL (cached runs are skipped; rerun to resume)."""
     check_precision(precision, resolve_device(device))  # once, not in every run

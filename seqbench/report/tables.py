@@ -302,18 +302,33 @@ def overall_table(
     table.notes.append(test_note(opts, len(pending), "the best is"))
     if untested:
         table.notes.append(f"{untested} comparison(s) untested: per-user metrics missing.")
-    if note := seeds_note(entry_seeds(shown)):
-        table.notes.append(note)
+    table.notes += closing_notes(shown, datasets, runs, published, budget_columns, labels)
+    return table
+
+
+def closing_notes(
+    entries: Sequence[Entry],
+    datasets: Sequence[str],
+    runs: Sequence[Run],
+    published: bool,
+    budget_columns: bool,
+    labels: dict[str, str],
+) -> list[str]:
+    """The notes every comparison table ends with: seeds, published values, budget, protocol
+    and the departures of its runs."""
+    notes = []
+    if note := seeds_note(entry_seeds(entries)):
+        notes.append(note)
     if published:
-        table.notes.append(
+        notes.append(
             "[published, relative difference] after each value measured here, at this "
             "table's budget (a reproduction only where the budget is the paper's); "
             "(value) = published, not run here."
         )
-    table.notes += budget_notes(shown, datasets, budget_columns, labels)
-    table.notes.append(protocol_note(runs))
-    table.notes.append(departures_note(runs))
-    return table
+    notes += budget_notes(entries, datasets, budget_columns, labels)
+    notes.append(protocol_note(runs))
+    notes.append(departures_note(runs))
+    return notes
 
 
 def budget_notes(
@@ -390,17 +405,7 @@ def ablation_table(
     apply_correction(table, pending, opts)
     table.notes.append("Bold = best, underlined = second best per column.")
     table.notes.append(test_note(opts, len(pending), "the difference from the model's default is"))
-    if note := seeds_note(entry_seeds(entries)):
-        table.notes.append(note)
-    if published:
-        table.notes.append(
-            "[published, relative difference] after each value measured here, at this "
-            "table's budget (a reproduction only where the budget is the paper's); "
-            "(value) = published, not run here."
-        )
-    table.notes += budget_notes(entries, used, budget_columns, labels)
-    table.notes.append(protocol_note(runs))
-    table.notes.append(departures_note(runs))
+    table.notes += closing_notes(entries, used, runs, published, budget_columns, labels)
     return table
 
 
