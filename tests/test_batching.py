@@ -132,18 +132,28 @@ def test_split_points_minimise_padding_plus_overhead(overhead: int) -> None:
         assert cost(ends) == best
 
 
-PIECEWISE = ("cl4srec", "coserec", "duorec", "cosebert")
+PIECEWISE = [
+    ("cl4srec", {}),
+    ("coserec", {}),
+    ("duorec", {}),
+    ("cosebert", {}),
+    ("cbit", {"pad_outputs": "zero"}),
+    ("cbit", {"pad_outputs": "zero", "augment": "cloze"}),
+]
 
 
-@pytest.mark.parametrize("name", PIECEWISE)
-def test_piecewise_encoding_gives_the_batch_loss_and_gradient(name: str, data: SeqDataset) -> None:
+@pytest.mark.parametrize(("name", "sets"), PIECEWISE)
+def test_piecewise_encoding_gives_the_batch_loss_and_gradient(
+    name: str, sets: dict[str, str], data: SeqDataset
+) -> None:
     """Oracle: the same coupled loss with every row encoded in one untrimmed pass (uniform)."""
-    model = build(name, data, batching="uniform")
+    model = build(name, data, batching="uniform", **sets)
     model.train()
     batch = next(iter(model.train_batches(data, torch.Generator().manual_seed(4))))
-    grads = []
+    grads, state = [], model.extra_state()
     for mode in ("uniform", "micro"):
         model.cfg = dataclasses.replace(model.cfg, batching=mode, micro_overhead=7)
+        model.load_extra_state(state)  # CBiT's θ moves with each loss (theta_step=current)
         model.zero_grad(set_to_none=True)
         torch.manual_seed(1)  # augmentations drawn inside the loss see the same stream
         loss, _ = model.loss(batch)

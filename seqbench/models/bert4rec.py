@@ -169,7 +169,7 @@ CBIT_CODE_DEPARTURES = (
         "as the code",
         "code",
         "pad_outputs",
-        "--ablate pad_outputs=zero",
+        "--ablate pad_outputs=zero (CBiT: also lets micro-batching encode trimmed pieces)",
     ),
     Departure(
         "cloze softmax",

@@ -173,15 +173,22 @@ class CBiT(BERT4RecS):
             yield batch
 
     def encode_views(self, inputs: torch.Tensor) -> torch.Tensor:
-        """Last-layer outputs [m·B, T, d]; augment=cloze replays one RNG state per view."""
+        """Last-layer outputs [m·B, T, d]; augment=cloze replays one RNG state per view (its rows
+        split into the same pieces, so each view draws the same dropout)."""
         if self.cfg.augment != "cloze" or not self.training:
-            return self.encode(inputs)
+            return self.encode_rows(self.encode, inputs)
         state = rng_state(inputs.device)
         outs = []
         for view in inputs.chunk(self.views):
             set_rng_state(inputs.device, state)
-            outs.append(self.encode(view))
+            outs.append(self.encode_rows(self.encode, view))
         return torch.cat(outs)
+
+    @property
+    def piecewise(self) -> bool:  # type: ignore[override]
+        """Kept padding outputs (the default, as the code) are part of the flattened views and
+        depend on the padded width, so only zeroed ones (`pad_outputs=zero`) allow pieces."""
+        return self.cfg.pad_outputs == "zero"
 
     def cloze_sum(self, h: torch.Tensor, batch: Batch) -> torch.Tensor:
         """Cloze loss of each view (mean over its masked positions), summed over views."""
