@@ -373,3 +373,10 @@ class BERT4RecS(BERT4Rec):
     Config = BERT4RecSConfig
     dataset_defaults = CBIT_DATASET_DEFAULTS
     departures = CBIT_CODE_DEPARTURES
+
+    @property
+    def piecewise(self) -> bool:  # type: ignore[override]
+        """A subclass whose loss couples rows (no `micro_key`: CBiT, CoSeBERT) encodes them in
+        pieces only with zeroed padding outputs: kept ones (the code's) are part of the
+        flattened views and depend on the padded width."""
+        return self.micro_key is None and self.cfg.pad_outputs == "zero"

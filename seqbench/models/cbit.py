@@ -184,12 +184,6 @@ class CBiT(BERT4RecS):
             outs.append(self.encode_rows(self.encode, view))
         return torch.cat(outs)
 
-    @property
-    def piecewise(self) -> bool:  # type: ignore[override]
-        """Kept padding outputs (the default, as the code) are part of the flattened views and
-        depend on the padded width, so only zeroed ones (`pad_outputs=zero`) allow pieces."""
-        return self.cfg.pad_outputs == "zero"
-
     def cloze_sum(self, h: torch.Tensor, batch: Batch) -> torch.Tensor:
         """Cloze loss of each view (mean over its masked positions), summed over views."""
         labels = batch["labels"]

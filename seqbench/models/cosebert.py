@@ -72,11 +72,6 @@ class CoSeBERT(BERT4RecS):
         similar = training_similarity(data, cfg.similar_k)
         self.augmenter = coserec_augmenter(cfg, self.mask_id, similar)
 
-    @property
-    def piecewise(self) -> bool:  # type: ignore[override]
-        """Kept padding outputs depend on the padded width, so only zeroed ones allow pieces."""
-        return self.cfg.pad_outputs == "zero"
-
     def train_batches(self, data: SeqDataset, gen: torch.Generator) -> Iterator[Batch]:
         for batch in super().train_batches(data, gen):
             batch["views"] = two_views(self.augmenter, batch["seqs"], self.cfg.max_len, gen)
