@@ -83,3 +83,21 @@ def test_count_true_equals_a_plain_sum(density: float) -> None:
 def test_count_true_rejects_a_width_it_cannot_pack() -> None:
     with pytest.raises(ValueError, match="2040"):
         count_true(torch.ones(2, 100, dtype=torch.bool))
+
+
+def test_counts_ignore_whatever_the_buffer_held(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The padded comparison buffer starts as uninitialised memory (here: all True); its
+    padding columns must not be counted. Oracle: plain row sums of the comparisons."""
+    import seqbench.evaluation.metrics as m
+
+    def dirty(*shape: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+        return torch.ones(*shape, dtype=dtype, device=device)
+
+    monkeypatch.setattr(m.torch, "empty", dirty)
+    gen = torch.Generator().manual_seed(0)
+    scores = torch.randint(0, 5, (4, 37), generator=gen).float()
+    target = torch.tensor([0, 5, 17, 36])
+    above, equal = rank_counts(scores, target)
+    t = scores.gather(1, target[:, None])
+    assert above.tolist() == (scores > t).sum(1).tolist()
+    assert equal.tolist() == ((scores == t).sum(1) - 1).tolist()

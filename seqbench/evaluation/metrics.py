@@ -31,7 +31,8 @@ def rank_counts(
     if bool(torch.isnan(t).any()):
         raise ValueError("a model scored a target item NaN: its ranks would be meaningless")
     rows, width = scores.shape
-    buf = torch.zeros(rows, -(-width // _GROUP) * _GROUP, dtype=torch.bool, device=t.device)
+    buf = torch.empty(rows, -(-width // _GROUP) * _GROUP, dtype=torch.bool, device=t.device)
+    buf[:, width:] = False  # the comparisons fill the rest
     torch.gt(scores, t, out=buf[:, :width])
     above = count_true(buf)
     torch.eq(scores, t, out=buf[:, :width])
