@@ -88,3 +88,14 @@ def test_budget_columns_replace_the_listing(tmp_path: Path, layout: str) -> None
         assert row in text
     tex = render(overall_table(model_entries(load_runs(tmp_path), None)[0], ["beauty"]), "latex")
     assert r"cpu $\times$1" in tex
+
+
+def test_a_table_without_comparisons_says_nothing_was_tested(tmp_path: Path) -> None:
+    """One model: no marker legend claiming a correction over zero comparisons."""
+    write_run(tmp_path, "a", "sasrec", "beauty", ranks(10, 1, 50))
+    write_run(tmp_path, "b", "bert4rec", "beauty", ranks(5, 1, 50))
+    alone = table_notes(tmp_path, "sasrec")
+    assert "No significance marks: this table has no comparison to test." in alone
+    assert not any("correction over" in n for n in alone)
+    pair = table_notes(tmp_path, "sasrec", "bert4rec")
+    assert any("holm correction over 1 comparison." in n for n in pair)

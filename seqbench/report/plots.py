@@ -15,7 +15,7 @@ from seqbench.report.select import ReportError
 Series = dict[str, dict[str, list[tuple[Any, float, float | None]]]]
 
 
-def _figure(panels: int) -> tuple[Any, Any]:
+def _figure(panels: int, panel_width: float = 4.2) -> tuple[Any, Any]:
     """A figure with one panel per dataset side by side."""
     try:
         from matplotlib.figure import Figure
@@ -23,7 +23,7 @@ def _figure(panels: int) -> tuple[Any, Any]:
         raise ReportError("plots need matplotlib: pip install matplotlib") from None
     if not panels:
         raise ReportError("nothing to plot")
-    fig = Figure(figsize=(4.2 * panels, 3.4), layout="constrained")
+    fig = Figure(figsize=(panel_width * panels, 3.4), layout="constrained")
     return fig, fig.subplots(1, panels, squeeze=False)[0]
 
 
@@ -54,7 +54,10 @@ def line_figure(series: Series, xlabel: str, ylabel: str, *, categorical: bool =
 def bar_figure(series: Series, ylabel: str) -> Any:
     """Grouped bars: one panel per dataset, a group per metric (x), a bar per variant (label)."""
     panels = list(series)
-    fig, axes = _figure(len(panels))
+    bars = max(
+        len(lines) * len({p[0] for ps in lines.values() for p in ps}) for lines in series.values()
+    )
+    fig, axes = _figure(len(panels), max(4.2, 1.5 + 0.15 * bars))
     for ax, panel in zip(axes, panels, strict=True):
         lines = series[panel]
         groups = list(dict.fromkeys(p[0] for points in lines.values() for p in points))
@@ -69,7 +72,13 @@ def bar_figure(series: Series, ylabel: str) -> Any:
         ax.set_title(panel)
         ax.set_ylabel(ylabel)
         ax.grid(alpha=0.3, axis="y")
-        ax.legend(fontsize="x-small", loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=2)
+    legends = [ax.get_legend_handles_labels() for ax in axes]
+    if all(labels == legends[0][1] for _, labels in legends):  # the same variants everywhere
+        handles, labels = legends[0]
+        fig.legend(handles, labels, loc="outside lower center", ncol=2, fontsize="x-small")
+    else:
+        for ax in axes:
+            ax.legend(fontsize="x-small", loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=1)
     return fig
 
 

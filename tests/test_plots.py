@@ -1,0 +1,36 @@
+"""Ablation bar figures: readable legends and panels wide enough for their bars."""
+
+from __future__ import annotations
+
+import pytest
+
+from seqbench.report.plots import bar_figure
+
+pytest.importorskip("matplotlib")
+
+
+def series(labels_per_panel: dict[str, list[str]]) -> dict:
+    return {
+        panel: {label: [("HR@10", 0.1, None), ("NDCG@10", 0.05, 0.01)] for label in labels}
+        for panel, labels in labels_per_panel.items()
+    }
+
+
+def test_the_same_variants_in_every_panel_share_one_legend() -> None:
+    labels = [f"variant {i}" for i in range(10)]
+    fig = bar_figure(series({"beauty": labels, "ml-1m": labels}), "test metric")
+    assert len(fig.legends) == 1
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == labels
+    assert all(ax.get_legend() is None for ax in fig.axes)
+    # 20 bars per panel get more than the default 4.2 inches each
+    assert fig.get_figwidth() > 2 * 4.2
+
+
+def test_different_variants_per_panel_keep_their_own_legends() -> None:
+    fig = bar_figure(series({"beauty": ["a", "b"], "ml-1m": ["a", "c"]}), "test metric")
+    assert not fig.legends
+    assert [[t.get_text() for t in ax.get_legend().get_texts()] for ax in fig.axes] == [
+        ["a", "b"],
+        ["a", "c"],
+    ]
+    assert fig.get_figwidth() == pytest.approx(2 * 4.2)
