@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from seqbench.report.plots import bar_figure
+from seqbench.report.plots import bar_figure, line_figure
 
 pytest.importorskip("matplotlib")
 
@@ -34,3 +34,23 @@ def test_different_variants_per_panel_keep_their_own_legends() -> None:
         ["a", "c"],
     ]
     assert fig.get_figwidth() == pytest.approx(2 * 4.2)
+
+
+def curve(n: int) -> dict:
+    return {"beauty": {"sasrec NDCG@10": [(x, 0.01 * x, 0.001) for x in range(1, n + 1)]}}
+
+
+def test_long_curves_show_the_seed_spread_as_a_band_short_ones_as_error_bars() -> None:
+    from matplotlib.collections import PolyCollection
+    from matplotlib.container import ErrorbarContainer
+
+    (long_ax,) = line_figure(curve(40), "epoch", "valid").axes
+    assert not any(isinstance(c, ErrorbarContainer) for c in long_ax.containers)
+    (band,) = [c for c in long_ax.collections if isinstance(c, PolyCollection)]
+    ys = band.get_paths()[0].vertices[:, 1]
+    assert min(ys) == pytest.approx(0.01 - 0.001) and max(ys) == pytest.approx(0.4 + 0.001)
+    (short_ax,) = line_figure(curve(5), "epoch", "valid").axes
+    assert any(isinstance(c, ErrorbarContainer) for c in short_ax.containers)
+    assert not short_ax.collections or not any(
+        isinstance(c, PolyCollection) for c in short_ax.collections
+    )

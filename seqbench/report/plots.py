@@ -28,7 +28,8 @@ def _figure(panels: int, panel_width: float = 4.2) -> tuple[Any, Any]:
 
 
 def line_figure(series: Series, xlabel: str, ylabel: str, *, categorical: bool = False) -> Any:
-    """One panel per dataset, one line per label, error bars where there are several seeds."""
+    """One panel per dataset, one line per label; the std over seeds as error bars, or as a
+    shaded band on curves of 30 points or more."""
     panels = list(series)
     fig, axes = _figure(len(panels))
     for ax, panel in zip(axes, panels, strict=True):
@@ -37,10 +38,15 @@ def line_figure(series: Series, xlabel: str, ylabel: str, *, categorical: bool =
             pos = list(range(len(xs))) if categorical else xs
             ys = [p[1] for p in points]
             err = [p[2] or 0.0 for p in points]
-            if any(err):
+            dense = len(xs) >= 30  # a curve: a line, and the seed spread as a band
+            if any(err) and not dense:
                 ax.errorbar(pos, ys, yerr=err, marker="o", capsize=3, label=label)
             else:
-                ax.plot(pos, ys, marker="o" if len(xs) < 30 else None, label=label)
+                (line,) = ax.plot(pos, ys, marker=None if dense else "o", label=label)
+                if any(err):
+                    lo = [y - e for y, e in zip(ys, err, strict=True)]
+                    hi = [y + e for y, e in zip(ys, err, strict=True)]
+                    ax.fill_between(pos, lo, hi, color=line.get_color(), alpha=0.2, lw=0)
             if categorical:
                 ax.set_xticks(pos, [str(x) for x in xs])
         ax.set_title(panel)
