@@ -54,3 +54,9 @@ def test_long_curves_show_the_seed_spread_as_a_band_short_ones_as_error_bars() -
     assert not short_ax.collections or not any(
         isinstance(c, PolyCollection) for c in short_ax.collections
     )
+
+
+def test_epoch_axes_tick_whole_epochs_only() -> None:
+    (ax,) = line_figure(curve(3), "epoch", "valid").axes
+    ticks = [t for t in ax.get_xticks() if ax.get_xlim()[0] <= t <= ax.get_xlim()[1]]
+    assert ticks and all(float(t).is_integer() for t in ticks)

@@ -32,6 +32,8 @@ def line_figure(series: Series, xlabel: str, ylabel: str, *, categorical: bool =
     shaded band on curves of 30 points or more."""
     panels = list(series)
     fig, axes = _figure(len(panels))
+    from matplotlib.ticker import MaxNLocator
+
     for ax, panel in zip(axes, panels, strict=True):
         for label, points in series[panel].items():
             xs = [p[0] for p in points]
@@ -49,6 +51,10 @@ def line_figure(series: Series, xlabel: str, ylabel: str, *, categorical: bool =
                     ax.fill_between(pos, lo, hi, color=line.get_color(), alpha=0.2, lw=0)
             if categorical:
                 ax.set_xticks(pos, [str(x) for x in xs])
+        if not categorical and all(
+            isinstance(p[0], int) for points in series[panel].values() for p in points
+        ):
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # no epoch 1.5
         ax.set_title(panel)
         ax.set_xlabel(xlabel)
         ax.set_ylabel(ylabel)
