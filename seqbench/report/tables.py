@@ -176,7 +176,7 @@ def entry_seeds(entries: Sequence[Entry]) -> list[tuple[str, str, int]]:
 def test_note(opts: SignificanceOptions, n: int, what: str) -> str:
     """What the significance marker means, or that nothing was tested (`n` comparisons)."""
     if n == 0:
-        return "No significance marks: this table has no comparison to test."
+        return "No significance marks: nothing in this table was tested."
     label = TEST_LABELS[opts.test]
     return (
         f"{opts.marker} = {what} significant at α = {opts.alpha} by a two-sided {label} on "
