@@ -25,13 +25,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Any
 
 import torch
-from bench_speed import SETS, build, machine, seqbench_step
+from bench_speed import SETS, build, machine, save_result, seqbench_step
 from torch.profiler import ProfilerActivity, profile
 
 from seqbench.data.dataset import load_dataset
@@ -156,12 +155,7 @@ def main() -> None:
         res["parts"][part] = profile_part(
             part, args.dataset, args.data_dir, args.warmup, args.steps
         )
-    res["machine"]["load_avg_after"] = [round(x, 2) for x in os.getloadavg()]
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_suffix(".tmp")
-    tmp.write_text(json.dumps(res, indent=2) + "\n")
-    tmp.replace(out)
-    print(render(res), end="")
+    save_result(res, out, render)
 
 
 if __name__ == "__main__":

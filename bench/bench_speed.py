@@ -481,6 +481,17 @@ def machine(threads: str) -> dict[str, Any]:
     }
 
 
+def save_result(res: dict[str, Any], out: Path, show: Callable[[dict[str, Any]], str]) -> None:
+    """Add the load average after the run, write `res` to `out` (temp file, then rename) and
+    print it as `show` renders it."""
+    res["machine"]["load_avg_after"] = [round(x, 2) for x in os.getloadavg()]
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_suffix(".tmp")
+    tmp.write_text(json.dumps(res, indent=2) + "\n")
+    tmp.replace(out)
+    print(show(res), end="")
+
+
 def render(res: dict[str, Any]) -> str:
     """Markdown tables of a result (as written to --out)."""
     m, s = res["machine"], res["settings"]
@@ -602,10 +613,7 @@ def main() -> None:
     }
     for part, result in run_parts(args):
         res[part] = result
-    res["machine"]["load_avg_after"] = [round(x, 2) for x in os.getloadavg()]
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(res, indent=2) + "\n")
-    print(render(res), end="")
+    save_result(res, out, render)
 
 
 if __name__ == "__main__":

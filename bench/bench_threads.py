@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from bench_speed import SPINNER, machine, seqbench_step, stop
+from bench_speed import SPINNER, machine, save_result, seqbench_step, stop
 from torch.utils.flop_counter import FlopCounterMode
 
 from seqbench.data.dataset import load_dataset
@@ -214,12 +214,7 @@ def main() -> None:
     if "wait" in args.parts:
         print("[wait] …", file=sys.stderr, flush=True)
         res["wait"] = part_wait(args.wait_models, args)
-    res["machine"]["load_avg_after"] = [round(x, 2) for x in os.getloadavg()]
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_suffix(".tmp")
-    tmp.write_text(json.dumps(res, indent=2) + "\n")
-    tmp.replace(out)
-    print(render(res), end="")
+    save_result(res, out, render)
 
 
 if __name__ == "__main__":
