@@ -366,13 +366,18 @@ def seqbench_cmd(*args: str) -> list[str]:
     return [sys.executable, "-m", "seqbench", *args]
 
 
+def start_spinner() -> subprocess.Popen:
+    """Start the single-thread matmul loop that keeps one core busy; return once it computes."""
+    proc = subprocess.Popen([sys.executable, "-c", SPINNER], stdout=subprocess.PIPE, text=True)
+    if proc.stdout is None or proc.stdout.readline().strip() != "ready":
+        raise RuntimeError("the spinner did not start")
+    return proc
+
+
 def start_companion(kind: str, flags: list[str], data_dir: Path, root: Path) -> subprocess.Popen:
     """Start the process that shares the machine, and return once it computes."""
     if kind == "spinner":
-        proc = subprocess.Popen([sys.executable, "-c", SPINNER], stdout=subprocess.PIPE, text=True)
-        if proc.stdout is None or proc.stdout.readline().strip() != "ready":
-            raise RuntimeError("the spinner did not start")
-        return proc
+        return start_spinner()
     log = root / "companion.log"
     runs = root / "companion-runs"
     cmd = seqbench_cmd(

@@ -36,14 +36,12 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from bench_speed import SPINNER, machine, save_result, seqbench_step, stop
+from bench_speed import build, machine, save_result, seqbench_step, start_spinner, stop
 from torch.utils.flop_counter import FlopCounterMode
 
 from seqbench.data.dataset import load_dataset
-from seqbench.models.base import get_model, resolve_config
 from seqbench.training.device import allowed_cpus
 from seqbench.training.micro import backward_batch
-from seqbench.training.trainer import make_optimizer
 
 PARTS = ("gain", "wait")
 MODELS = (
@@ -63,11 +61,7 @@ def timings(spec: str, data_dir: str | None, steps: int, reps: int, threads: lis
     alternating blocks of `steps` steps after one untimed step) and its matmul GFLOP/step."""
     name, ds = spec.split(":")
     data = load_dataset(ds, data_dir)
-    cls = get_model(name)
-    torch.manual_seed(0)
-    model = cls(resolve_config(cls, ds, {}), data)
-    opt = make_optimizer(model)
-    model.train()
+    model, opt = build(name, data, {})
     batches = list(model.train_batches(data, torch.Generator().manual_seed(0)))
     with torch.random.fork_rng(), FlopCounterMode(display=False) as flops:
         backward_batch(copy.deepcopy(model), batches[0], contextlib.nullcontext)
@@ -125,13 +119,7 @@ def part_wait(specs: list[str], args: argparse.Namespace) -> dict:
     for spec in specs:
         for busy in (False, True):
             print(f"  {spec}{' next to a spinner' if busy else ''}", file=sys.stderr, flush=True)
-            spinner = None
-            if busy:
-                spinner = subprocess.Popen(
-                    [sys.executable, "-c", SPINNER], stdout=subprocess.PIPE, text=True
-                )
-                if spinner.stdout is None or spinner.stdout.readline().strip() != "ready":
-                    raise RuntimeError("the spinner did not start")
+            spinner = start_spinner() if busy else None
             try:
                 row: dict[str, Any] = {"model": spec, "next_to": "spinner" if busy else "nothing"}
                 row["s_per_step"] = {label: child(spec, cores, env, args) for label, env in WAITS}

@@ -66,13 +66,15 @@ def line_figure(series: Series, xlabel: str, ylabel: str, *, categorical: bool =
 def bar_figure(series: Series, ylabel: str) -> Any:
     """Grouped bars: one panel per dataset, a group per metric (x), a bar per variant (label)."""
     panels = list(series)
-    bars = max(
-        len(lines) * len({p[0] for ps in lines.values() for p in ps}) for lines in series.values()
-    )
+    groups_of = {
+        panel: list(dict.fromkeys(p[0] for points in lines.values() for p in points))
+        for panel, lines in series.items()
+    }
+    bars = max(len(series[panel]) * len(groups_of[panel]) for panel in panels)
     fig, axes = _figure(len(panels), max(4.2, 1.5 + 0.15 * bars))
     for ax, panel in zip(axes, panels, strict=True):
         lines = series[panel]
-        groups = list(dict.fromkeys(p[0] for points in lines.values() for p in points))
+        groups = groups_of[panel]
         width = 0.8 / max(1, len(lines))
         for i, (label, points) in enumerate(lines.items()):
             at = {p[0]: p for p in points}
