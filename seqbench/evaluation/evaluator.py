@@ -81,7 +81,8 @@ class Evaluator:
 
     @torch.no_grad()
     def run(self, model: torch.nn.Module) -> pd.DataFrame:
-        """Per-user metrics (user, target, rank, HR@K, NDCG@K, MRR, MRR@10) for this split."""
+        """Per-user metrics (user, target, rank, HR@K, NDCG@K, MRR, MRR@10) for this split, with
+        the counts they follow from (`above`, `equal`: see `rank_counts`)."""
         was_training = model.training
         model.eval()
         parts = []
@@ -92,7 +93,8 @@ class Evaluator:
             model.train(was_training)
         frame = {k: torch.cat([p[k] for p in parts]).cpu().numpy() for k in parts[0]}
         df = pd.DataFrame({"user": self.users, "target": self.targets, **frame})
-        return df[["user", "target", "rank", *METRICS]].sort_values("user", ignore_index=True)
+        columns = ["user", "target", "above", "equal", "rank", *METRICS]
+        return df[columns].sort_values("user", ignore_index=True)
 
     def model_batch(self, users: np.ndarray, ends: np.ndarray) -> dict[str, torch.Tensor]:
         """The input `model.score` gets: the last `window` history items, trimmed to the batch.
@@ -106,6 +108,11 @@ class Evaluator:
         return {"seqs": seqs, "users": torch.from_numpy(users), "index": index}
 
     def _batch(self, model: torch.nn.Module, sl: slice) -> dict[str, torch.Tensor]:
+        above, equal = self._counts(model, sl)
+        return {"above": above, "equal": equal, **metrics_from_counts(above, equal)}
+
+    def _counts(self, model: torch.nn.Module, sl: slice) -> tuple[torch.Tensor, torch.Tensor]:
+        """(#candidates above the target, #equal to it) of each user of the slice."""
         users, ends, targets = self.users[sl], self.ends[sl], self.targets[sl]
         batch = self.model_batch(users, ends)
         scores = model.score({k: v.to(self.device) for k, v in batch.items()}).float()
@@ -116,11 +123,10 @@ class Evaluator:
         p = self.protocol
         if p.candidates != "full":
             cand = torch.cat([target[:, None], self.negatives[sl].to(scores.device)], dim=1)
-            above, equal = rank_counts(scores.gather(1, cand), torch.zeros_like(target))
-            return metrics_from_counts(above, equal)
+            return rank_counts(scores.gather(1, cand), torch.zeros_like(target))
         scores = scores[:, : self.data.n_items + 1]
         if p.history == "none":
-            return metrics_from_counts(*rank_counts(scores, target, pad_column(target)))
+            return rank_counts(scores, target, pad_column(target))
         if p.history == "window":
             excl = hist
         else:
@@ -131,7 +137,7 @@ class Evaluator:
             excl = pad_column(target)
         else:
             excl = torch.cat([pad_column(target), excl], dim=1)
-        return metrics_from_counts(*rank_counts(scores, target, excl))
+        return rank_counts(scores, target, excl)
 
 
 def pad_column(target: torch.Tensor) -> torch.Tensor:
