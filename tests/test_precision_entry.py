@@ -15,12 +15,14 @@ from test_run_concurrency import write_tiny
 
 from seqbench.cli import main
 from seqbench.errors import ConfigError
-from seqbench.report import reproduce
-from seqbench.report.reproduce import budget_notes
-from seqbench.report.study import study_notes
 from seqbench.runs.store import RunStore
-from seqbench.runs.study import parse_study, plan, with_precision
 from seqbench.runs.sweep import request_run_id
+from seqbench.study import run as study_execution
+from seqbench.study.output import study_notes
+from seqbench.study.parse import parse_study
+from seqbench.study.plan import plan
+from seqbench.study.reproduce import budget_notes
+from seqbench.study.spec import with_precision
 from seqbench.training import device
 
 DATA = SimpleNamespace(checksum="0" * 64)
@@ -199,7 +201,7 @@ def test_reproduce_passes_its_precision_to_every_run(
         seen.extend(r.precision for r in requests)
         raise Stopped  # train nothing
 
-    monkeypatch.setattr(reproduce, "run_requests", stop)
+    monkeypatch.setattr(study_execution, "run_requests", stop)
     monkeypatch.setattr(device, "cpu_bf16_supported", lambda: True)
     for extra, expected in (([], "fp32"), (["--precision", "bf16"], "bf16")):
         seen.clear()

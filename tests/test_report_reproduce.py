@@ -12,7 +12,7 @@ import pytest
 from seqbench.cli import main
 from seqbench.data.prepare import prepare
 from seqbench.errors import ConfigError
-from seqbench.papers import all_specs, get_spec, load_file
+from seqbench.study.papers import all_specs, get_spec, load_file
 
 REFERENCE = Path(__file__).resolve().parents[2] / "shared" / "docs" / "reference_numbers.csv"
 

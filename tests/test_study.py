@@ -15,18 +15,13 @@ import yaml
 from seqbench.cli import main
 from seqbench.data.prepare import prepare
 from seqbench.errors import ConfigError
-from seqbench.papers import get_spec
-from seqbench.report.reproduce import get_study
 from seqbench.runs.store import RunStore
-from seqbench.runs.study import (
-    BEGIN,
-    END,
-    Budget,
-    from_paper,
-    parse_study,
-    plan,
-    splice_readme,
-)
+from seqbench.study.output import BEGIN, END, splice_readme
+from seqbench.study.papers import get_spec
+from seqbench.study.parse import parse_study
+from seqbench.study.plan import plan
+from seqbench.study.reproduce import get_study
+from seqbench.study.spec import Budget, from_paper
 
 BASE = {
     "title": "Toy",
@@ -176,7 +171,7 @@ def test_study_run_trains_then_rerenders_from_the_store(
     assert "2 run(s) trained, 0 from the store, 0 failed" in capsys.readouterr().err
     runs = {r.model: r for r in RunStore(folder["runs"]).list_runs()}
     assert set(runs) == {"sasrec", "popularity"}
-    # each run's small files, copied: metrics/config as stored, history as CSV
+    # each run's small files, copied: metrics/config as stored, history as CSV, per-user counts
     for r in runs.values():
         copy = root / "metrics" / r.run_id
         assert sorted(p.name for p in copy.iterdir()) == [
@@ -184,6 +179,7 @@ def test_study_run_trains_then_rerenders_from_the_store(
             "evaluations",
             "history.csv",
             "metrics.json",
+            "ranks.parquet",
         ]
         assert json.loads((copy / "metrics.json").read_text()) == r.metrics
         duorec = json.loads((copy / "evaluations" / "duorec.json").read_text())

@@ -1,24 +1,18 @@
-"""`seqbench report` (tables and plots from stored runs) and `seqbench reproduce` (paper specs)."""
+"""`seqbench report`: tables and plots from stored runs."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Annotated
 
-import torch
 import typer
 
 from seqbench.cli.app import (
     DataDir,
     RunsDir,
-    ShowProgress,
-    StudyPrecision,
     app,
-    bars,
     console_err,
-    positive,
 )
-from seqbench.cli.sweep import SweepDisplay
 from seqbench.errors import ConfigError
 from seqbench.evaluation.metrics import METRICS
 from seqbench.evaluation.protocols import PROTOCOLS
@@ -26,13 +20,10 @@ from seqbench.io import atomic_path
 from seqbench.report.layouts import CARD_LAYOUTS, LAYOUTS, ReportOptions
 from seqbench.report.plots import save_figure
 from seqbench.report.render import format_for, render
-from seqbench.report.reproduce import get_study, listing
-from seqbench.report.reproduce import reproduce as run_reproduction
 from seqbench.report.select import evaluated_under as reevaluated
 from seqbench.report.select import select_runs
 from seqbench.report.tables import SignificanceOptions, Table
 from seqbench.runs.store import load_runs
-from seqbench.runs.study import Budget, with_precision
 
 
 def split_list(values: list[str] | None) -> list[str] | None:
@@ -194,72 +185,3 @@ def report(
         for note in selection.notes:
             console_err.print(f"[yellow]note:[/yellow] {note}", highlight=False, soft_wrap=True)
     write_output([build(selection, opts)], fmt, out, plot)
-
-
-@app.command()
-def reproduce(
-    spec: Annotated[str, typer.Argument(help="paper spec, e.g. cbit-table3 (see --list)")] = "",
-    datasets: Annotated[
-        list[str] | None, typer.Option("--datasets", "-d", help="paper or seqbench dataset names")
-    ] = None,
-    models: Annotated[list[str] | None, typer.Option(help="paper or seqbench model names")] = None,
-    budget_epochs: Annotated[
-        int | None, typer.Option(min=1, help="cap every run at N epochs (stated in the table)")
-    ] = None,
-    budget_minutes: Annotated[
-        float | None,
-        typer.Option(callback=positive, help="or stop every run's training after M minutes"),
-    ] = None,
-    workers: Annotated[int, typer.Option(min=1, help="parallel runs")] = 1,
-    threads: Annotated[
-        int | None, typer.Option(min=1, help="torch CPU threads per run [default: free cores]")
-    ] = None,
-    precision: StudyPrecision = None,
-    format_: Annotated[
-        str | None, typer.Option("--format", "-f", help="markdown|latex|csv|html")
-    ] = None,
-    out: Annotated[str | None, typer.Option(help="write the table to FILE")] = None,
-    plot: Annotated[str | None, typer.Option(help="figure FILE.png|.svg (sensitivity)")] = None,
-    test: Annotated[str, typer.Option(help="paired test: ttest|wilcoxon|permutation")] = "ttest",
-    alpha: Annotated[float, typer.Option(help="significance level")] = 0.05,
-    correction: Annotated[str, typer.Option(help="holm|bonferroni|none")] = "holm",
-    spec_file: Annotated[
-        str | None,
-        typer.Option(help="a paper YAML or a *.study.yaml outside seqbench/papers/"),
-    ] = None,
-    list_: Annotated[bool, typer.Option("--list", help="list the paper specs and exit")] = False,
-    progress: ShowProgress = None,
-    runs_dir: RunsDir = None,
-    data_dir: DataDir = None,
-) -> None:
-    """Run a paper's table as a study (one budget for all models) next to the published values."""
-    if list_ or not spec:
-        for name, layout, title in listing():
-            typer.echo(f"{name}\t{layout}\t{title}")
-        return
-    fmt = format_for(out, format_)
-    tests = SignificanceOptions(test, alpha, correction)
-    tests.validate()
-    if budget_epochs is not None and budget_minutes is not None:
-        raise ConfigError("give one budget for all models: --budget-epochs or --budget-minutes")
-    # the runs train on the default device (auto), checked before anything trains
-    study = with_precision(get_study(spec, spec_file), precision, "auto")
-    if threads:
-        torch.set_num_threads(threads)
-    result = run_reproduction(
-        study,
-        datasets=split_list(datasets),
-        models=split_list(models),
-        budget=Budget(budget_epochs, budget_minutes) if budget_epochs or budget_minutes else None,
-        workers=workers,
-        threads=threads,
-        runs_dir=runs_dir,
-        data_dir=data_dir,
-        observer=SweepDisplay(console_err, bars(progress)),
-        tests=tests,
-    )
-    console_err.print(
-        f"{spec}: {result.trained} run(s) trained, {result.cached} from the store, "
-        f"{len(result.failed)} failed, {result.seconds:.0f} s"
-    )
-    write_output(result.tables, fmt, out, plot)

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import sys
-import time
 from typing import Annotated
 
+import torch
 import typer
 from rich.markup import escape
 from rich.table import Table
@@ -20,22 +20,21 @@ from seqbench.cli.app import (
     console,
     console_err,
     log,
+    positive,
 )
+from seqbench.cli.report import split_list, write_output
 from seqbench.cli.sweep import SweepDisplay
-from seqbench.data.dataset import dataset_path
-from seqbench.report.study import build, display_path, study_notes, write_folder
-from seqbench.runs.reevaluate import reevaluate
+from seqbench.errors import ConfigError
+from seqbench.report.render import format_for
+from seqbench.report.tables import SignificanceOptions
 from seqbench.runs.store import RunStore
-from seqbench.runs.study import (
-    FORMATS,
-    Plan,
-    Study,
-    load_study,
-    plan,
-    study_file,
-    with_precision,
-)
-from seqbench.runs.sweep import request_run_id, run_requests
+from seqbench.study.output import display_path, study_notes, write_folder
+from seqbench.study.parse import load_study, study_file
+from seqbench.study.plan import Plan, plan, statuses
+from seqbench.study.reproduce import get_study, listing
+from seqbench.study.reproduce import reproduce as run_reproduction
+from seqbench.study.run import Execution, render_study, run_study
+from seqbench.study.spec import FORMATS, Budget, with_precision
 
 study_app = typer.Typer(
     help="Studies as data: a results folder's study.yaml names its runs, budget and tables.",
@@ -44,18 +43,6 @@ study_app = typer.Typer(
 app.add_typer(study_app, name="study")
 
 Folder = Annotated[str, typer.Argument(help="study folder (with study.yaml), e.g. results/stosa")]
-
-
-def statuses(p: Plan, store: RunStore, data_dir: str | None) -> list[tuple[str | None, str]]:
-    """(run id, status) of each planned run: done, missing, or its dataset not prepared."""
-    out = []
-    for r in p.runs:
-        if not (dataset_path(r.dataset, data_dir) / "card.json").is_file():
-            out.append((None, "dataset not prepared"))
-            continue
-        run_id = request_run_id(r.request, data_dir)
-        out.append((run_id, "done" if store.is_done(run_id) else "missing"))
-    return out
 
 
 def show_plan(folder: str, p: Plan, store: RunStore, data_dir: str | None) -> int:
@@ -84,22 +71,12 @@ def show_plan(folder: str, p: Plan, store: RunStore, data_dir: str | None) -> in
         f"{len(rows) - len(missing)} of {len(rows)} runs in the run store {store.root}/",
         soft_wrap=True,
     )
-    unprepared = sorted({r.dataset for r, (_, s) in zip(p.runs, rows, strict=True) if s != "done"})
-    for name in unprepared:
-        if not (dataset_path(name, data_dir) / "card.json").is_file():
-            console.print(f"prepare {name}: `{study.prepare_command(name)}`", soft_wrap=True)
+    unprepared = {r.dataset for r, (i, _) in zip(p.runs, rows, strict=True) if i is None}
+    for name in sorted(unprepared):
+        console.print(f"prepare {name}: `{study.prepare_command(name)}`", soft_wrap=True)
     if missing:
         console.print(f"`seqbench study run {folder}` trains the {len(missing)} missing")
     return len(missing)
-
-
-def evaluate(
-    study: Study, run_ids: list[str | None], store: RunStore, data_dir: str | None, device: str
-) -> None:
-    """Test each run's best weights under the study's other presets (stored ones are reused)."""
-    for run_id in dict.fromkeys(i for i in run_ids if i is not None):
-        for protocol in study.evaluate:
-            reevaluate(run_id, protocol, store=store, data_root=data_dir, device=device, log=log)
 
 
 @study_app.command("show")
@@ -148,15 +125,20 @@ def run(
     store = RunStore(runs_dir)
     where = display_path(path)
     if render_only:
-        ids = [i if s == "done" else None for i, s in statuses(p, store, data_dir)]
-        out = build(p, ids, store, study_notes(p))
-        written = write_folder(path, out, store)
+        done = render_study(p, path, runs_dir, data_dir)
+        found = sum(r is not None for r in done.output.runs)
         console_err.print(
-            f"{study.title}: {len(out.done)} of {len(ids)} runs in the store; wrote "
-            f"{len(written)} files and folders in {where}/",
+            f"{study.title}: {found} of {len(done.output.runs)} runs in the store or the folder; "
+            f"wrote {len(done.written)} files and folders in {where}/",
             soft_wrap=True,
             markup=False,
         )
+        for table, why in done.kept.items():
+            console_err.print(
+                f"table {table} kept as it was (and the README block): {'; '.join(why)}",
+                soft_wrap=True,
+                markup=False,
+            )
         return
     if dry_run:
         missing = show_plan(where, p, store, data_dir)
@@ -167,24 +149,20 @@ def run(
             soft_wrap=True,
         )
         return
-    t0 = time.perf_counter()
-    results = run_requests(
-        p.requests,
+    how = Execution(
         workers=workers or study.workers,
         threads=threads or study.threads,
+        device=device,
         runs_dir=runs_dir,
         data_dir=data_dir,
-        max_minutes=study.budget.minutes,
-        device=device,
         observer=SweepDisplay(console_err, bars(progress)),
     )
-    evaluate(study, [r.run_id for r in results if r.status != "failed"], store, data_dir, device)
-    out = build(p, [r.run_id for r in results], store, study_notes(p))
+    done = run_study(p, how, lambda results: study_notes(p), log=log)
+    out = done.output
     written = write_folder(path, out, store)
-    counts = {s: sum(r.status == s for r in results) for s in ("done", "cached", "failed")}
     console_err.print(
-        f"{study.title}: {counts['done']} run(s) trained, {counts['cached']} from the store, "
-        f"{counts['failed']} failed, {time.perf_counter() - t0:.0f} s; wrote {len(written)} "
+        f"{study.title}: {done.count('done')} run(s) trained, {done.count('cached')} from the "
+        f"store, {len(done.failed)} failed, {done.seconds:.0f} s; wrote {len(written)} "
         f"files and folders in {where}/",
         soft_wrap=True,
         highlight=False,
@@ -193,12 +171,83 @@ def run(
     for b in out.tables:
         if b.table is None:
             console_err.print(f"table {b.plan.table.name} not rendered: {b.reason}", markup=False)
-    failed = [r for r in results if r.status == "failed"]
-    for r in failed:
+    for r in done.failed:
         console_err.print(
             f"failed: {r.request.model} on {r.request.dataset} seed {r.request.seed}: {r.error}",
             soft_wrap=True,
             markup=False,
         )
-    if failed:
+    if done.failed:
         sys.exit(1)
+
+
+@app.command()
+def reproduce(
+    spec: Annotated[str, typer.Argument(help="paper spec, e.g. cbit-table3 (see --list)")] = "",
+    datasets: Annotated[
+        list[str] | None, typer.Option("--datasets", "-d", help="paper or seqbench dataset names")
+    ] = None,
+    models: Annotated[list[str] | None, typer.Option(help="paper or seqbench model names")] = None,
+    budget_epochs: Annotated[
+        int | None, typer.Option(min=1, help="cap every run at N epochs (stated in the table)")
+    ] = None,
+    budget_minutes: Annotated[
+        float | None,
+        typer.Option(callback=positive, help="or stop every run's training after M minutes"),
+    ] = None,
+    workers: Annotated[int, typer.Option(min=1, help="parallel runs")] = 1,
+    threads: Annotated[
+        int | None, typer.Option(min=1, help="torch CPU threads per run [default: free cores]")
+    ] = None,
+    precision: StudyPrecision = None,
+    format_: Annotated[
+        str | None, typer.Option("--format", "-f", help="markdown|latex|csv|html")
+    ] = None,
+    out: Annotated[str | None, typer.Option(help="write the table to FILE")] = None,
+    plot: Annotated[str | None, typer.Option(help="figure FILE.png|.svg (sensitivity)")] = None,
+    test: Annotated[str, typer.Option(help="paired test: ttest|wilcoxon|permutation")] = "ttest",
+    alpha: Annotated[float, typer.Option(help="significance level")] = 0.05,
+    correction: Annotated[str, typer.Option(help="holm|bonferroni|none")] = "holm",
+    spec_file: Annotated[
+        str | None,
+        typer.Option(help="a paper YAML or a *.study.yaml outside seqbench/papers/"),
+    ] = None,
+    list_: Annotated[bool, typer.Option("--list", help="list the paper specs and exit")] = False,
+    progress: ShowProgress = None,
+    runs_dir: RunsDir = None,
+    data_dir: DataDir = None,
+) -> None:
+    """Run a paper's table as a study (one budget for all models) next to the published values."""
+    if list_ or not spec:
+        for name, layout, title in listing():
+            typer.echo(f"{name}\t{layout}\t{title}")
+        return
+    fmt = format_for(out, format_)
+    tests = SignificanceOptions(test, alpha, correction)
+    tests.validate()
+    if budget_epochs is not None and budget_minutes is not None:
+        raise ConfigError("give one budget for all models: --budget-epochs or --budget-minutes")
+    # the runs train on the default device (auto), checked before anything trains
+    study = with_precision(get_study(spec, spec_file), precision, "auto")
+    if threads:
+        torch.set_num_threads(threads)
+    how = Execution(
+        workers=workers,
+        threads=threads,
+        runs_dir=runs_dir,
+        data_dir=data_dir,
+        observer=SweepDisplay(console_err, bars(progress)),
+    )
+    result = run_reproduction(
+        study,
+        how,
+        datasets=split_list(datasets),
+        models=split_list(models),
+        budget=Budget(budget_epochs, budget_minutes) if budget_epochs or budget_minutes else None,
+        tests=tests,
+    )
+    console_err.print(
+        f"{spec}: {result.trained} run(s) trained, {result.cached} from the store, "
+        f"{len(result.failed)} failed, {result.seconds:.0f} s"
+    )
+    write_output(result.tables, fmt, out, plot)

@@ -30,7 +30,7 @@ def cap(run: Run) -> str | None:
 
 def cpu_per_epoch(run: Run) -> float | None:
     """Mean training CPU seconds per epoch from the run's history (None when not recorded)."""
-    if not run.folder.history.is_file():
+    if not run.has_history:
         return None
     history = run.history
     if "cpu_seconds" not in history or history.empty:

@@ -191,6 +191,11 @@ class Run:
     def per_user(self) -> pd.DataFrame:
         return pd.read_parquet(self.folder.per_user)
 
+    @property
+    def has_history(self) -> bool:
+        """Whether the per-epoch history was stored (budgets and curves read it)."""
+        return self.folder.history.is_file()
+
     @cached_property
     def history(self) -> pd.DataFrame:
         return pd.read_parquet(self.folder.history)

@@ -1,15 +1,17 @@
 """A study's tables, built by the report code from the study's stored runs, and the files of
 its results folder: each table in its formats (and figure), each run's small files, and the
-generated block of the README (see `seqbench.runs.study`)."""
+generated block of the README."""
 
 from __future__ import annotations
 
+import json
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from seqbench import __version__
+from seqbench.errors import ConfigError
 from seqbench.evaluation.protocols import get_protocol
 from seqbench.io import atomic_dir, atomic_path
 from seqbench.report.plots import bar_figure, line_figure
@@ -25,20 +27,16 @@ from seqbench.report.tables import (
     overall_table,
     sensitivity_table,
 )
+from seqbench.runs.exported import ExportedRun, copy_exported, export
 from seqbench.runs.store import RunStore
-from seqbench.runs.study import (
-    FORMATS,
-    README_FILE,
-    STUDY_FILE,
-    Plan,
-    StudyRun,
-    TablePlan,
-    splice_readme,
-    table_plans,
-)
+from seqbench.study.plan import Plan, StudyRun, TablePlan, table_plans
+from seqbench.study.spec import FORMATS, STUDY_FILE
 
 #: the folder of a study that holds its runs' small files, one sub-folder per run id
 RUN_FILES = "metrics"
+README_FILE = "README.md"
+BEGIN = "<!-- seqbench:study:begin -->"
+END = "<!-- seqbench:study:end -->"
 FORMAT_NAMES = {"markdown": "markdown", "latex": "LaTeX", "html": "HTML", "csv": "CSV"}
 
 
@@ -89,19 +87,21 @@ def build(
     run_ids: Sequence[str | None],
     store: RunStore,
     notes: Sequence[str] = (),
+    committed: Mapping[str, Run] | None = None,
 ) -> StudyOutput:
-    """Build each table of the planned study from the runs the store has; `notes` go first
-    in every table (then a note on runs not in the store yet)."""
-    stored = {r.run_id: r for r in store.list_runs()}
+    """Build each table of the planned study from the runs the store has, else from the
+    `committed` copies of the study folder; `notes` go first in every table (then a note on
+    runs not in the store yet)."""
+    stored = {**(committed or {}), **{r.run_id: r for r in store.list_runs()}}
     found = [stored.get(i) if i is not None else None for i in run_ids]
     out = StudyOutput(p, found)
     for run in out.done:
         for protocol in p.study.evaluate:
-            if (result := store.load_evaluation(run.run_id, protocol)) is not None:
-                out.evaluations[run.run_id, protocol] = result
+            if (path := run.folder.evaluation(protocol)).is_file():
+                out.evaluations[run.run_id, protocol] = json.loads(path.read_text())
     by_id = {id(s): r for s, r in zip(p.runs, found, strict=True)}
     for tp in table_plans(p):
-        missing = sorted({_describe(s) for s in tp.runs if by_id[id(s)] is None})
+        missing = sorted({describe(s) for s in tp.runs if by_id[id(s)] is None})
         extra = [f"Not in the run store yet: {'; '.join(missing)}."] if missing else []
         try:
             table = build_table(tp, by_id)
@@ -116,7 +116,7 @@ def build(
     return out
 
 
-def _describe(s: StudyRun) -> str:
+def describe(s: StudyRun) -> str:
     return f"{s.label} on {s.dataset} seed {s.request.seed}"
 
 
@@ -188,13 +188,20 @@ def display_path(folder: Path) -> str:
     return folder.name if rel.startswith("..") else rel
 
 
-def write_folder(folder: Path, out: StudyOutput, store: RunStore) -> list[Path]:
-    """Write the study's tables (each format, figures as PNG), its runs' small files under
-    metrics/<run_id>/ (replacing that folder) and the README block; every file via a temp file
-    and a rename."""
+def write_folder(
+    folder: Path,
+    out: StudyOutput,
+    store: RunStore,
+    keep: Collection[str] = (),
+    preserve: Iterable[Run] = (),
+) -> list[Path]:
+    """Write the study's tables (each format, figures as PNG; those named in `keep` stay as
+    they are, and then the README too), its runs' small files under metrics/<run_id>/ (replacing
+    that folder; committed runs in `preserve` are kept there too) and the README block; every
+    file via a temp file and a rename."""
     written = []
     for b in out.tables:
-        if b.table is None:
+        if b.table is None or b.plan.table.name in keep:
             continue
         for fmt in b.plan.table.formats:
             path = folder / f"{b.plan.table.name}.{FORMATS[fmt]}"
@@ -210,9 +217,14 @@ def write_folder(folder: Path, out: StudyOutput, store: RunStore) -> list[Path]:
             written.append(path)
     if out.done:  # (with no run stored yet, earlier files stay until there is one)
         with atomic_dir(folder / RUN_FILES) as tmp:
-            for run in out.done:
-                store.export(run.run_id, tmp / run.run_id)
+            for run in unique([*out.done, *preserve]):
+                if isinstance(run, ExportedRun):
+                    copy_exported(run, tmp / run.run_id)
+                else:
+                    export(store, run.run_id, tmp / run.run_id)
         written.append(folder / RUN_FILES)
+    if keep:
+        return written
     readme = folder / README_FILE
     old = readme.read_text() if readme.is_file() else None
     text = splice_readme(old, readme_block(out, display_path(folder)), out.plan.study.title)
@@ -313,3 +325,21 @@ def readme_block(out: StudyOutput, folder: str) -> str:
             f"| {float(m['train_seconds']):,.0f} | {int(m['params']):,} |"
         )
     return "\n".join(lines) + "\n"
+
+
+def splice_readme(text: str | None, block: str, title: str) -> str:
+    """The README with the generated block between the markers replaced (appended when the
+    markers are absent; a new README when there is none). Prose outside stays as it is."""
+    generated = f"{BEGIN}\n{block.strip()}\n{END}\n"
+    if text is None:
+        return f"# {title}\n\n{generated}"
+    if (BEGIN in text) != (END in text) or text.find(BEGIN) > text.find(END):
+        raise ConfigError(
+            f"{README_FILE}: the markers {BEGIN} and {END} must both be present, in that order "
+            "(or both absent)"
+        )
+    if BEGIN not in text:
+        return text.rstrip("\n") + "\n\n" + generated
+    head, rest = text.split(BEGIN, 1)
+    tail = rest.split(END, 1)[1].lstrip("\n")
+    return head + generated + ("\n" + tail if tail else "")

@@ -3,30 +3,25 @@ paper spec of seqbench/papers/*.yaml converted), run leniently and rendered next
 published numbers.
 
 Lenient: models not registered yet, bad axes and unprepared datasets are left out with a note
-instead of failing. Runs go through the sweep machinery, so stored runs are reused, an
-interrupted reproduction resumes, and `--workers` parallelises.
+instead of failing. Runs go through `run_study`, so stored runs are reused, an interrupted
+reproduction resumes, and `--workers` parallelises.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from seqbench.papers import PAPERS_DIR, all_specs, get_spec
 from seqbench.report.select import ReportError
-from seqbench.report.study import build
 from seqbench.report.tables import SignificanceOptions, Table
-from seqbench.runs.store import RunStore
-from seqbench.runs.study import Budget, Plan, Study, from_paper, load_study, plan
-
-if TYPE_CHECKING:
-    from seqbench.runs.sweep import SweepObserver
-
-STUDY_SUFFIX = ".study.yaml"
+from seqbench.runs.sweep import SweepResult
+from seqbench.study.papers import PAPERS_DIR, STUDY_SUFFIX, all_specs, get_spec
+from seqbench.study.parse import load_study
+from seqbench.study.plan import Plan, plan
+from seqbench.study.run import Execution, run_study
+from seqbench.study.spec import Budget, Study, from_paper
 
 
 def shipped_studies() -> dict[str, Path]:
@@ -50,22 +45,11 @@ def listing() -> list[tuple[str, str, str]]:
     """(name, layout, title) of every reproducible table: shipped studies, then paper specs."""
     out = [
         (n, s.tables[0].layout, s.tables[0].title if len(s.tables) == 1 else s.title)
-        for n, s in map(_loaded, shipped_studies().items())
+        for n, s in ((n, load_study(path)) for n, path in shipped_studies().items())
     ]
     shipped = {n for n, _, _ in out}
     out += [(n, s.layout, s.title) for n, s in all_specs().items() if n not in shipped]
     return out
-
-
-def _loaded(item: tuple[str, Path]) -> tuple[str, Study]:
-    return item[0], load_study(item[1])
-
-
-def run_requests(requests: list, **kwargs) -> list:
-    """The sweep API (imported late: it pulls in the executors)."""
-    from seqbench.runs.sweep import run_requests as sweep_run_requests
-
-    return sweep_run_requests(requests, **kwargs)
 
 
 @dataclass
@@ -81,21 +65,17 @@ class Reproduction:
 
 def reproduce(
     study: Study,
+    how: Execution,
     *,
     datasets: Sequence[str] | None = None,
     models: Sequence[str] | None = None,
     budget: Budget | None = None,
-    workers: int = 1,
-    threads: int | None = None,
-    runs_dir: str | None = None,
-    data_dir: str | None = None,
-    observer: SweepObserver | None = None,
     tests: SignificanceOptions | None = None,
 ) -> Reproduction:
     """Run the study's missing runs and build its tables with the published values.
 
     `budget` (one for all models) replaces the study's; `tests` replaces every table's test
-    options; `observer` follows the runs (the CLI draws progress bars), None runs silently.
+    options.
     """
     if tests is not None:
         tables = tuple(
@@ -105,7 +85,7 @@ def reproduce(
         study = dataclasses.replace(study, tables=tables)
     p = plan(
         study,
-        data_dir=data_dir,
+        data_dir=how.data_dir,
         lenient=True,
         datasets=list(datasets or []) or None,
         models=list(models or []) or None,
@@ -115,35 +95,22 @@ def reproduce(
         raise ReportError(
             "nothing to reproduce: " + ("; ".join(p.skipped) or "no models/datasets selected")
         )
-    t0 = time.perf_counter()
-    results = run_requests(
-        p.requests,
-        workers=workers,
-        threads=threads,
-        runs_dir=runs_dir,
-        data_dir=data_dir,
-        max_minutes=(budget or study.budget).minutes,
-        observer=observer,
+    done = run_study(
+        p, how, lambda rs: budget_notes(p, budget, how.workers, how.threads, failures(rs))
     )
-    seconds = time.perf_counter() - t0
-    failed = [
+    failed = failures(done.results)
+    tables = [b.table for b in done.output.tables if b.table is not None]
+    if not tables:
+        raise ReportError("no run of this spec finished: " + "; ".join(failed or p.skipped))
+    return Reproduction(tables, done.count("done"), done.count("cached"), failed, done.seconds)
+
+
+def failures(results: Sequence[SweepResult]) -> list[str]:
+    return [
         f"{r.request.model} on {r.request.dataset}: {r.error}"
         for r in results
         if r.status == "failed"
     ]
-    ids = [r.run_id if r.status != "failed" else None for r in results]
-    notes = budget_notes(p, budget, workers, threads, failed)
-    built = build(p, ids, RunStore(runs_dir), notes)
-    tables = [b.table for b in built.tables if b.table is not None]
-    if not tables:
-        raise ReportError("no run of this spec finished: " + "; ".join(failed or p.skipped))
-    return Reproduction(
-        tables,
-        trained=sum(r.status == "done" for r in results),
-        cached=sum(r.status == "cached" for r in results),
-        failed=failed,
-        seconds=seconds,
-    )
 
 
 def budget_notes(

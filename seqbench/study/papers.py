@@ -1,8 +1,9 @@
-"""Paper specs as data: each YAML file here describes a paper's tables and published numbers.
+"""Paper specs: each YAML file of seqbench/papers/ describes a paper's tables and published
+numbers.
 
 A spec is named `<paper>-<table>` (e.g. `cbit-table3`). `seqbench reproduce NAME` runs the
-study file `<NAME>.study.yaml` shipped next to it (see `seqbench.runs.study`), whose tables
-take their published numbers from the spec, or the spec itself converted to a study.
+study file `<NAME>.study.yaml` shipped next to it, whose tables take their published numbers
+from the spec, or the spec itself as a study (`seqbench.study.spec.from_paper`).
 """
 
 from __future__ import annotations
@@ -16,9 +17,8 @@ import yaml
 from seqbench.errors import ConfigError
 from seqbench.registry import closest
 
-#: one YAML file per paper; add a line here when a paper file is added
-PAPER_FILES = ("cbit",)
-PAPERS_DIR = Path(__file__).parent
+PAPERS_DIR = Path(__file__).parents[1] / "papers"
+STUDY_SUFFIX = ".study.yaml"
 LAYOUTS = ("overall", "ablation", "sensitivity")
 
 
@@ -117,8 +117,9 @@ def load_file(path: str | Path) -> dict[str, TableSpec]:
 def all_specs() -> dict[str, TableSpec]:
     """Every spec shipped with seqbench."""
     out: dict[str, TableSpec] = {}
-    for stem in PAPER_FILES:
-        out.update(load_file(PAPERS_DIR / f"{stem}.yaml"))
+    for path in sorted(PAPERS_DIR.glob("*.yaml")):
+        if not path.name.endswith(STUDY_SUFFIX):
+            out.update(load_file(path))
     return out
 
 

@@ -1,0 +1,305 @@
+"""A study.yaml → a validated `Study`: every mistake is one line naming the file and the key."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from seqbench.data.registry import get_spec as dataset_spec
+from seqbench.errors import ConfigError, DataError
+from seqbench.evaluation.metrics import METRICS
+from seqbench.evaluation.protocols import get_protocol
+from seqbench.registry import closest
+from seqbench.report.stats import CORRECTIONS, TESTS
+from seqbench.study.papers import get_spec
+from seqbench.study.spec import (
+    DEFAULT_FORMATS,
+    DEFAULT_METRICS,
+    FORMATS,
+    LAYOUTS,
+    STUDY_FILE,
+    Budget,
+    Point,
+    Study,
+    StudyModel,
+    StudyTable,
+    scalar,
+)
+from seqbench.training.device import known_precision
+
+STUDY_KEYS = (
+    "title",
+    "citation",
+    "protocol",
+    "datasets",
+    "seeds",
+    "budget",
+    "threads",
+    "workers",
+    "precision",
+    "prepare",
+    "evaluate",
+    "models",
+    "tables",
+)
+MODEL_KEYS = ("model", "sets", "ablate", "seeds")
+TABLE_KEYS = (
+    "layout",
+    "title",
+    "formats",
+    "metrics",
+    "models",
+    "datasets",
+    "test",
+    "alpha",
+    "correction",
+    "baseline",
+    "reference",
+    "param",
+    "published",
+    "budget_columns",
+)
+
+
+def _mapping(raw: Any, where: str, keys: tuple[str, ...] | None = None) -> dict[str, Any]:
+    """`raw` as a mapping (None = empty) whose keys are all in `keys` (when given)."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{where}: expected a mapping, got {type(raw).__name__} {raw!r}")
+    for key in raw:
+        if keys is not None and key not in keys:
+            raise ConfigError(f"{where}: unknown key {key!r} ({closest(str(key), list(keys))})")
+    return raw
+
+
+def _names(raw: Any, where: str) -> tuple[str, ...]:
+    """A name or a list of names."""
+    items = raw if isinstance(raw, list) else [raw]
+    if not items or not all(isinstance(i, str | int | float) for i in items):
+        raise ConfigError(f"{where}: expected a name or a list of names, got {raw!r}")
+    return tuple(str(i) for i in items)
+
+
+def points(raw: Any, where: str) -> tuple[Point, ...]:
+    """A mapping (list values sweep that key, first key slowest) or a list of mappings, as the
+    list of its points."""
+    if raw is None:
+        return ({},)
+    blocks = raw if isinstance(raw, list) else [raw]
+    out: list[Point] = []
+    for i, block in enumerate(blocks):
+        at = f"{where}[{i}]" if isinstance(raw, list) else where
+        axes = {
+            str(k): [scalar(v) for v in (vs if isinstance(vs, list) else [vs])]
+            for k, vs in _mapping(block, at).items()
+        }
+        if any(not vs for vs in axes.values()):
+            raise ConfigError(f"{at}: empty list of values")
+        for combo in itertools.product(*axes.values()):
+            point = dict(zip(axes, combo, strict=True))
+            if point not in out:
+                out.append(point)
+    return tuple(out) or ({},)
+
+
+def parse_budget(raw: Any, where: str) -> Budget:
+    at = f"{where}: budget"
+    budget = _mapping(raw, at, ("epochs", "minutes"))
+    if len(budget) != 1:
+        raise ConfigError(
+            f"{at}: give one budget for all models: {{epochs: N}}, {{minutes: M}} or "
+            "{epochs: default}"
+        )
+    if "minutes" in budget:
+        minutes = budget["minutes"]
+        if isinstance(minutes, bool) or not isinstance(minutes, int | float) or minutes <= 0:
+            raise ConfigError(f"{at}: minutes must be a positive number, got {minutes!r}")
+        return Budget(minutes=float(minutes))
+    epochs = budget["epochs"]
+    if epochs == "default":
+        return Budget()
+    if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 1:
+        raise ConfigError(f"{at}: epochs must be a positive integer or default, got {epochs!r}")
+    return Budget(epochs=epochs)
+
+
+def parse_model(label: str, raw: Any, where: str) -> StudyModel:
+    at = f"{where}: models.{label}"
+    spec = _mapping(raw, at, MODEL_KEYS)
+    sets = points(spec.get("sets"), f"{at}.sets")
+    if any("epochs" in s for s in sets):
+        raise ConfigError(
+            f"{at}.sets: epochs is the study's budget, one for all models: set `budget` instead"
+        )
+    seeds = None if "seeds" not in spec else tuple(_seeds(spec["seeds"], f"{at}.seeds"))
+    return StudyModel(
+        label,
+        str(spec.get("model", label)),
+        sets,
+        points(spec.get("ablate"), f"{at}.ablate"),
+        seeds,
+    )
+
+
+def _seeds(raw: Any, at: str) -> list[int]:
+    """A non-empty list of distinct non-negative integer seeds, or a one-line error at `at`."""
+    ok = isinstance(raw, list) and raw and len(set(raw)) == len(raw)
+    if not ok or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in raw):
+        raise ConfigError(f"{at}: expected a list of integers (distinct, >= 0), got {raw!r}")
+    return raw
+
+
+def parse_table(
+    name: str, raw: Any, where: str, models: dict[str, StudyModel], datasets: dict[str, str]
+) -> StudyTable:
+    at = f"{where}: tables.{name}"
+    spec = _mapping(raw, at, TABLE_KEYS)
+    layout = str(spec.get("layout", ""))
+    if layout not in LAYOUTS:
+        raise ConfigError(f"{at}.layout: {layout or 'missing'} (one of {', '.join(LAYOUTS)})")
+    formats = _names(spec.get("formats", list(DEFAULT_FORMATS)), f"{at}.formats")
+    for fmt in formats:
+        if fmt not in FORMATS:
+            raise ConfigError(f"{at}.formats: unknown format {fmt!r} ({', '.join(FORMATS)})")
+    metrics = _names(spec.get("metrics", list(DEFAULT_METRICS[layout])), f"{at}.metrics")
+    bad = [m for m in metrics if m not in METRICS and layout != "curves"]
+    if bad:
+        raise ConfigError(f"{at}.metrics: unknown {', '.join(bad)} ({', '.join(METRICS)})")
+    chosen = _names(spec["models"], f"{at}.models") if "models" in spec else None
+    for label in chosen or ():
+        if label not in models:
+            raise ConfigError(f"{at}.models: {label!r} is not a model of the study")
+    data = _names(spec["datasets"], f"{at}.datasets") if "datasets" in spec else None
+    for label in data or ():
+        if label not in datasets:
+            raise ConfigError(f"{at}.datasets: {label!r} is not a dataset of the study")
+    test, correction = str(spec.get("test", "ttest")), str(spec.get("correction", "holm"))
+    try:
+        TESTS.get(test)
+        CORRECTIONS.get(correction)
+    except ConfigError as e:
+        raise ConfigError(f"{at}: {e}") from None
+    alpha = spec.get("alpha", 0.05)
+    if isinstance(alpha, bool) or not isinstance(alpha, int | float) or not 0 < alpha < 1:
+        raise ConfigError(f"{at}.alpha: must be between 0 and 1, got {alpha!r}")
+    baseline = str(spec.get("baseline", "best"))
+    if baseline != "best" and baseline not in models:
+        raise ConfigError(f"{at}.baseline: {baseline!r} is not a model of the study (or best)")
+    reference = {str(k): str(v) for k, v in _mapping(spec.get("reference"), at).items()}
+    published: dict[tuple[str, str, str], float] = {}
+    source = spec.get("published")
+    if source is not None:
+        try:
+            published = dict(get_spec(str(source)).published)
+        except ConfigError as e:
+            raise ConfigError(f"{at}.published: {e}") from None
+    return StudyTable(
+        name=name,
+        layout=layout,
+        title=str(spec.get("title", name)),
+        formats=formats,
+        metrics=metrics,
+        models=chosen,
+        datasets=data,
+        test=test,
+        alpha=float(alpha),
+        correction=correction,
+        baseline=baseline,
+        reference=reference,
+        param=str(spec["param"]) if "param" in spec else None,
+        published_from=str(source) if source is not None else None,
+        published=published,
+        budget_columns=bool(spec.get("budget_columns", False)),
+    )
+
+
+def parse_study(raw: Any, where: str) -> Study:
+    """A study from its YAML document; every mistake is a one-line ConfigError naming `where`
+    (the file) and the key."""
+    spec = _mapping(raw, where, STUDY_KEYS)
+    for key in ("protocol", "datasets", "budget", "models", "tables"):
+        if key not in spec:
+            raise ConfigError(f"{where}: missing key {key!r}")
+    protocol = str(spec["protocol"])
+    try:
+        get_protocol(protocol)
+    except ConfigError as e:
+        raise ConfigError(f"{where}: protocol: {e}") from None
+    raw_data = spec["datasets"]
+    if isinstance(raw_data, dict):
+        datasets = {str(k): str(v) for k, v in raw_data.items()}
+    else:
+        datasets = {d: d for d in _names(raw_data, f"{where}: datasets")}
+    for name in datasets.values():
+        try:
+            dataset_spec(name)
+        except DataError as e:
+            raise ConfigError(f"{where}: datasets: {e}") from None
+    seeds = _seeds(spec.get("seeds", [0]), f"{where}: seeds")
+    models = {
+        str(label): parse_model(str(label), m, where)
+        for label, m in _mapping(spec["models"], f"{where}: models").items()
+    }
+    if not models:
+        raise ConfigError(f"{where}: models: name at least one model")
+    tables = tuple(
+        parse_table(str(name), t, where, models, datasets)
+        for name, t in _mapping(spec["tables"], f"{where}: tables").items()
+    )
+    prepare = {
+        str(k): str(v) for k, v in _mapping(spec.get("prepare"), f"{where}: prepare").items()
+    }
+    for name in prepare:
+        if name not in datasets.values():
+            raise ConfigError(f"{where}: prepare: {name!r} is not a dataset of the study")
+    evaluate = _names(spec["evaluate"], f"{where}: evaluate") if "evaluate" in spec else ()
+    for name in evaluate:
+        try:
+            get_protocol(name)
+        except ConfigError as e:
+            raise ConfigError(f"{where}: evaluate: {e}") from None
+    threads, workers = spec.get("threads"), spec.get("workers", 1)
+    for key, value in (("threads", threads), ("workers", workers)):
+        if value is not None and (not isinstance(value, int) or value < 1):
+            raise ConfigError(f"{where}: {key}: expected a positive integer, got {value!r}")
+    precision = known_precision(str(spec.get("precision", "fp32")), f"{where}: precision:")
+    return Study(
+        where=where,
+        title=str(spec.get("title", Path(where).parent.name or where)),
+        protocol=protocol,
+        datasets=datasets,
+        seeds=tuple(seeds),
+        budget=parse_budget(spec["budget"], where),
+        models=tuple(models.values()),
+        tables=tables,
+        citation=str(spec.get("citation", "")),
+        threads=threads,
+        workers=workers,
+        prepare=prepare,
+        evaluate=evaluate,
+        precision=precision,
+    )
+
+
+def study_file(path: str | Path) -> Path:
+    """The study.yaml of a study folder (or the file itself)."""
+    path = Path(path)
+    return path / STUDY_FILE if path.is_dir() or path.suffix not in (".yaml", ".yml") else path
+
+
+def load_study(path: str | Path) -> Study:
+    """Read and validate a study folder's study.yaml (or a study file)."""
+    file = study_file(path)
+    try:
+        raw = yaml.safe_load(file.read_text())
+    except OSError as e:
+        raise ConfigError(
+            f"cannot read study {file}: {e.strerror} (expected {STUDY_FILE})"
+        ) from None
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{file}: not valid YAML ({' '.join(str(e).split())})") from None
+    return parse_study(raw, str(file))

@@ -1,0 +1,248 @@
+"""What a study needs: its runs (datasets × models × configurations × seeds, each a
+RunRequest) and which of them each table shows."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from seqbench.data.dataset import dataset_path
+from seqbench.errors import ConfigError, DataError
+from seqbench.evaluation.protocols import get_protocol
+from seqbench.models.base import MODELS, get_model, resolve_config
+from seqbench.registry import closest
+from seqbench.runs.execute import RunRequest, check_ranges, protocol_settings
+from seqbench.runs.store import Run, RunStore
+from seqbench.runs.sweep import request_run_id
+from seqbench.study.spec import Budget, Point, Study, StudyModel, StudyTable
+
+
+@dataclass(frozen=True)
+class StudyRun:
+    """One run of a study: the model label and configuration it belongs to, and its request."""
+
+    model: StudyModel
+    label: str
+    dataset: str
+    sets: Point
+    ablate: Point
+    request: RunRequest
+
+
+@dataclass
+class Plan:
+    """The runs a study asks for (in order), the model labels and datasets chosen, and, when
+    planned leniently, what was left out."""
+
+    study: Study
+    runs: list[StudyRun]
+    models: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    #: the one budget of every run: the study's, or the one that replaced it
+    budget: Budget = field(default_factory=Budget)
+
+    @property
+    def requests(self) -> list[RunRequest]:
+        return [r.request for r in self.runs]
+
+
+def _pick(names: dict[str, str], wanted: list[str] | None, what: str) -> dict[str, str]:
+    """Filter label -> name pairs by label or name (case-insensitive)."""
+    if not wanted:
+        return names
+    low = {w.lower() for w in wanted}
+    picked = {k: v for k, v in names.items() if k.lower() in low or v.lower() in low}
+    if not picked:
+        raise ConfigError(
+            f"--{what} {', '.join(wanted)}: none in this spec "
+            f"({', '.join(f'{k} ({v})' for k, v in names.items())})"
+        )
+    return picked
+
+
+def plan(
+    study: Study,
+    *,
+    data_dir: str | Path | None = None,
+    lenient: bool = False,
+    datasets: list[str] | None = None,
+    models: list[str] | None = None,
+    budget: Budget | None = None,
+    need_data: bool = True,
+) -> Plan:
+    """Expand the study into runs: datasets × models × configurations × seeds, in that order.
+
+    Every configuration is checked with `resolve_config` (unknown model, key, value or
+    ablation axis). Strict (default): the first problem, or an unprepared dataset when
+    `need_data`, raises a one-line error naming the study file. `lenient` (reproduce) leaves
+    such runs out and says why in `Plan.skipped`. `budget` replaces the study's.
+    """
+    budget = budget or study.budget
+    chosen = _pick(study.datasets, datasets, "datasets")
+    wanted = list(_pick({m.label: m.model for m in study.models}, models, "models"))
+    out = Plan(study, [], wanted, budget=budget)
+    layer = protocol_settings(get_protocol(study.protocol))
+    missing = []
+    for dlabel, name in chosen.items():
+        if need_data and not (dataset_path(name, data_dir) / "card.json").is_file():
+            missing.append(name)
+            if lenient:
+                out.skipped.append(
+                    f"{dlabel}: dataset {name!r} not prepared (`seqbench prepare {name}`)"
+                )
+                continue
+        for m in study.models:
+            if m.label not in wanted:
+                continue
+            problem = _check(m, name, budget, layer)
+            if problem is not None:
+                if not lenient:
+                    raise ConfigError(f"{study.where}: models.{m.label} on {name}: {problem}")
+                out.skipped.append(f"{m.label} on {dlabel}: {problem}")
+                continue
+            for sets, ablate in m.points():
+                label = m.entry_label(sets, ablate)
+                for seed in m.seeds or study.seeds:
+                    req = RunRequest(
+                        m.model,
+                        name,
+                        dict(sets),
+                        dict(ablate),
+                        seed,
+                        study.protocol,
+                        budget.epochs,
+                        study.precision,
+                    )
+                    out.runs.append(StudyRun(m, label, name, sets, ablate, req))
+    if missing and not lenient:
+        name = missing[0]
+        raise DataError(
+            f"{study.where}: dataset {name!r} is not prepared under "
+            f"{dataset_path(name, data_dir).parent}/: run `{study.prepare_command(name)}`"
+        )
+    return out
+
+
+def _check(m: StudyModel, dataset: str, budget: Budget, layer: dict[str, Any]) -> str | None:
+    """Why a model's configurations cannot run on this dataset (unregistered model, unknown
+    key, bad value or axis), or None."""
+    try:
+        cls = get_model(m.model)
+    except ConfigError:
+        return f"seqbench model {m.model!r} is not registered ({closest(m.model, MODELS.names())})"
+    epochs = {} if budget.epochs is None else {"epochs": str(budget.epochs)}
+    try:
+        for sets, ablate in m.points():
+            cfg = resolve_config(cls, dataset, {**sets, **epochs}, ablate, layer)
+            check_ranges(cfg, [cls.key_aliases.get(k, k) for k in [*sets, *epochs]])
+    except ConfigError as e:
+        return str(e)
+    return None
+
+
+@dataclass
+class TableEntry:
+    """A column (overall) or row (ablation, curves) of a table: one configuration's runs per
+    dataset, and the entry an ablation row is tested against."""
+
+    label: str
+    runs: dict[str, list[StudyRun]]
+    reference: str | None = None
+
+
+@dataclass
+class TablePlan:
+    """What one table shows: its entries (or, for sensitivity, its runs) and datasets."""
+
+    table: StudyTable
+    datasets: list[str]
+    entries: list[TableEntry]
+    labels: dict[str, str]
+    published: dict[tuple[str, str, str], float]
+
+    @property
+    def runs(self) -> list[StudyRun]:
+        return [r for e in self.entries for rs in e.runs.values() for r in rs]
+
+
+def table_plans(p: Plan) -> list[TablePlan]:
+    """Group the planned runs into each table's entries (labels, references, datasets)."""
+    study = p.study
+    labels = {name: label for label, name in study.datasets.items()}
+    out = []
+    for t in study.tables:
+        wanted = [m for m in t.models or (m.label for m in study.models) if m in p.models]
+        data = [study.datasets[d] for d in t.datasets or study.datasets]
+        runs = [r for r in p.runs if r.model.label in wanted and r.dataset in data]
+        if t.layout == "sensitivity" and t.param is not None:
+            runs = [r for r in runs if t.param in r.sets]
+        entries: dict[str, TableEntry] = {}
+        for label in wanted:
+            model = next(m for m in study.models if m.label == label)
+            for sets, ablate in model.points():
+                name = model.entry_label(sets, ablate)
+                mine = [r for r in runs if r.label == name and r.model.label == label]
+                if mine or t.published:
+                    entries[name] = TableEntry(
+                        name, {d: [r for r in mine if r.dataset == d] for d in data}
+                    )
+        for entry in entries.values():
+            entry.runs = {d: rs for d, rs in entry.runs.items() if rs}
+            entry.reference = t.reference.get(entry.label) or _default_reference(
+                entry.label, study, entries
+            )
+        used = [d for d in data if any(r.dataset == d for r in runs)]
+        published = {k: v for k, v in t.published.items() if k[0] in used and k[1] in entries}
+        out.append(TablePlan(t, used, list(entries.values()), labels, published))
+    return out
+
+
+def _default_reference(label: str, study: Study, entries: dict[str, TableEntry]) -> str | None:
+    """An ablated configuration is tested against its model's configuration without
+    ablation (when the study runs one)."""
+    for m in study.models:
+        for sets, ablate in m.points():
+            if m.entry_label(sets, ablate) != label or not ablate:
+                continue
+            for s2, a2 in m.points():
+                if not a2 and s2 == sets and m.entry_label(s2, a2) in entries:
+                    return m.entry_label(s2, a2)
+    return None
+
+
+def statuses(p: Plan, store: RunStore, data_dir: str | None) -> list[tuple[str | None, str]]:
+    """(run id, status) of each planned run: done, missing, or its dataset not prepared."""
+    out = []
+    for r in p.runs:
+        if not (dataset_path(r.dataset, data_dir) / "card.json").is_file():
+            out.append((None, "dataset not prepared"))
+            continue
+        run_id = request_run_id(r.request, data_dir)
+        out.append((run_id, "done" if store.is_done(run_id) else "missing"))
+    return out
+
+
+@dataclass(frozen=True)
+class _Card:
+    """Just the identity a run takes from its prepared data: the card's content checksum."""
+
+    checksum: str
+
+
+def run_ids(
+    p: Plan, store: RunStore, data_dir: str | None, committed: Mapping[str, Run]
+) -> list[str | None]:
+    """The run id of each planned run: from its prepared data when the store has that run,
+    else the committed run (of the study folder) with the same identity, else None."""
+    sums: dict[str, set[str]] = {}
+    for run in committed.values():
+        sums.setdefault(run.dataset, set()).add(run.checksum)
+    out: list[str | None] = []
+    for r, (run_id, status) in zip(p.runs, statuses(p, store, data_dir), strict=True):
+        if status != "done":
+            ids = (r.request.resolve(_Card(c)).run_id for c in sorted(sums.get(r.dataset, ())))
+            run_id = next((i for i in ids if i in committed), None)
+        out.append(run_id)
+    return out

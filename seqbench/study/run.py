@@ -1,0 +1,121 @@
+"""Run a planned study: train what the run store lacks (through the sweep machinery, so stored
+runs are reused and an interrupted study resumes), re-evaluate under the study's other presets,
+and build its tables. `seqbench study run` and `seqbench reproduce` both call `run_study`."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from seqbench.runs.exported import load_exported
+from seqbench.runs.reevaluate import reevaluate
+from seqbench.runs.store import RunStore
+from seqbench.runs.sweep import SweepObserver, SweepResult, run_requests
+from seqbench.study.output import (
+    RUN_FILES,
+    StudyOutput,
+    build,
+    describe,
+    study_notes,
+    write_folder,
+)
+from seqbench.study.plan import Plan, run_ids
+
+
+@dataclass(frozen=True)
+class Execution:
+    """How a study's runs are executed: at once, threads per run, device, where to store them."""
+
+    workers: int = 1
+    threads: int | None = None
+    device: str = "auto"
+    runs_dir: str | None = None
+    data_dir: str | None = None
+    observer: SweepObserver | None = None
+
+
+@dataclass
+class StudyResult:
+    """A study's built tables and what happened to each of its runs."""
+
+    output: StudyOutput
+    results: list[SweepResult]
+    seconds: float
+
+    def count(self, status: str) -> int:
+        return sum(r.status == status for r in self.results)
+
+    @property
+    def failed(self) -> list[SweepResult]:
+        return [r for r in self.results if r.status == "failed"]
+
+
+def run_study(
+    p: Plan,
+    how: Execution,
+    notes: Callable[[Sequence[SweepResult]], Sequence[str]] = lambda results: (),
+    log: Callable[[str], None] = print,
+) -> StudyResult:
+    """Train the plan's missing runs, test each under the study's `evaluate` presets, and build
+    its tables; `notes(results)` go first in every table."""
+    t0 = time.perf_counter()
+    results = run_requests(
+        p.requests,
+        workers=how.workers,
+        threads=how.threads,
+        runs_dir=how.runs_dir,
+        data_dir=how.data_dir,
+        max_minutes=p.budget.minutes,
+        device=how.device,
+        observer=how.observer,
+    )
+    store = RunStore(how.runs_dir)
+    ids = [r.run_id if r.status != "failed" else None for r in results]
+    for run_id in dict.fromkeys(i for i in ids if i is not None):
+        for protocol in p.study.evaluate:
+            reevaluate(
+                run_id, protocol, store=store, data_root=how.data_dir, device=how.device, log=log
+            )
+    out = build(p, ids, store, notes(results))
+    return StudyResult(out, results, time.perf_counter() - t0)
+
+
+@dataclass
+class Rendering:
+    """What `render_study` wrote, and the tables it left as they were, with the runs each
+    lacked (not found, or without per-user results)."""
+
+    output: StudyOutput
+    written: list[Path]
+    kept: dict[str, list[str]]
+
+
+def lacking(out: StudyOutput) -> dict[str, list[str]]:
+    """Per table, the runs it cannot show in full: not stored anywhere, or without the per-user
+    results its tests need."""
+    found = dict(zip(map(id, out.plan.runs), out.runs, strict=True))
+    short = {}
+    for b in out.tables:
+        missing = [
+            f"{describe(s)} ({'not found' if found[id(s)] is None else 'no per-user results'})"
+            for s in b.plan.runs
+            if found[id(s)] is None or not found[id(s)].has_per_user
+        ]
+        if missing or b.table is None:
+            short[b.plan.table.name] = sorted(set(missing)) or [b.reason]
+    return short
+
+
+def render_study(p: Plan, folder: Path, runs_dir: str | None, data_dir: str | None) -> Rendering:
+    """Write the study folder from the runs already stored, else from its own committed copies
+    (metrics/<run_id>/); a table that would show less than its rendered files (a run missing
+    or without per-user results) keeps its files, and then the README keeps its block."""
+    store = RunStore(runs_dir)
+    committed = load_exported(folder / RUN_FILES)
+    out = build(p, run_ids(p, store, data_dir, committed), store, study_notes(p), committed)
+    short = lacking(out)
+    kept = {t: why for t, why in short.items() if any(folder.glob(f"{t}.*"))}
+    written = write_folder(folder, out, store, keep=kept, preserve=committed.values())
+    return Rendering(out, written, kept)

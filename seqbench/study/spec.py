@@ -1,0 +1,224 @@
+"""Studies as data: a `study.yaml` names the runs of a results folder (models × datasets × seeds
+× settings × ablations under one protocol and one budget for all models) and the tables to
+render from them.
+
+This module is the schema: it parses and validates a study (a paper's table is one more
+constructor, `seqbench.study.papers`); `plan` expands it into runs and tables, `run` trains
+what is missing and `output` writes the folder.
+
+    title: STOSA vs SASRec on Beauty
+    protocol: stosa
+    datasets: [beauty]              # or {Beauty: beauty}: label in the tables -> dataset
+    seeds: [0]
+    budget: {epochs: 170}           # or {minutes: 30}, or {epochs: default} (each model's own)
+    threads: 1                      # torch threads per run (optional)
+    precision: fp32                 # training precision of every run: fp32|bf16|fp16 (optional)
+    evaluate: [seqbench, duorec]    # also test each run's best weights under these (optional)
+    prepare: {beauty: seqbench prepare beauty --raw-dir ../shared/data/s3rec}   # optional
+    models:
+      sasrec: {sets: {patience: 100}}
+      stosa: {}                     # label: {model, sets, ablate, seeds}; model defaults to
+                                    # the label, seeds to the study's
+    tables:
+      beauty_table: {layout: overall, baseline: sasrec, formats: [markdown, latex, html]}
+
+`sets` and `ablate` are a mapping (a list value sweeps that key) or a list of such mappings
+(their points are concatenated): one run per point and seed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from dataclasses import dataclass, field
+from typing import Any
+
+from seqbench.errors import ConfigError
+from seqbench.study.papers import TableSpec
+from seqbench.training.device import check_precision, known_precision, resolve_device
+
+STUDY_FILE = "study.yaml"
+LAYOUTS = ("overall", "ablation", "sensitivity", "curves")
+#: the report formats (seqbench.report.render.FORMATS) a study may write, with file suffixes
+FORMATS = {"markdown": "md", "latex": "tex", "html": "html", "csv": "csv"}
+DEFAULT_FORMATS = ("markdown", "latex", "html")
+DEFAULT_METRICS = {
+    "overall": ("HR@5", "HR@10", "HR@20", "NDCG@5", "NDCG@10", "NDCG@20"),
+    "ablation": ("HR@10", "NDCG@10"),
+    "sensitivity": ("HR@10", "NDCG@10"),
+    "curves": ("NDCG@10",),
+}
+
+Point = dict[str, str]
+
+
+@dataclass(frozen=True)
+class Budget:
+    """One training budget for every model of a study: an epoch cap, or a wall-clock cap per
+    run (then each model's own epoch count), or each model's own epochs (`epochs: default`)."""
+
+    epochs: int | None = None
+    minutes: float | None = None
+
+    def describe(self) -> str:
+        if self.epochs is not None:
+            return f"every model at most {self.epochs} epoch{'s' if self.epochs != 1 else ''}"
+        if self.minutes is not None:
+            return (
+                f"every model at most {self.minutes:g} minutes of training per run "
+                "(epochs: each model's own count)"
+            )
+        return "every model its own configured epoch count (the paper's), early stopping"
+
+
+@dataclass(frozen=True)
+class StudyModel:
+    """A model of the study under its label, with its settings and ablation points."""
+
+    label: str
+    model: str
+    sets: tuple[Point, ...] = ({},)
+    ablate: tuple[Point, ...] = ({},)
+    #: this model's seeds when they differ from the study's (e.g. one seed for a costly model)
+    seeds: tuple[int, ...] | None = None
+
+    def points(self) -> list[tuple[Point, Point]]:
+        """(sets, ablate) of each configuration the model runs in, in order, no duplicates."""
+        out: list[tuple[Point, Point]] = []
+        for s, a in itertools.product(self.sets, self.ablate):
+            if (s, a) not in out:
+                out.append((s, a))
+        return out
+
+    def entry_label(self, sets: Point, ablate: Point) -> str:
+        """The label of one configuration in tables: the model label, plus the values that
+        differ between the model's configurations when it runs in several."""
+        merged = [{**a, **s} for s, a in self.points()]
+        varying = [
+            k
+            for k in dict.fromkeys(k for m in merged for k in m)
+            if len({m.get(k) for m in merged}) > 1
+        ]
+        point = {**ablate, **sets}
+        shown = ", ".join(f"{k}={point[k]}" for k in varying if k in point)
+        return f"{self.label} ({shown})" if shown else self.label
+
+
+@dataclass(frozen=True)
+class StudyTable:
+    """One table of a study: its layout, what it shows and how it tests."""
+
+    name: str
+    layout: str
+    title: str
+    formats: tuple[str, ...] = DEFAULT_FORMATS
+    metrics: tuple[str, ...] = ()
+    models: tuple[str, ...] | None = None
+    datasets: tuple[str, ...] | None = None
+    test: str = "ttest"
+    alpha: float = 0.05
+    correction: str = "holm"
+    baseline: str = "best"
+    reference: dict[str, str] = field(default_factory=dict)
+    param: str | None = None
+    published_from: str | None = None
+    published: dict[tuple[str, str, str], float] = field(default_factory=dict)
+    budget_columns: bool = False
+
+
+@dataclass(frozen=True)
+class Study:
+    """A parsed, validated study (see the module docstring for the YAML)."""
+
+    where: str
+    title: str
+    protocol: str
+    datasets: dict[str, str]
+    seeds: tuple[int, ...]
+    budget: Budget
+    models: tuple[StudyModel, ...]
+    tables: tuple[StudyTable, ...]
+    citation: str = ""
+    threads: int | None = None
+    workers: int = 1
+    prepare: dict[str, str] = field(default_factory=dict)
+    evaluate: tuple[str, ...] = ()
+    precision: str = "fp32"
+
+    def prepare_command(self, dataset: str) -> str:
+        return self.prepare.get(dataset, f"seqbench prepare {dataset}")
+
+    def precision_clause(self) -> str:
+        """'; every run trained in bf16' for a study not in fp32 (notes and README); else ''."""
+        return f"; every run trained in {self.precision}" if self.precision != "fp32" else ""
+
+    def seeds_text(self) -> str:
+        """The study's seeds, then each model that runs other seeds: '0, 1, 2 (duorec: 0)'."""
+        own = [f"{m.label}: {', '.join(map(str, m.seeds))}" for m in self.models if m.seeds]
+        text = ", ".join(map(str, self.seeds))
+        return f"{text} ({'; '.join(own)})" if own else text
+
+
+def scalar(value: Any) -> str:
+    """A YAML scalar as a --set/--ablate string (YAML's on/off booleans back to on/off)."""
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return str(value)
+
+
+def with_precision(study: Study, precision: str | None = None, device: str | None = None) -> Study:
+    """`study` with `precision` (a --precision option, when given) replacing its own, and,
+    with `device`, checked against that device (as `seqbench run` checks --precision): a
+    precision it cannot train in is a one-line error naming --precision, or the study file
+    and its `precision` field."""
+    if precision is not None:
+        study = dataclasses.replace(study, precision=known_precision(precision))
+    if device is None or study.precision == "fp32":
+        return study
+    if precision is not None:
+        check_precision(precision, resolve_device(device))
+        return study
+    try:
+        check_precision(study.precision, resolve_device(device), "precision:")
+    except ConfigError as e:
+        raise ConfigError(f"{study.where}: {e}") from None
+    return study
+
+
+def from_paper(spec: TableSpec) -> Study:
+    """A paper table spec (seqbench/papers/*.yaml) as a study: its models, datasets, seeds and
+    published numbers; a sensitivity spec becomes one table per swept key."""
+    models = []
+    for m in spec.models:
+        sets = ({**m.sets},)
+        if spec.sweeps:
+            sets = tuple({**m.sets, k: scalar(v)} for k, vs in spec.sweeps.items() for v in vs)
+        models.append(StudyModel(m.label, m.model, sets, ({**m.ablate},)))
+    common = {"metrics": spec.metrics, "published": dict(spec.published)}
+    if spec.layout == "sensitivity":
+        tables = tuple(
+            StudyTable(f"{spec.name}-{k}", "sensitivity", f"{spec.title} — {k}", param=k, **common)
+            for k in spec.sweeps
+        )
+    else:
+        table = StudyTable(
+            spec.name,
+            spec.layout,
+            spec.title,
+            baseline=spec.baseline,
+            reference=dict(spec.reference),
+            published_from=spec.name,
+            **common,
+        )
+        tables = (table,)
+    return Study(
+        where=spec.name,
+        title=f"{spec.paper}: {spec.title}",
+        protocol=spec.protocol,
+        datasets=dict(spec.datasets),
+        seeds=spec.seeds,
+        budget=Budget(),
+        models=tuple(models),
+        tables=tables,
+        citation=f"{spec.paper} ({spec.citation})" if spec.citation else spec.paper,
+    )

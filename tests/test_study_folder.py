@@ -1,0 +1,126 @@
+"""Self-contained study folders: a committed folder keeps each run's per-user counts, so
+`seqbench study run DIR --render-only` re-creates it byte for byte without the run store or the
+data, and never overwrites a table with less than it shows."""
+
+from __future__ import annotations
+
+import math
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+from seqbench.cli import main
+from seqbench.data.prepare import prepare
+from seqbench.evaluation.metrics import METRICS
+from seqbench.runs.exported import RANKS, load_exported, per_user_from_ranks
+from seqbench.runs.store import RunStore
+
+STUDY = {
+    "title": "Toy",
+    "protocol": "seqbench",
+    "datasets": {"Synth": "synthetic"},
+    "seeds": [0, 1],
+    "budget": {"epochs": 2},
+    "models": {"sasrec": {"sets": {"d": 16, "batch_size": 64}}, "pop": {"model": "popularity"}},
+    "tables": {
+        "main": {"layout": "overall", "baseline": "pop", "formats": ["markdown", "latex"]},
+        "curves": {"layout": "curves", "models": ["sasrec"], "formats": ["markdown"]},
+    },
+}
+
+
+def test_counts_give_the_hand_computed_metrics() -> None:
+    # user 7: 3 items above, 1 tied -> positions 4 or 5, each with probability 1/2
+    got = per_user_from_ranks(pd.DataFrame({"user": [7], "above": [3], "equal": [1]}))
+    row = got.iloc[0]
+    assert row["user"] == 7 and row["rank"] == 4.5
+    assert row["HR@5"] == 1.0 and row["HR@10"] == 1.0
+    assert row["NDCG@5"] == pytest.approx((1 / math.log2(5) + 1 / math.log2(6)) / 2, abs=1e-15)
+    assert row["MRR"] == pytest.approx((1 / 4 + 1 / 5) / 2, abs=1e-15)
+    # 4 above, 1 tied at the HR@5 border: position 5 (in) or 6 (out)
+    edge = per_user_from_ranks(pd.DataFrame({"user": [0], "above": [4], "equal": [1]}))
+    assert edge.iloc[0]["HR@5"] == 0.5
+
+
+@pytest.fixture
+def toy(tmp_path: Path) -> dict[str, Path]:
+    data = tmp_path / "data"
+    prepare("synthetic", root=data)
+    root = tmp_path / "results" / "toy"
+    root.mkdir(parents=True)
+    (root / "study.yaml").write_text(yaml.safe_dump(STUDY))
+    (root / "README.md").write_text("# Toy\n\nProse.\n")
+    return {"root": root, "data": data, "runs": tmp_path / "runs"}
+
+
+def study(f: dict[str, Path], *extra: str, runs: Path | None = None) -> None:
+    main(["study", "run", str(f["root"]), "--data-dir", str(f["data"]), "--runs-dir",
+          str(runs or f["runs"]), "--no-progress", "--threads", "1", *extra])  # fmt: skip
+
+
+def snapshot(root: Path) -> dict[str, bytes]:
+    return {
+        str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()
+    }
+
+
+def test_folder_rerenders_byte_identical_without_store_or_data(
+    toy: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    study(toy)
+    before = snapshot(toy["root"])
+    store = RunStore(toy["runs"])
+    committed = load_exported(toy["root"] / "metrics")
+    assert len(committed) == 4
+    for run_id, run in committed.items():
+        # the counts give back exactly the evaluator's per-user metrics (bitwise)
+        stored = store.per_user(run_id)[["user", "rank", *METRICS]]
+        pd.testing.assert_frame_equal(run.per_user, stored, check_exact=True)
+        hist = store.history(run_id)
+        if hist.empty:  # popularity trains no epochs
+            assert run.history.empty
+        else:
+            pd.testing.assert_frame_equal(run.history, hist, check_exact=True)
+        assert (toy["root"] / "metrics" / run_id / RANKS).stat().st_size < 20_000
+    # a fresh clone: no run store, no prepared data
+    shutil.rmtree(toy["runs"])
+    shutil.rmtree(toy["data"])
+    capsys.readouterr()
+    study(toy, "--render-only", runs=tmp_path / "empty")
+    assert "4 of 4 runs in the store or the folder" in capsys.readouterr().err
+    assert snapshot(toy["root"]) == before
+
+
+def test_render_only_never_overwrites_with_less(
+    toy: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    study(toy)
+    shutil.rmtree(toy["runs"])
+    sasrec = next(p for p in (toy["root"] / "metrics").iterdir() if "-sasrec-" in p.name)
+    (sasrec / RANKS).unlink()  # a run committed before seqbench kept per-user counts
+    before = snapshot(toy["root"])
+    capsys.readouterr()
+    study(toy, "--render-only", runs=tmp_path / "empty")
+    err = capsys.readouterr().err
+    assert "table main kept as it was (and the README block)" in err
+    assert "sasrec on synthetic seed" in err and "no per-user results" in err
+    assert snapshot(toy["root"]) == before
+    # a run missing altogether: its table and the metrics of the others stay
+    shutil.rmtree(sasrec)
+    before = snapshot(toy["root"])
+    study(toy, "--render-only", runs=tmp_path / "empty")
+    assert "not found" in capsys.readouterr().err
+    assert snapshot(toy["root"]) == before
+
+
+def test_ranks_are_compact_ints(toy: dict[str, Path]) -> None:
+    study(toy)
+    for path in (toy["root"] / "metrics").glob(f"*/{RANKS}"):
+        ranks = pd.read_parquet(path)
+        assert list(ranks.columns) == ["user", "above", "equal"]
+        assert all(ranks[c].dtype == np.int32 for c in ranks.columns)
+        assert ranks["user"].is_monotonic_increasing
