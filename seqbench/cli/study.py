@@ -1,8 +1,10 @@
-"""`seqbench study run|show DIR`: a results folder's study.yaml → its runs, tables and README."""
+"""`seqbench study run|show DIR` (a results folder's study.yaml → its runs, tables and README) and
+`seqbench reproduce` (a paper's table as a study)."""
 
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import Annotated
 
 import torch
@@ -33,7 +35,7 @@ from seqbench.study.parse import load_study, study_file
 from seqbench.study.plan import Plan, plan, statuses
 from seqbench.study.reproduce import get_study, listing
 from seqbench.study.reproduce import reproduce as run_reproduction
-from seqbench.study.run import Execution, render_study, run_study
+from seqbench.study.run import Execution, Rendering, StudyResult, render_study, run_study
 from seqbench.study.spec import FORMATS, Budget, with_precision
 
 study_app = typer.Typer(
@@ -77,6 +79,45 @@ def show_plan(folder: str, p: Plan, store: RunStore, data_dir: str | None) -> in
     if missing:
         console.print(f"`seqbench study run {folder}` trains the {len(missing)} missing")
     return len(missing)
+
+
+def print_rendering(title: str, where: str, done: Rendering) -> None:
+    """What `--render-only` wrote, and each table it kept as it was (with why)."""
+    found = sum(r is not None for r in done.output.runs)
+    console_err.print(
+        f"{title}: {found} of {len(done.output.runs)} runs in the store or the folder; "
+        f"wrote {len(done.written)} files and folders in {where}/",
+        soft_wrap=True,
+        markup=False,
+    )
+    for table, why in done.kept.items():
+        console_err.print(
+            f"table {table} kept as it was (and the README block): {'; '.join(why)}",
+            soft_wrap=True,
+            markup=False,
+        )
+
+
+def print_outcome(title: str, where: str, done: StudyResult, written: list[Path]) -> None:
+    """The runs trained, reused and failed, and the tables that could not be rendered."""
+    out = done.output
+    console_err.print(
+        f"{title}: {done.count('done')} run(s) trained, {done.count('cached')} from the "
+        f"store, {len(done.failed)} failed, {done.seconds:.0f} s; wrote {len(written)} "
+        f"files and folders in {where}/",
+        soft_wrap=True,
+        highlight=False,
+        markup=False,
+    )
+    for b in out.tables:
+        if b.table is None:
+            console_err.print(f"table {b.plan.table.name} not rendered: {b.reason}", markup=False)
+    for r in done.failed:
+        console_err.print(
+            f"failed: {r.request.model} on {r.request.dataset} seed {r.request.seed}: {r.error}",
+            soft_wrap=True,
+            markup=False,
+        )
 
 
 @study_app.command("show")
@@ -125,20 +166,7 @@ def run(
     store = RunStore(runs_dir)
     where = display_path(path)
     if render_only:
-        done = render_study(p, path, runs_dir, data_dir)
-        found = sum(r is not None for r in done.output.runs)
-        console_err.print(
-            f"{study.title}: {found} of {len(done.output.runs)} runs in the store or the folder; "
-            f"wrote {len(done.written)} files and folders in {where}/",
-            soft_wrap=True,
-            markup=False,
-        )
-        for table, why in done.kept.items():
-            console_err.print(
-                f"table {table} kept as it was (and the README block): {'; '.join(why)}",
-                soft_wrap=True,
-                markup=False,
-            )
+        print_rendering(study.title, where, render_study(p, path, runs_dir, data_dir))
         return
     if dry_run:
         missing = show_plan(where, p, store, data_dir)
@@ -158,25 +186,7 @@ def run(
         observer=SweepDisplay(console_err, bars(progress)),
     )
     done = run_study(p, how, lambda results: study_notes(p), log=log)
-    out = done.output
-    written = write_folder(path, out, store)
-    console_err.print(
-        f"{study.title}: {done.count('done')} run(s) trained, {done.count('cached')} from the "
-        f"store, {len(done.failed)} failed, {done.seconds:.0f} s; wrote {len(written)} "
-        f"files and folders in {where}/",
-        soft_wrap=True,
-        highlight=False,
-        markup=False,
-    )
-    for b in out.tables:
-        if b.table is None:
-            console_err.print(f"table {b.plan.table.name} not rendered: {b.reason}", markup=False)
-    for r in done.failed:
-        console_err.print(
-            f"failed: {r.request.model} on {r.request.dataset} seed {r.request.seed}: {r.error}",
-            soft_wrap=True,
-            markup=False,
-        )
+    print_outcome(study.title, where, done, write_folder(path, done.output, store))
     if done.failed:
         sys.exit(1)
 

@@ -217,6 +217,38 @@ def parse_table(
     )
 
 
+def _protocols(names: tuple[str, ...], at: str) -> None:
+    """Every name is a known protocol preset, or a one-line error at `at`."""
+    for name in names:
+        try:
+            get_protocol(name)
+        except ConfigError as e:
+            raise ConfigError(f"{at}: {e}") from None
+
+
+def _datasets(raw: Any, where: str) -> dict[str, str]:
+    """label → registered dataset name (a list of names labels each by itself)."""
+    if isinstance(raw, dict):
+        datasets = {str(k): str(v) for k, v in raw.items()}
+    else:
+        datasets = {d: d for d in _names(raw, f"{where}: datasets")}
+    for name in datasets.values():
+        try:
+            dataset_spec(name)
+        except DataError as e:
+            raise ConfigError(f"{where}: datasets: {e}") from None
+    return datasets
+
+
+def _counts(spec: dict[str, Any], where: str) -> tuple[int | None, int]:
+    """The study's torch threads per run (None: the machine's free cores) and workers."""
+    threads, workers = spec.get("threads"), spec.get("workers", 1)
+    for key, value in (("threads", threads), ("workers", workers)):
+        if value is not None and (not isinstance(value, int) or value < 1):
+            raise ConfigError(f"{where}: {key}: expected a positive integer, got {value!r}")
+    return threads, workers
+
+
 def parse_study(raw: Any, where: str) -> Study:
     """A study from its YAML document; every mistake is a one-line ConfigError naming `where`
     (the file) and the key."""
@@ -225,20 +257,8 @@ def parse_study(raw: Any, where: str) -> Study:
         if key not in spec:
             raise ConfigError(f"{where}: missing key {key!r}")
     protocol = str(spec["protocol"])
-    try:
-        get_protocol(protocol)
-    except ConfigError as e:
-        raise ConfigError(f"{where}: protocol: {e}") from None
-    raw_data = spec["datasets"]
-    if isinstance(raw_data, dict):
-        datasets = {str(k): str(v) for k, v in raw_data.items()}
-    else:
-        datasets = {d: d for d in _names(raw_data, f"{where}: datasets")}
-    for name in datasets.values():
-        try:
-            dataset_spec(name)
-        except DataError as e:
-            raise ConfigError(f"{where}: datasets: {e}") from None
+    _protocols((protocol,), f"{where}: protocol")
+    datasets = _datasets(spec["datasets"], where)
     seeds = _seeds(spec.get("seeds", [0]), f"{where}: seeds")
     models = {
         str(label): parse_model(str(label), m, where)
@@ -257,16 +277,8 @@ def parse_study(raw: Any, where: str) -> Study:
         if name not in datasets.values():
             raise ConfigError(f"{where}: prepare: {name!r} is not a dataset of the study")
     evaluate = _names(spec["evaluate"], f"{where}: evaluate") if "evaluate" in spec else ()
-    for name in evaluate:
-        try:
-            get_protocol(name)
-        except ConfigError as e:
-            raise ConfigError(f"{where}: evaluate: {e}") from None
-    threads, workers = spec.get("threads"), spec.get("workers", 1)
-    for key, value in (("threads", threads), ("workers", workers)):
-        if value is not None and (not isinstance(value, int) or value < 1):
-            raise ConfigError(f"{where}: {key}: expected a positive integer, got {value!r}")
-    precision = known_precision(str(spec.get("precision", "fp32")), f"{where}: precision:")
+    _protocols(evaluate, f"{where}: evaluate")
+    threads, workers = _counts(spec, where)
     return Study(
         where=where,
         title=str(spec.get("title", Path(where).parent.name or where)),
@@ -281,7 +293,7 @@ def parse_study(raw: Any, where: str) -> Study:
         workers=workers,
         prepare=prepare,
         evaluate=evaluate,
-        precision=precision,
+        precision=known_precision(str(spec.get("precision", "fp32")), f"{where}: precision:"),
     )
 
 
