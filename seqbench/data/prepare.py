@@ -282,6 +282,23 @@ def _tables(inter: pd.DataFrame, items: pd.DataFrame, users: pd.DataFrame) -> di
     }
 
 
+def _sources(
+    source: SourceSpec, files: dict[str, tuple[FileSpec, Path]]
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """Each raw file found (role, name, path, sha256) and notes on optional files missing or
+    files that differ from the registry's checksum."""
+    notes = [
+        f"optional {f.file} not found: no {f.role}" for f in source.files if f.role not in files
+    ]
+    sources = []
+    for role, (fspec, path) in files.items():
+        digest = sha256_file(path)
+        if fspec.sha256 and digest != fspec.sha256 and path.suffix != ".gz":
+            notes.append(f"{path} differs from the registry checksum {fspec.sha256[:12]}…")
+        sources.append({"role": role, "file": path.name, "path": str(path), "sha256": digest})
+    return sources, notes
+
+
 # ---------------------------------------------------------------- entry point
 
 
@@ -301,10 +318,7 @@ def prepare(
     raw_dirs = [Path(d) for d in raw_dirs or []]
     card_file = out / "card.json"
     old_card = json.loads(card_file.read_text()) if card_file.is_file() and not force else None
-    sources: list[dict[str, Any]] = []
-    files: dict[str, tuple[FileSpec, Path]] = {}
-    notes: list[str] = []
-    source_name = "generator"
+    source_name, sources, files, notes = "generator", [], {}, []
     if spec.generator is None:
         try:
             allow = download and old_card is None
@@ -317,14 +331,7 @@ def prepare(
             )
             return Prepared(old_card, out, skipped=True, notes=[note])
         source_name = source.name
-        notes += [
-            f"optional {f.file} not found: no {f.role}" for f in source.files if f.role not in files
-        ]
-        for role, (fspec, path) in files.items():
-            digest = sha256_file(path)
-            if fspec.sha256 and digest != fspec.sha256 and path.suffix != ".gz":
-                notes.append(f"{path} differs from the registry checksum {fspec.sha256[:12]}…")
-            sources.append({"role": role, "file": path.name, "path": str(path), "sha256": digest})
+        sources, notes = _sources(source, files)
     fingerprint = _fingerprint(spec, [{k: s[k] for k in ("role", "sha256")} for s in sources])
     if old_card is not None and old_card.get("fingerprint") == fingerprint:
         return Prepared(old_card, out, skipped=True, notes=notes)

@@ -12,20 +12,19 @@ are streamed. Every problem is a one-line DataError naming the file, the line, a
 from __future__ import annotations
 
 import ast
-import gzip
 import json
 import re
-import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.csv as pacsv
 
+from seqbench.data.rawfile import Stream, as_int, fail, lines
 from seqbench.errors import DataError
 from seqbench.registry import Registry
 
@@ -63,111 +62,6 @@ def reader(fmt: str, kind: str) -> Callable[[ReadFn], ReadFn]:
     return deco
 
 
-# ---------------------------------------------------------------- opening files
-
-
-def _fail(path: Path, problem: str, fix: str, line: int | None = None) -> DataError:
-    """A one-line DataError: where (file, line), what went wrong, how to fix it."""
-    where = f"{path}, line {line}" if line else str(path)
-    return DataError(f"{where}: {problem}: {fix}")
-
-
-def _is_gzip(path: Path) -> bool:
-    """True when the file starts with the gzip magic bytes (whatever its name)."""
-    with open(path, "rb") as f:
-        return f.read(2) == b"\x1f\x8b"
-
-
-def _open_binary(path: Path) -> IO[bytes]:
-    """Open a raw file (gzip detected by its magic bytes); missing or empty files fail here."""
-    if not path.is_file():
-        raise _fail(path, "file not found", "check the path, or put the file in --raw-dir")
-    if path.stat().st_size == 0:
-        raise _fail(path, "file is empty", "download it again")
-    return gzip.open(path, "rb") if _is_gzip(path) else open(path, "rb")
-
-
-class _Stream:
-    """A binary stream with gzip errors turned into DataErrors and an optional '::' -> '\\t'."""
-
-    def __init__(self, path: Path, double_colon: bool = False) -> None:
-        """Open `path`; with `double_colon`, MovieLens "::" separators become tabs."""
-        self.path = path
-        self.raw = _open_binary(path)
-        self.double_colon = double_colon
-        self.carry = b""
-        self.closed = False
-
-    def read(self, n: int = -1) -> bytes:
-        """Up to n bytes (never splitting a "::" across reads)."""
-        try:
-            chunk = self.raw.read(n - len(self.carry) if n > 0 else n)
-        except EOFError:
-            raise _fail(
-                self.path, "truncated gzip file (the data ends early)", "download it again"
-            ) from None
-        except (gzip.BadGzipFile, zlib.error) as e:
-            raise _fail(self.path, f"corrupt gzip file ({e})", "download it again") from None
-        data, self.carry = self.carry + chunk, b""
-        if self.double_colon:
-            kept = data.rstrip(b":")
-            if chunk and n > 0 and kept:  # a '::' may straddle two reads: hold colons back
-                data, self.carry = kept, data[len(kept) :]
-            data = data.replace(b"::", b"\t")
-        return data
-
-    def readable(self) -> bool:
-        """File-object protocol for pyarrow."""
-        return True
-
-    def close(self) -> None:
-        """Close the underlying file."""
-        self.raw.close()
-        self.closed = True
-
-
-def _lines(path: Path, encoding: str = "utf-8") -> Iterator[tuple[int, str]]:
-    """(line number, text) of the non-blank lines, decoded strictly."""
-    stream = _Stream(path)
-    try:
-        buf = b""
-        lineno = 0
-        while chunk := stream.read(1 << 20):
-            buf += chunk
-            *full, buf = buf.split(b"\n")
-            for raw in full:
-                lineno += 1
-                if raw.strip():
-                    yield lineno, _decode(path, raw, lineno, encoding)
-        if buf.strip():
-            yield lineno + 1, _decode(path, buf, lineno + 1, encoding)
-    finally:
-        stream.close()
-
-
-def _decode(path: Path, raw: bytes, lineno: int, encoding: str) -> str:
-    """Strictly decode one line, naming the line when the encoding is wrong."""
-    try:
-        return raw.decode(encoding).rstrip("\r")
-    except UnicodeDecodeError as e:
-        raise _fail(
-            path,
-            f"not valid {encoding} text ({e.reason})",
-            f"re-save the file as {encoding}",
-            lineno,
-        ) from None
-
-
-def _int(path: Path, value: Any, what: str, lineno: int) -> int:
-    """An integer field value, or a DataError naming the line."""
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        raise _fail(
-            path, f"{what} {value!r} is not an integer", "fix or drop the line", lineno
-        ) from None
-
-
 # ---------------------------------------------------------------- tabular files (pyarrow)
 
 
@@ -181,10 +75,10 @@ def _table(
 ) -> pd.DataFrame:
     """Parse a delimited file with fixed columns; on error, find and name the first bad line."""
     if header is not None:
-        first = next(_lines(path, encoding), (1, ""))[1]
+        first = next(lines(path, encoding), (1, ""))[1]
         if first.replace('"', "").strip().lower() != header.lower():
-            raise _fail(path, f"unexpected header {first[:80]!r}", f"expected {header!r}", 1)
-    stream = _Stream(path, double_colon)
+            raise fail(path, f"unexpected header {first[:80]!r}", f"expected {header!r}", 1)
+    stream = Stream(path, double_colon)
     try:
         table = pacsv.read_csv(
             stream,
@@ -199,7 +93,7 @@ def _table(
     finally:
         stream.close()
     if table.num_rows == 0:
-        raise _fail(path, "file has no data rows", "download it again")
+        raise fail(path, "file has no data rows", "download it again")
     return table.to_pandas(split_blocks=True, self_destruct=True)
 
 
@@ -213,14 +107,14 @@ def _bad_line(
 ) -> DataError:
     """Scan the file line by line (only after a parse error) to name the first bad line."""
     if "Empty CSV file" in message:
-        return _fail(path, "file is empty", "download it again")
+        return fail(path, "file is empty", "download it again")
     names = list(columns)
-    for lineno, text in _lines(path, encoding):
+    for lineno, text in lines(path, encoding):
         if skip_header and lineno == 1:
             continue
         fields = text.split(delimiter)
         if len(fields) != len(names):
-            return _fail(
+            return fail(
                 path,
                 f"expected {len(names)} fields ({', '.join(names)}), found {len(fields)}",
                 "is this the right file for the format?",
@@ -229,15 +123,13 @@ def _bad_line(
         for name, value in zip(names, fields, strict=True):
             kind = columns[name]
             if pa.types.is_integer(kind) and not re.fullmatch(r"\s*-?\d+\s*", value):
-                return _fail(path, f"{name} {value!r} is not an integer", "fix or drop it", lineno)
+                return fail(path, f"{name} {value!r} is not an integer", "fix or drop it", lineno)
             if pa.types.is_floating(kind):
                 try:
                     float(value)
                 except ValueError:
-                    return _fail(
-                        path, f"{name} {value!r} is not a number", "fix or drop it", lineno
-                    )
-    return _fail(path, f"cannot parse ({message})", "check the file format")
+                    return fail(path, f"{name} {value!r} is not a number", "fix or drop it", lineno)
+    return fail(path, f"cannot parse ({message})", "check the file format")
 
 
 def _interactions(df: pd.DataFrame) -> pd.DataFrame:
@@ -293,22 +185,22 @@ def read_seq_text(path: Path) -> pd.DataFrame:
     users: list[int] = []
     lengths: list[int] = []
     items: list[int] = []
-    for lineno, line in _lines(path):
+    for lineno, line in lines(path):
         tokens = line.split()
         try:
             ids = list(map(int, tokens))
         except ValueError:
             bad = next(t for t in tokens if not t.lstrip("-").isdigit())
-            raise _fail(
+            raise fail(
                 path, f"id {bad!r} is not an integer", "expected `user item1 item2 ...`", lineno
             ) from None
         if len(ids) < 2:
-            raise _fail(path, "a user without items", "expected `user item1 item2 ...`", lineno)
+            raise fail(path, "a user without items", "expected `user item1 item2 ...`", lineno)
         users.append(ids[0])
         lengths.append(len(ids) - 1)
         items.extend(ids[1:])
     if not users:
-        raise _fail(path, "file is empty", "download it again")
+        raise fail(path, "file is empty", "download it again")
     user_col = np.repeat(np.asarray(users, dtype=np.int64), lengths)
     return pd.DataFrame({"user": user_col, "item": np.asarray(items, dtype=np.int64)})
 
@@ -321,11 +213,11 @@ def _parse_record(path: Path, line: str, lineno: int) -> dict[str, Any]:
         try:
             record = ast.literal_eval(line)
         except (ValueError, SyntaxError, MemoryError, RecursionError):
-            raise _fail(
+            raise fail(
                 path, "not a JSON object or dict literal", "the file may be damaged", lineno
             ) from None
     if not isinstance(record, dict):
-        raise _fail(path, "not a JSON object", "the file may be damaged", lineno)
+        raise fail(path, "not a JSON object", "the file may be damaged", lineno)
     return record
 
 
@@ -335,17 +227,17 @@ def _reviews(path: Path) -> pd.DataFrame:
     items: list[str] = []
     ratings: list[float] = []
     times: list[int] = []
-    for lineno, line in _lines(path):
+    for lineno, line in lines(path):
         rec = _parse_record(path, line, lineno)
         missing = [k for k in ("reviewerID", "asin", "unixReviewTime") if k not in rec]
         if missing:
-            raise _fail(path, f"review without {missing[0]!r}", "is this a review file?", lineno)
+            raise fail(path, f"review without {missing[0]!r}", "is this a review file?", lineno)
         users.append(str(rec["reviewerID"]))
         items.append(str(rec["asin"]))
         ratings.append(float(rec.get("overall", np.nan)))
-        times.append(_int(path, rec["unixReviewTime"], "timestamp", lineno))
+        times.append(as_int(path, rec["unixReviewTime"], "timestamp", lineno))
     if not users:
-        raise _fail(path, "file is empty", "download it again")
+        raise fail(path, "file is empty", "download it again")
     return pd.DataFrame(
         {
             "user": np.asarray(users, dtype=object),
@@ -376,10 +268,10 @@ def _long(rows: list[tuple[str, str, str]]) -> pd.DataFrame:
 def _meta(path: Path, category_key: str) -> pd.DataFrame:
     """Amazon product metadata as long rows: categories (flattened) and brand."""
     rows: list[tuple[str, str, str]] = []
-    for lineno, line in _lines(path):
+    for lineno, line in lines(path):
         rec = _parse_record(path, line, lineno)
         if "asin" not in rec:
-            raise _fail(path, "product without 'asin'", "is this a meta file?", lineno)
+            raise fail(path, "product without 'asin'", "is this a meta file?", lineno)
         asin = str(rec["asin"])
         cats = rec.get(category_key) or []
         flat = [c for group in cats for c in group] if cats and isinstance(cats[0], list) else cats
@@ -405,13 +297,13 @@ def read_amazon18_meta(path: Path) -> pd.DataFrame:
 @reader("item2attributes_json", "item_side")
 def read_item2attributes(path: Path) -> pd.DataFrame:
     """S3-Rec `<Name>_item2attributes.json`: {item id: [attribute ids]} as field `attributes`."""
-    text = "\n".join(line for _, line in _lines(path))
+    text = "\n".join(line for _, line in lines(path))
     try:
         mapping = json.loads(text)
     except json.JSONDecodeError as e:
-        raise _fail(path, f"invalid JSON ({e.msg})", "download it again", e.lineno) from None
+        raise fail(path, f"invalid JSON ({e.msg})", "download it again", e.lineno) from None
     if not isinstance(mapping, dict):
-        raise _fail(path, "expected a JSON object {item: [attributes]}", "download it again")
+        raise fail(path, "expected a JSON object {item: [attributes]}", "download it again")
     rows = [(str(k), "attributes", str(a)) for k, attrs in mapping.items() for a in attrs]
     return _long(rows)
 
@@ -423,18 +315,18 @@ def read_id_map(path: Path) -> pd.DataFrame:
     for lineno, (original, mapped) in _split_fields(path, "utf-8", "\t", 2):
         if lineno == 1 and not original.strip().lstrip("-").isdigit():
             continue
-        pairs.append((_int(path, original, "id", lineno), _int(path, mapped, "id", lineno)))
+        pairs.append((as_int(path, original, "id", lineno), as_int(path, mapped, "id", lineno)))
     if not pairs:
-        raise _fail(path, "file has no data rows", "download it again")
+        raise fail(path, "file has no data rows", "download it again")
     return pd.DataFrame(pairs, columns=["original", "mapped"], dtype=np.int64)
 
 
 def _split_fields(path: Path, encoding: str, sep: str, n: int) -> Iterator[tuple[int, list[str]]]:
     """Lines split on `sep`, each checked to have exactly `n` fields."""
-    for lineno, line in _lines(path, encoding):
+    for lineno, line in lines(path, encoding):
         fields = line.split(sep)
         if len(fields) != n:
-            raise _fail(
+            raise fail(
                 path,
                 f"expected {n} fields separated by {sep!r}, found {len(fields)}",
                 "is this the right file for the format?",
@@ -454,7 +346,7 @@ def read_ml_dat_movies(path: Path) -> pd.DataFrame:
     """MovieLens movies.dat: MovieID::Title (Year)::Genre|Genre (ISO-8859-1)."""
     rows: list[tuple[str, str, str]] = []
     for lineno, (mid, title, genres) in _split_fields(path, "latin-1", "::", 3):
-        movie = str(_int(path, mid, "MovieID", lineno))
+        movie = str(as_int(path, mid, "MovieID", lineno))
         rows += [(movie, "genres", g) for g in genres.split("|") if g]
         rows += [(movie, "year", y) for y in _title_year(title)]
     return _long(rows)
@@ -465,7 +357,7 @@ def read_ml_dat_users(path: Path) -> pd.DataFrame:
     """MovieLens 1M users.dat: UserID::Gender::Age::Occupation::Zip-code (ISO-8859-1)."""
     rows: list[tuple[str, str, str]] = []
     for lineno, (uid, gender, age, occupation, _zip) in _split_fields(path, "latin-1", "::", 5):
-        user = str(_int(path, uid, "UserID", lineno))
+        user = str(as_int(path, uid, "UserID", lineno))
         rows += [(user, "gender", gender), (user, "age", age), (user, "occupation", occupation)]
     return _long(rows)
 
@@ -475,7 +367,7 @@ def read_ml100k_items(path: Path) -> pd.DataFrame:
     """MovieLens 100K u.item: id|title|release date|video date|URL|19 genre flags (ISO-8859-1)."""
     rows: list[tuple[str, str, str]] = []
     for lineno, fields in _split_fields(path, "latin-1", "|", 5 + len(ML100K_GENRES)):
-        movie = str(_int(path, fields[0], "movie id", lineno))
+        movie = str(as_int(path, fields[0], "movie id", lineno))
         flags = fields[5:]
         rows += [
             (movie, "genres", g) for g, f in zip(ML100K_GENRES, flags, strict=True) if f == "1"
@@ -490,8 +382,8 @@ def read_ml100k_users(path: Path) -> pd.DataFrame:
     """MovieLens 100K u.user: id|age|gender|occupation|zip (ISO-8859-1)."""
     rows: list[tuple[str, str, str]] = []
     for lineno, (uid, age, gender, occupation, _zip) in _split_fields(path, "latin-1", "|", 5):
-        user = str(_int(path, uid, "user id", lineno))
-        age_years = str(_int(path, age, "age", lineno))
+        user = str(as_int(path, uid, "user id", lineno))
+        age_years = str(as_int(path, age, "age", lineno))
         rows += [
             (user, "gender", gender),
             (user, "age", age_years),
@@ -504,7 +396,7 @@ def read_ml100k_users(path: Path) -> pd.DataFrame:
 def read_ml_csv_movies(path: Path) -> pd.DataFrame:
     """MovieLens 20M/25M movies.csv: movieId,title,genres (quoted titles, header)."""
     columns = {"movie": pa.int64(), "title": pa.string(), "genres": pa.string()}
-    stream = _Stream(path)
+    stream = Stream(path)
     try:
         table = pacsv.read_csv(
             stream,
@@ -512,7 +404,7 @@ def read_ml_csv_movies(path: Path) -> pd.DataFrame:
             convert_options=pacsv.ConvertOptions(column_types=columns),
         )
     except pa.ArrowInvalid as e:
-        raise _fail(path, f"cannot parse ({e})", "expected movieId,title,genres") from None
+        raise fail(path, f"cannot parse ({e})", "expected movieId,title,genres") from None
     finally:
         stream.close()
     rows: list[tuple[str, str, str]] = []
