@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -23,6 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from seqbench.data.checksum import SCHEME, content_checksum
 from seqbench.errors import DataError
 from seqbench.paths import data_dir
 
@@ -140,16 +142,77 @@ def prepared_names(root: str | Path | None = None) -> list[str]:
     return sorted(p.name for p in base.iterdir() if (p / "card.json").is_file())
 
 
-def load_dataset(name: str, root: str | Path | None = None) -> SeqDataset:
-    """Load a prepared dataset; a clear one-line error tells how to prepare a missing one."""
-    path = dataset_path(name, root)
+TABLES = ("interactions", "items", "users")
+
+
+def _damaged(path: Path, name: str, problem: str) -> DataError:
+    """A one-line error naming the damaged file, what is wrong and the command that fixes it."""
+    return DataError(f"{path}: {problem}: run `seqbench prepare {name} --force`")
+
+
+def read_card(path: Path, name: str) -> dict[str, Any]:
+    """The card.json of a prepared dataset, checked for what loading needs (one-line errors)."""
     card_file = path / "card.json"
     if not card_file.is_file():
         raise DataError(
             f"dataset {name!r} is not prepared under {path.parent}/: run `seqbench prepare {name}`"
         )
-    card = json.loads(card_file.read_text())
-    inter = pq.read_table(path / "interactions.parquet").to_pandas()
-    items_file = path / "items.parquet"
-    items = pq.read_table(items_file).to_pandas() if items_file.is_file() else None
-    return SeqDataset.from_frames(name, inter, items, card)
+    try:
+        card = json.loads(card_file.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise _damaged(card_file, name, f"not readable JSON ({type(e).__name__})") from None
+    if not isinstance(card, dict):
+        raise _damaged(card_file, name, f"expected a JSON object, got {type(card).__name__}")
+    stats = card.get("stats")
+    if not isinstance(stats, dict) or not all(
+        isinstance(stats.get(k), int) and not isinstance(stats.get(k), bool)
+        for k in ("users", "items")
+    ):
+        raise _damaged(card_file, name, "field stats.users / stats.items missing or not integers")
+    scheme = card.get("checksum_scheme")
+    if scheme != SCHEME:
+        raise _damaged(
+            card_file, name, f"checksum scheme {scheme!r} is not this seqbench's ({SCHEME!r})"
+        )
+    if not isinstance(card.get("checksum"), str):
+        raise _damaged(card_file, name, "field checksum missing or not a string")
+    return card
+
+
+def read_tables(path: Path, name: str) -> dict[str, pa.Table]:
+    """The three prepared tables, each read whole (a missing or damaged one is one line)."""
+    tables = {}
+    for table in TABLES:
+        file = path / f"{table}.parquet"
+        if not file.is_file():
+            raise _damaged(file, name, "file missing")
+        try:
+            tables[table] = pq.read_table(file)
+        except (OSError, pa.ArrowException) as e:
+            raise _damaged(
+                file, name, f"not a readable parquet file ({type(e).__name__})"
+            ) from None
+    return tables
+
+
+def load_dataset(name: str, root: str | Path | None = None) -> SeqDataset:
+    """Load a prepared dataset whose tables still match its card's content checksum; a clear
+    one-line error tells how to prepare a missing or damaged one."""
+    path = dataset_path(name, root)
+    card = read_card(path, name)
+    tables = read_tables(path, name)
+    try:
+        got = content_checksum(tables)
+    except DataError as e:
+        raise _damaged(
+            path, name, f"a table does not fit the prepared-data contract ({e})"
+        ) from None
+    if got != card["checksum"]:
+        raise _damaged(
+            path / "card.json",
+            name,
+            f"the tables' content checksum {got[:12]} differs from the card's "
+            f"{card['checksum'][:12]} (files changed or damaged since `seqbench prepare`)",
+        )
+    inter = tables["interactions"].to_pandas()
+    return SeqDataset.from_frames(name, inter, tables["items"].to_pandas(), card)

@@ -24,7 +24,7 @@ from rich.console import Console
 from seqbench import __version__
 from seqbench.data import readers, synthetic
 from seqbench.data.checksum import SCHEME, content_checksum
-from seqbench.data.dataset import dataset_path
+from seqbench.data.dataset import dataset_path, read_card
 from seqbench.data.download import cache_dir, fetch, sha256_file
 from seqbench.data.preprocess import (
     Sequences,
@@ -299,6 +299,15 @@ def _sources(
     return sources, notes
 
 
+def _previous_card(out: Path, name: str) -> dict[str, Any] | None:
+    """The card of an earlier preparation, or None when there is none or it is damaged (then
+    the dataset is prepared again)."""
+    try:
+        return read_card(out, name)
+    except DataError:
+        return None
+
+
 # ---------------------------------------------------------------- entry point
 
 
@@ -316,8 +325,7 @@ def prepare(
     spec = get_spec(name)
     out = dataset_path(name, root)
     raw_dirs = [Path(d) for d in raw_dirs or []]
-    card_file = out / "card.json"
-    old_card = json.loads(card_file.read_text()) if card_file.is_file() and not force else None
+    old_card = None if force else _previous_card(out, name)
     source_name, sources, files, notes = "generator", [], {}, []
     if spec.generator is None:
         try:
