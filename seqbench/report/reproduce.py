@@ -18,8 +18,9 @@ from typing import TYPE_CHECKING
 
 from seqbench.papers import PAPERS_DIR, all_specs, get_spec
 from seqbench.report.select import ReportError
+from seqbench.report.significance import SignificanceOptions
 from seqbench.report.study import build
-from seqbench.report.tables import SignificanceOptions, Table
+from seqbench.report.tables import Table
 from seqbench.runs.store import RunStore
 from seqbench.runs.study import Budget, Plan, Study, from_paper, load_study, plan
 

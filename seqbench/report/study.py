@@ -12,19 +12,11 @@ from pathlib import Path
 from seqbench import __version__
 from seqbench.evaluation.protocols import get_protocol
 from seqbench.io import atomic_dir, atomic_path
-from seqbench.report.plots import bar_figure, line_figure
+from seqbench.report.layouts import LAYOUTS, TableOptions
 from seqbench.report.render import render
 from seqbench.report.select import ReportError, Run
-from seqbench.report.tables import (
-    Entry,
-    SignificanceOptions,
-    Table,
-    ablation_table,
-    curves_table,
-    mean_std,
-    overall_table,
-    sensitivity_table,
-)
+from seqbench.report.significance import SignificanceOptions
+from seqbench.report.tables import Entry, Table, all_runs
 from seqbench.runs.store import RunStore
 from seqbench.runs.study import (
     FORMATS,
@@ -121,61 +113,26 @@ def _describe(s: StudyRun) -> str:
 
 
 def build_table(tp: TablePlan, by_id: dict[int, Run | None]) -> Table | None:
-    """The table in its layout from the stored runs of its entries (None: no run stored)."""
+    """The table in its layout from the stored runs of its entries (None: no run stored); a
+    baseline without runs in the table falls back to the best other entry."""
     t = tp.table
-    opts = SignificanceOptions(t.test, t.alpha, t.correction)
     entries = []
     for e in tp.entries:
         per = {d: [r for s in rs if (r := by_id[id(s)]) is not None] for d, rs in e.runs.items()}
         entries.append(Entry(e.label, {d: rs for d, rs in per.items() if rs}, e.reference))
-    runs = [r for e in entries for rs in e.runs.values() for r in rs]
-    if not runs:
+    if not all_runs(entries):
         return None
     datasets = [d for d in tp.datasets if any(e.runs.get(d) for e in entries)]
-    if t.layout == "overall":
-        baseline = t.baseline if any(e.label == t.baseline for e in entries) else "best"
-        return overall_table(
-            entries,
-            datasets,
-            t.metrics,
-            opts=opts,
-            baseline=baseline,
-            published=tp.published,
-            dataset_labels=tp.labels,
-            title=t.title,
-            budget_columns=t.budget_columns,
-        )
-    if t.layout == "ablation":
-        table = ablation_table(
-            entries,
-            datasets,
-            t.metrics,
-            opts=opts,
-            published=tp.published,
-            dataset_labels=tp.labels,
-            title=t.title,
-            budget_columns=t.budget_columns,
-        )
-        series = {
-            tp.labels.get(d, d): {
-                e.label: [(m, *mean_std(e.runs[d], m)) for m in t.metrics]
-                for e in entries
-                if e.runs.get(d)
-            }
-            for d in datasets
-        }
-        table.figure = bar_figure(series, "test metric")
-        return table
-    if t.layout == "sensitivity":
-        table, lines = sensitivity_table(unique(runs), t.metrics, param=t.param, title=t.title)
-        numeric = all(
-            isinstance(p[0], int | float) for s in lines.values() for ps in s.values() for p in ps
-        )
-        table.figure = line_figure(lines, table.header[1], "test metric", categorical=not numeric)
-        return table
-    table, lines = curves_table(entries, t.metrics, title=t.title)
-    table.figure = line_figure(lines, "epoch", ", ".join(f"valid {m}" for m in t.metrics))
-    return table
+    options = TableOptions(
+        title=t.title,
+        tests=SignificanceOptions(t.test, t.alpha, t.correction),
+        baseline=t.baseline if any(e.label == t.baseline for e in entries) else "best",
+        published=tp.published,
+        dataset_labels=tp.labels,
+        budget_columns=t.budget_columns,
+        param=t.param,
+    )
+    return LAYOUTS.get(t.layout).build(entries, datasets, t.metrics, options)
 
 
 # ------------------------------------------------------------------ the results folder
