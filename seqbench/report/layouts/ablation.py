@@ -39,7 +39,7 @@ def variant_row(
 
 
 def add_budget_columns(
-    table: Table, entries: list[Entry], used: list[str], runs: Sequence[Run], labels: dict
+    table: Table, entries: list[Entry], used: list[str], runs: Sequence[Run], labels: dict[str, str]
 ) -> None:
     """Each variant's budget on each dataset as columns after the metrics."""
     names = budget.fields(runs)

@@ -17,6 +17,8 @@ from seqbench.report.tables import Cell, Entry, Table, comparable_runs
 
 #: (entry label, metric) -> mean and std over seeds per epoch
 Curves = dict[tuple[str, str], pd.DataFrame]
+#: a plotted point: (epoch, mean, std or None)
+Point = tuple[int, float, float | None]
 
 
 def history_column(r: Run, m: str) -> pd.Series:
@@ -65,9 +67,9 @@ def epoch_rows(
     return rows
 
 
-def lines(curves: Curves, metrics: tuple[str, ...]) -> dict[str, list]:
+def lines(curves: Curves, metrics: tuple[str, ...]) -> dict[str, list[Point]]:
     """The plotted lines of one dataset: (epoch, mean, std) where the mean was evaluated."""
-    out = {}
+    out: dict[str, list[Point]] = {}
     for (label, m), c in curves.items():
         line = f"{label} {m}" if len(metrics) > 1 else label
         out[line] = [

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from seqbench.data.dataset import dataset_path, prepared_names
@@ -15,7 +16,7 @@ from seqbench.report.tables import Cell, Entry, Table
 STATS = ("users", "items", "actions", "avg_length", "sparsity")
 
 
-def read_cards(names: Sequence[str], data_dir: Any) -> dict[str, dict[str, Any]]:
+def read_cards(names: Sequence[str], data_dir: str | Path | None) -> dict[str, dict[str, Any]]:
     """The card of each named prepared dataset; an error naming one that is not prepared."""
     cards = {}
     for name in names:
