@@ -199,7 +199,7 @@ def test_stosa_norms_shared_like_the_code(data: SeqDataset) -> None:
 
 
 def test_report_note_names_switched_departures(tmp_path) -> None:
-    from seqbench.report.tables import departures_note
+    from seqbench.report.notes import departures_note
     from seqbench.runs.store import Run
 
     default = dataclasses.asdict(resolve_config(get_model("cbit"), "beauty"))

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
+from test_run_concurrency import write_tiny
 
-from seqbench.data.synthetic import generate
 from seqbench.runs.store import RunStore
 from seqbench.runs.sweep import expand, run_requests
 
@@ -35,12 +34,7 @@ def local_ray():
 
 
 def test_ray_matches_local_executor(local_ray, tmp_path: Path) -> None:
-    inter, items = generate(n_users=120, n_items=80, min_len=5, max_len=20, seed=3)
-    folder = tmp_path / "data" / "synthetic"
-    folder.mkdir(parents=True)
-    inter.to_parquet(folder / "interactions.parquet", index=False)
-    items.to_parquet(folder / "items.parquet", index=False)
-    (folder / "card.json").write_text(json.dumps({"name": "synthetic", "checksum": "tiny"}))
+    write_tiny(tmp_path / "data")
     reqs = expand("sasrec", ["synthetic"], grid={"d": ["8", "16"]}, seeds=[1, 2], sets=TINY)
     reqs += expand("sasrec", ["synthetic"], sets={**TINY, "d": "8", "heads": "3"})
 

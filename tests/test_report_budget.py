@@ -11,9 +11,9 @@ import pytest
 from test_report_fixtures import ranks, write_run
 
 from seqbench.cli import main
-from seqbench.report.layouts import model_entries
+from seqbench.report.entries import model_entries
+from seqbench.report.layouts import OVERALL
 from seqbench.report.render import render
-from seqbench.report.tables import overall_table
 from seqbench.runs.store import load_runs
 
 
@@ -25,7 +25,7 @@ def edit(folder: Path, **metrics: object) -> None:
 
 def table_notes(root: Path, *models: str) -> list[str]:
     entries, _ = model_entries(load_runs(root), list(models))
-    return overall_table(entries, ["beauty"], ["HR@10"]).notes
+    return OVERALL.build(entries, ["beauty"], ["HR@10"]).notes
 
 
 def test_equal_budget_and_an_untrained_model(tmp_path: Path) -> None:
@@ -86,7 +86,7 @@ def test_budget_columns_replace_the_listing(tmp_path: Path, layout: str) -> None
     else:
         row = "| cbit | <u>0.1250</u> | <u>0.1250</u> | 3 (3) | 95 | 25 | cpu ×1 | 71,064 |"
         assert row in text
-    tex = render(overall_table(model_entries(load_runs(tmp_path), None)[0], ["beauty"]), "latex")
+    tex = render(OVERALL.build(model_entries(load_runs(tmp_path), None)[0], ["beauty"]), "latex")
     assert r"cpu $\times$1" in tex
 
 

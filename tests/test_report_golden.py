@@ -17,9 +17,10 @@ import pytest
 from test_report_fixtures import data_cards, main_store, sweep_store
 
 from seqbench.cli import main
-from seqbench.report.layouts import model_entries
+from seqbench.report.entries import model_entries
+from seqbench.report.layouts import OVERALL, TableOptions
 from seqbench.report.render import latex_document, render
-from seqbench.report.tables import Entry, overall_table
+from seqbench.report.tables import Entry
 from seqbench.runs.store import load_runs
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -155,9 +156,8 @@ def test_published_values_render_and_compile(stores: dict[str, Path], tmp_path: 
     entries, _ = model_entries(runs, ["sasrec", "cbit"])
     entries.append(Entry("CoSeBERT", {}))
     published = {("beauty", "cbit", "HR@10"): 0.8, ("beauty", "CoSeBERT", "HR@10"): 0.5}
-    table = overall_table(
-        entries, ["beauty"], ["HR@10"], published=published, dataset_labels={"beauty": "Beauty"}
-    )
+    options = TableOptions(published=published, dataset_labels={"beauty": "Beauty"})
+    table = OVERALL.build(entries, ["beauty"], ["HR@10"], options)
     md = render(table, "markdown")
     assert (
         "| Beauty | HR@10 | <u>0.2750 ± 0.0354</u> | **0.7500**\\* [0.8000, −6.2%] | (0.5000) |"

@@ -10,9 +10,9 @@ import pytest
 from test_report_fixtures import N_USERS, main_store, ranks, sweep_store, write_run
 
 from seqbench.cli import main
-from seqbench.report.layouts import model_entries
+from seqbench.report.entries import model_entries
+from seqbench.report.layouts import OVERALL
 from seqbench.report.select import ReportError, check_comparable, select_runs
-from seqbench.report.tables import overall_table
 from seqbench.runs.store import load_runs
 
 
@@ -31,7 +31,7 @@ def test_mixed_protocols_are_refused_with_both_names(tmp_path: Path) -> None:
         check_comparable(runs)
     entries, _ = model_entries(runs, None)
     with pytest.raises(ReportError, match="beauty-gru-x"):
-        overall_table(entries, ["beauty", "toys"])
+        OVERALL.build(entries, ["beauty", "toys"])
 
 
 def test_same_protocol_name_with_another_definition_is_refused(tmp_path: Path) -> None:

@@ -12,7 +12,9 @@ from scipy import stats
 from test_report_fixtures import main_store, per_user, ranks
 
 from seqbench.errors import ConfigError
-from seqbench.report.layouts import model_entries
+from seqbench.report.entries import model_entries
+from seqbench.report.layouts import OVERALL, TableOptions
+from seqbench.report.significance import SignificanceOptions
 from seqbench.report.stats import (
     PERMUTATIONS,
     TESTS,
@@ -21,7 +23,6 @@ from seqbench.report.stats import (
     no_correction,
     seed_averaged,
 )
-from seqbench.report.tables import SignificanceOptions, overall_table
 from seqbench.runs.store import load_runs
 
 
@@ -83,7 +84,9 @@ def test_unknown_test_and_correction_are_user_errors() -> None:
 def _table(tmp_path: Path, **opts):
     runs = load_runs(main_store(tmp_path / "runs"))
     entries, _ = model_entries(runs, None)
-    return overall_table(entries, ["beauty", "toys"], opts=SignificanceOptions(**opts))
+    return OVERALL.build(
+        entries, ["beauty", "toys"], options=TableOptions(tests=SignificanceOptions(**opts))
+    )
 
 
 def _by_cell(table) -> dict[tuple[str, str], object]:
@@ -154,7 +157,7 @@ def test_mean_std_and_improvement_by_hand(tmp_path: Path) -> None:
 def test_named_baseline_changes_comparison(tmp_path: Path) -> None:
     runs = load_runs(main_store(tmp_path / "runs"))
     entries, _ = model_entries(runs, None)
-    table = overall_table(entries, ["beauty"], ["HR@10"], baseline="bert4rec")
+    table = OVERALL.build(entries, ["beauty"], ["HR@10"], TableOptions(baseline="bert4rec"))
     (result,) = table.tests
     assert (result.better, result.other) == ("cbit", "bert4rec")
     assert table.rows[0][-1].text == f"{0.75 / 0.125 - 1:+.2%}"

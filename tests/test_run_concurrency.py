@@ -10,6 +10,7 @@ import sys
 import threading
 from pathlib import Path
 
+from seqbench.data.prepare import prepare_frames
 from seqbench.data.synthetic import generate
 from seqbench.runs.store import RunStore
 
@@ -17,11 +18,7 @@ from seqbench.runs.store import RunStore
 def write_tiny(root: Path) -> Path:
     """A small prepared `synthetic` dataset (120 users): a run takes about a second."""
     inter, items = generate(n_users=120, n_items=80, min_len=5, max_len=20, seed=3)
-    folder = root / "synthetic"
-    folder.mkdir(parents=True)
-    inter.to_parquet(folder / "interactions.parquet", index=False)
-    items.to_parquet(folder / "items.parquet", index=False)
-    (folder / "card.json").write_text(json.dumps({"name": "synthetic", "checksum": "tiny"}))
+    prepare_frames(root / "synthetic", "synthetic", inter, items)
     return root
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import itertools
-import json
 import os
 import signal
 import subprocess
@@ -20,6 +19,7 @@ from rich.console import Console
 
 from seqbench.cli import main
 from seqbench.cli.sweep import SweepDisplay
+from seqbench.data.prepare import prepare_frames
 from seqbench.data.synthetic import generate
 from seqbench.errors import ConfigError
 from seqbench.runs.execute import RunRequest
@@ -42,11 +42,7 @@ TINY = {"epochs": "2", "d": "8", "batch_size": "64", "eval_batch_size": "256"}
 def write_tiny(root: Path) -> Path:
     """A small prepared `synthetic` dataset (120 users) so that a run takes about a second."""
     inter, items = generate(n_users=120, n_items=80, min_len=5, max_len=20, seed=3)
-    folder = root / "synthetic"
-    folder.mkdir(parents=True)
-    inter.to_parquet(folder / "interactions.parquet", index=False)
-    items.to_parquet(folder / "items.parquet", index=False)
-    (folder / "card.json").write_text(json.dumps({"name": "synthetic", "checksum": "tiny"}))
+    prepare_frames(root / "synthetic", "synthetic", inter, items)
     return root
 
 

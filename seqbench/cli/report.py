@@ -17,12 +17,13 @@ from seqbench.errors import ConfigError
 from seqbench.evaluation.metrics import METRICS
 from seqbench.evaluation.protocols import PROTOCOLS
 from seqbench.io import atomic_path
-from seqbench.report.layouts import CARD_LAYOUTS, LAYOUTS, ReportOptions
+from seqbench.report.layouts import LAYOUTS, Layout, TableOptions
 from seqbench.report.plots import save_figure
 from seqbench.report.render import format_for, render
 from seqbench.report.select import evaluated_under as reevaluated
 from seqbench.report.select import select_runs
-from seqbench.report.tables import SignificanceOptions, Table
+from seqbench.report.significance import SignificanceOptions
+from seqbench.report.tables import Table
 from seqbench.runs.store import load_runs
 
 
@@ -32,9 +33,9 @@ def split_list(values: list[str] | None) -> list[str] | None:
     return out or None
 
 
-def check_metrics(metrics: list[str] | None, layout: str) -> None:
+def check_metrics(metrics: list[str] | None, layout: Layout) -> None:
     """Metric names must be known (training curves may also plot loss columns)."""
-    if metrics is None or layout == "curves":
+    if metrics is None or layout.history_columns:
         return
     bad = [m for m in metrics if m not in METRICS]
     if bad:
@@ -138,25 +139,23 @@ def report(
 ) -> None:
     """Tables in the papers' layouts from stored runs, with paired significance tests."""
     fmt = format_for(out, format_)
-    build = LAYOUTS.get(layout)
+    chosen = LAYOUTS.get(layout)
     metric_list = split_list(metrics)
-    check_metrics(metric_list, layout)
+    check_metrics(metric_list, chosen)
     tests = SignificanceOptions(test, alpha, correction)
     tests.validate()
     if protocol is not None:
         PROTOCOLS.get(protocol)
-    opts = ReportOptions(
-        split_list(datasets),
-        split_list(models),
-        metric_list,
-        baseline,
-        tests,
-        param,
-        data_dir,
-        budget_columns,
+    options = TableOptions(
+        tests=tests,
+        baseline=baseline,
+        budget_columns=budget_columns,
+        param=param,
+        data_dir=data_dir,
     )
+    wanted_datasets, wanted_models = split_list(datasets), split_list(models)
     selection = None
-    if layout not in CARD_LAYOUTS:
+    if not chosen.cards:
         stored = load_runs(runs_dir)
         run_ids = None
         if runs:
@@ -174,8 +173,8 @@ def report(
             run_ids = in_sweep if run_ids is None else run_ids & in_sweep
         selection = select_runs(
             stored,
-            datasets=opts.datasets,
-            models=opts.models,
+            datasets=wanted_datasets,
+            models=wanted_models,
             protocol=protocol,
             run_ids=run_ids,
         )
@@ -184,4 +183,5 @@ def report(
             selection.runs = reevaluated(selection.runs, evaluated_under)
         for note in selection.notes:
             console_err.print(f"[yellow]note:[/yellow] {note}", highlight=False, soft_wrap=True)
-    write_output([build(selection, opts)], fmt, out, plot)
+    table = chosen.report(selection, wanted_datasets, wanted_models, metric_list, options)
+    write_output([table], fmt, out, plot)

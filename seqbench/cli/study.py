@@ -27,8 +27,8 @@ from seqbench.cli.app import (
 from seqbench.cli.report import split_list, write_output
 from seqbench.cli.sweep import SweepDisplay
 from seqbench.errors import ConfigError
-from seqbench.report.render import format_for
-from seqbench.report.tables import SignificanceOptions
+from seqbench.report.render import FORMATS, format_for
+from seqbench.report.significance import SignificanceOptions
 from seqbench.runs.store import RunStore
 from seqbench.study.output import display_path, study_notes, write_folder
 from seqbench.study.parse import load_study, study_file
@@ -36,7 +36,7 @@ from seqbench.study.plan import Plan, plan, statuses
 from seqbench.study.reproduce import get_study, listing
 from seqbench.study.reproduce import reproduce as run_reproduction
 from seqbench.study.run import Execution, Rendering, StudyResult, render_study, run_study
-from seqbench.study.spec import FORMATS, Budget, with_precision
+from seqbench.study.spec import Budget, with_precision
 
 study_app = typer.Typer(
     help="Studies as data: a results folder's study.yaml names its runs, budget and tables.",
@@ -66,7 +66,7 @@ def show_plan(folder: str, p: Plan, store: RunStore, data_dir: str | None) -> in
         table.add_row(escape(r.label), r.dataset, str(r.request.seed), epochs, shown)
     console.print(table)
     for t in study.tables:
-        files = ", ".join(f"{t.name}.{FORMATS[f]}" for f in t.formats)
+        files = ", ".join(f"{t.name}.{FORMATS.get(f).suffix}" for f in t.formats)
         console.print(f"table {t.name}: {t.layout} → {files}", soft_wrap=True, highlight=False)
     missing = [s for _, s in rows if s != "done"]
     console.print(

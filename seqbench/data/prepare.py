@@ -369,8 +369,36 @@ def prepare(
         "checksum_scheme": SCHEME,
         "fingerprint": fingerprint,
     }
+    write_prepared(out, tables, card)
+    return Prepared(card, out, notes=notes)
+
+
+def write_prepared(out: Path, tables: dict[str, pa.Table], card: dict[str, Any]) -> None:
+    """Write a prepared dataset at once (a temp folder, then a rename): its tables as parquet
+    and its card, the one writer of the format `seqbench.data.dataset` reads."""
     with atomic_dir(out) as tmp:
         for table_name, table in tables.items():
             pq.write_table(table, tmp / f"{table_name}.parquet")
         write_json(tmp / "card.json", card)
-    return Prepared(card, out, notes=notes)
+
+
+def prepare_frames(
+    out: Path,
+    name: str,
+    inter: pd.DataFrame,
+    items: pd.DataFrame,
+    users: pd.DataFrame | None = None,
+) -> dict[str, Any]:
+    """Write frames that are already prepared (e.g. a test's small dataset) with a minimal
+    card: name, stats and the content checksum (users: ids only by default). Returns the card."""
+    if users is None:
+        users = user_frame(np.arange(int(inter["user"].max()) + 1).astype(str), {})
+    tables = _tables(inter, items, users)
+    card = {
+        "name": name,
+        "stats": compute_stats(inter, len(items)),
+        "checksum": content_checksum(tables),
+        "checksum_scheme": SCHEME,
+    }
+    write_prepared(out, tables, card)
+    return card

@@ -1,4 +1,6 @@
-"""Render a `Table` as markdown, LaTeX (booktabs), CSV or one self-contained HTML file."""
+"""Render a `Table` as markdown, LaTeX (booktabs), CSV or one self-contained HTML file; the
+formats are registered once in `FORMATS` with the file suffix a study writes and the name a
+README links them by."""
 
 from __future__ import annotations
 
@@ -8,35 +10,29 @@ import html
 import io
 import re
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from seqbench.registry import Registry
-from seqbench.report.tables import Cell, Table
+from seqbench.report.tables import Cell, Table, missing, number, published
 
-FORMATS: Registry[Callable[[Sequence[Table]], str]] = Registry("format")
-SUFFIXES = {".md": "markdown", ".tex": "latex", ".csv": "csv", ".html": "html", ".htm": "html"}
-
-
-def number(cell: Cell, pm: str = "±", minus: str = "−") -> str:
-    """'0.0637', '0.0637 ± 0.0012' or '' for a cell without a measured value."""
-    if cell.mean is None:
-        return ""
-    text = f"{cell.mean:.4f}"
-    if cell.std is not None:
-        text += f" {pm} {cell.std:.4f}"
-    return text.replace("-", minus) if minus != "-" else text
+Renderer = Callable[[Sequence[Table]], str]
 
 
-def published(cell: Cell, minus: str = "−") -> str:
-    """'0.0637, −80.7%' next to a reproduced value, or '(0.0637)' alone when not reproduced."""
-    if cell.published is None:
-        return ""
-    if cell.mean is None:
-        return f"({cell.published:.4f})"
-    if cell.published == 0:
-        return f"{cell.published:.4f}"
-    rel = cell.mean / cell.published - 1
-    return f"{cell.published:.4f}, {rel:+.1%}".replace("-", minus)
+@dataclass(frozen=True)
+class Format:
+    """A report format: its name, the suffix of the files written in it, how a README names
+    it, and its renderer (several tables one after the other)."""
+
+    name: str
+    suffix: str
+    display: str
+    render: Renderer
+    #: other --out suffixes that choose it
+    aliases: tuple[str, ...] = ()
+
+
+FORMATS: Registry[Format] = Registry("format")
 
 
 # ------------------------------------------------------------------ markdown
@@ -44,11 +40,6 @@ def published(cell: Cell, minus: str = "−") -> str:
 
 def _md_escape(text: str) -> str:
     return re.sub(r"([|*\\])", r"\\\1", text)
-
-
-def missing(cell: Cell) -> str:
-    """Text of a cell without a measured value: a label, a published value alone, or '–'."""
-    return cell.text or published(cell) or "–"
 
 
 def _md_cell(cell: Cell) -> str:
@@ -271,7 +262,6 @@ def html_table(table: Table) -> str:
     return "\n".join(out)
 
 
-@FORMATS.register("html")
 def html_page(tables: Sequence[Table]) -> str:
     """One self-contained file: inline CSS, plots embedded as PNG data URIs."""
     parts = [
@@ -304,14 +294,19 @@ def _joined(one: Callable[[Table], str]) -> Callable[[Sequence[Table]], str]:
     return render_all
 
 
-FORMATS.register("markdown")(_joined(markdown_table))
-FORMATS.register("latex")(_joined(latex_table))
-FORMATS.register("csv")(_joined(csv_table))
+def _register(name: str, suffix: str, display: str, renderer: Renderer, *aliases: str) -> None:
+    FORMATS.register(name)(Format(name, suffix, display, renderer, aliases))
+
+
+_register("markdown", "md", "markdown", _joined(markdown_table))
+_register("latex", "tex", "LaTeX", _joined(latex_table))
+_register("html", "html", "HTML", html_page, "htm")
+_register("csv", "csv", "CSV", _joined(csv_table))
 
 
 def render(tables: Table | Sequence[Table], fmt: str) -> str:
     """Render one table or several (one after the other) in a registered format."""
-    return FORMATS.get(fmt)([tables] if isinstance(tables, Table) else list(tables))
+    return FORMATS.get(fmt).render([tables] if isinstance(tables, Table) else list(tables))
 
 
 def format_for(path: str | None, fmt: str | None) -> str:
@@ -320,5 +315,7 @@ def format_for(path: str | None, fmt: str | None) -> str:
         FORMATS.get(fmt)
         return fmt
     if path:
-        return SUFFIXES.get(Path(path).suffix.lower(), "markdown")
+        suffix = Path(path).suffix.lower().lstrip(".")
+        chosen = [f.name for f in map(FORMATS.get, FORMATS) if suffix in (f.suffix, *f.aliases)]
+        return chosen[0] if chosen else "markdown"
     return "markdown"

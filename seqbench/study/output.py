@@ -14,30 +14,21 @@ from seqbench import __version__
 from seqbench.errors import ConfigError
 from seqbench.evaluation.protocols import get_protocol
 from seqbench.io import atomic_dir, atomic_path
-from seqbench.report.plots import bar_figure, line_figure
-from seqbench.report.render import render
+from seqbench.report.layouts import LAYOUTS, TableOptions
+from seqbench.report.render import FORMATS, render
 from seqbench.report.select import ReportError, Run
-from seqbench.report.tables import (
-    Entry,
-    SignificanceOptions,
-    Table,
-    ablation_table,
-    curves_table,
-    mean_std,
-    overall_table,
-    sensitivity_table,
-)
+from seqbench.report.significance import SignificanceOptions
+from seqbench.report.tables import Entry, Table, all_runs, unique
 from seqbench.runs.exported import ExportedRun, copy_exported, export
 from seqbench.runs.store import RunStore
 from seqbench.study.plan import Plan, StudyRun, TablePlan, table_plans
-from seqbench.study.spec import FORMATS, STUDY_FILE
+from seqbench.study.spec import STUDY_FILE
 
 #: the folder of a study that holds its runs' small files, one sub-folder per run id
 RUN_FILES = "metrics"
 README_FILE = "README.md"
 BEGIN = "<!-- seqbench:study:begin -->"
 END = "<!-- seqbench:study:end -->"
-FORMAT_NAMES = {"markdown": "markdown", "latex": "LaTeX", "html": "HTML", "csv": "CSV"}
 
 
 @dataclass
@@ -63,11 +54,6 @@ class StudyOutput:
     def done(self) -> list[Run]:
         """The stored runs, once each (two configurations may resolve to the same run)."""
         return unique(r for r in self.runs if r is not None)
-
-
-def unique(runs: Iterable[Run]) -> list[Run]:
-    """Runs in order, each run id once."""
-    return list({r.run_id: r for r in runs}.values())
 
 
 def study_notes(p: Plan) -> list[str]:
@@ -121,61 +107,26 @@ def describe(s: StudyRun) -> str:
 
 
 def build_table(tp: TablePlan, by_id: dict[int, Run | None]) -> Table | None:
-    """The table in its layout from the stored runs of its entries (None: no run stored)."""
+    """The table in its layout from the stored runs of its entries (None: no run stored); a
+    baseline without runs in the table falls back to the best other entry."""
     t = tp.table
-    opts = SignificanceOptions(t.test, t.alpha, t.correction)
     entries = []
     for e in tp.entries:
         per = {d: [r for s in rs if (r := by_id[id(s)]) is not None] for d, rs in e.runs.items()}
         entries.append(Entry(e.label, {d: rs for d, rs in per.items() if rs}, e.reference))
-    runs = [r for e in entries for rs in e.runs.values() for r in rs]
-    if not runs:
+    if not all_runs(entries):
         return None
     datasets = [d for d in tp.datasets if any(e.runs.get(d) for e in entries)]
-    if t.layout == "overall":
-        baseline = t.baseline if any(e.label == t.baseline for e in entries) else "best"
-        return overall_table(
-            entries,
-            datasets,
-            t.metrics,
-            opts=opts,
-            baseline=baseline,
-            published=tp.published,
-            dataset_labels=tp.labels,
-            title=t.title,
-            budget_columns=t.budget_columns,
-        )
-    if t.layout == "ablation":
-        table = ablation_table(
-            entries,
-            datasets,
-            t.metrics,
-            opts=opts,
-            published=tp.published,
-            dataset_labels=tp.labels,
-            title=t.title,
-            budget_columns=t.budget_columns,
-        )
-        series = {
-            tp.labels.get(d, d): {
-                e.label: [(m, *mean_std(e.runs[d], m)) for m in t.metrics]
-                for e in entries
-                if e.runs.get(d)
-            }
-            for d in datasets
-        }
-        table.figure = bar_figure(series, "test metric")
-        return table
-    if t.layout == "sensitivity":
-        table, lines = sensitivity_table(unique(runs), t.metrics, param=t.param, title=t.title)
-        numeric = all(
-            isinstance(p[0], int | float) for s in lines.values() for ps in s.values() for p in ps
-        )
-        table.figure = line_figure(lines, table.header[1], "test metric", categorical=not numeric)
-        return table
-    table, lines = curves_table(entries, t.metrics, title=t.title)
-    table.figure = line_figure(lines, "epoch", ", ".join(f"valid {m}" for m in t.metrics))
-    return table
+    options = TableOptions(
+        title=t.title,
+        tests=SignificanceOptions(t.test, t.alpha, t.correction),
+        baseline=t.baseline if any(e.label == t.baseline for e in entries) else "best",
+        published=tp.published,
+        dataset_labels=tp.labels,
+        budget_columns=t.budget_columns,
+        param=t.param,
+    )
+    return LAYOUTS.get(t.layout).build(entries, datasets, t.metrics, options)
 
 
 # ------------------------------------------------------------------ the results folder
@@ -204,7 +155,7 @@ def write_folder(
         if b.table is None or b.plan.table.name in keep:
             continue
         for fmt in b.plan.table.formats:
-            path = folder / f"{b.plan.table.name}.{FORMATS[fmt]}"
+            path = folder / f"{b.plan.table.name}.{FORMATS.get(fmt).suffix}"
             with atomic_path(path) as tmp:
                 tmp.write_text(render(b.table, fmt))
             written.append(path)
@@ -303,7 +254,9 @@ def readme_block(out: StudyOutput, folder: str) -> str:
         if b.table is None:
             lines += [f"_Not rendered: {b.reason}._", ""]
             continue
-        links = " · ".join(f"[{FORMAT_NAMES[fmt]}]({t.name}.{FORMATS[fmt]})" for fmt in t.formats)
+        links = " · ".join(
+            f"[{FORMATS.get(fmt).display}]({t.name}.{FORMATS.get(fmt).suffix})" for fmt in t.formats
+        )
         figure = f" · [figure]({t.name}.png)" if b.table.figure is not None else ""
         lines += [f"Files: {links}{figure}", "", render(b.table, "markdown").rstrip(), ""]
     lines += evaluation_lines(out)

@@ -13,12 +13,12 @@ from seqbench.errors import ConfigError, DataError
 from seqbench.evaluation.metrics import METRICS
 from seqbench.evaluation.protocols import get_protocol
 from seqbench.registry import closest
+from seqbench.report.layouts import LAYOUTS as REPORT_LAYOUTS
+from seqbench.report.render import FORMATS
 from seqbench.report.stats import CORRECTIONS, TESTS
 from seqbench.study.papers import get_spec
 from seqbench.study.spec import (
     DEFAULT_FORMATS,
-    DEFAULT_METRICS,
-    FORMATS,
     LAYOUTS,
     STUDY_FILE,
     Budget,
@@ -165,7 +165,7 @@ def parse_table(
     for fmt in formats:
         if fmt not in FORMATS:
             raise ConfigError(f"{at}.formats: unknown format {fmt!r} ({', '.join(FORMATS)})")
-    metrics = _names(spec.get("metrics", list(DEFAULT_METRICS[layout])), f"{at}.metrics")
+    metrics = _names(spec.get("metrics", list(REPORT_LAYOUTS.get(layout).metrics)), f"{at}.metrics")
     bad = [m for m in metrics if m not in METRICS and layout != "curves"]
     if bad:
         raise ConfigError(f"{at}.metrics: unknown {', '.join(bad)} ({', '.join(METRICS)})")

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from seqbench.report.select import ReportError
-from seqbench.report.tables import SignificanceOptions, Table
+from seqbench.report.significance import SignificanceOptions
+from seqbench.report.tables import Table
 from seqbench.runs.sweep import SweepResult
 from seqbench.study.papers import PAPERS_DIR, STUDY_SUFFIX, all_specs, get_spec
 from seqbench.study.parse import load_study

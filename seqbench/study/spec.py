@@ -38,16 +38,10 @@ from seqbench.study.papers import TableSpec
 from seqbench.training.device import check_precision, known_precision, resolve_device
 
 STUDY_FILE = "study.yaml"
+#: the report layouts (seqbench.report.layouts.LAYOUTS) a study builds from its runs, in the
+#: papers' order (`stats` reads data cards instead); formats and metrics are the report's own
 LAYOUTS = ("overall", "ablation", "sensitivity", "curves")
-#: the report formats (seqbench.report.render.FORMATS) a study may write, with file suffixes
-FORMATS = {"markdown": "md", "latex": "tex", "html": "html", "csv": "csv"}
 DEFAULT_FORMATS = ("markdown", "latex", "html")
-DEFAULT_METRICS = {
-    "overall": ("HR@5", "HR@10", "HR@20", "NDCG@5", "NDCG@10", "NDCG@20"),
-    "ablation": ("HR@10", "NDCG@10"),
-    "sensitivity": ("HR@10", "NDCG@10"),
-    "curves": ("NDCG@10",),
-}
 
 Point = dict[str, str]
 

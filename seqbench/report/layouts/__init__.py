@@ -1,0 +1,31 @@
+"""The papers' layouts, one module each, registered once in `LAYOUTS`: overall (CBiT Table 3),
+ablation (Table 4 / Figure 3(a)), sensitivity (Figure 2), curves (Figure 3(b)) and stats
+(Table 2). `seqbench report` and studies both build their tables with `Layout.build`."""
+
+from seqbench.report.layouts.ablation import ABLATION
+from seqbench.report.layouts.base import (
+    FOCUS_METRICS,
+    LAYOUTS,
+    OVERALL_METRICS,
+    Layout,
+    Published,
+    TableOptions,
+)
+from seqbench.report.layouts.curves import CURVES
+from seqbench.report.layouts.dataset_stats import DATASET_STATS
+from seqbench.report.layouts.overall import OVERALL
+from seqbench.report.layouts.sensitivity import SENSITIVITY
+
+__all__ = [
+    "ABLATION",
+    "CURVES",
+    "DATASET_STATS",
+    "FOCUS_METRICS",
+    "LAYOUTS",
+    "OVERALL",
+    "OVERALL_METRICS",
+    "SENSITIVITY",
+    "Layout",
+    "Published",
+    "TableOptions",
+]

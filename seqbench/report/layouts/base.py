@@ -1,0 +1,109 @@
+"""What every layout is: a `Layout` builds its table (and figure) from entries, the same for
+`seqbench report` and for studies, and is registered once in `LAYOUTS` by name."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import ClassVar
+
+from seqbench.registry import Registry
+from seqbench.report.entries import order
+from seqbench.report.select import ReportError, Run, Selection
+from seqbench.report.significance import SignificanceOptions
+from seqbench.report.tables import Entry, Table
+
+OVERALL_METRICS = ("HR@5", "HR@10", "HR@20", "NDCG@5", "NDCG@10", "NDCG@20")
+FOCUS_METRICS = ("HR@10", "NDCG@10")
+#: a cell's published value, by (dataset, entry label, metric)
+Published = dict[tuple[str, str, str], float]
+
+
+@dataclass(frozen=True)
+class TableOptions:
+    """Everything a table takes besides its entries, datasets and metrics; a layout uses the
+    options it has a place for (`param` only sensitivity, `data_dir` only stats)."""
+
+    #: None: the layout's own title
+    title: str | None = None
+    tests: SignificanceOptions = field(default_factory=SignificanceOptions)
+    #: overall: Improv. and the test against this entry, or the best other one
+    baseline: str = "best"
+    published: Published = field(default_factory=dict)
+    dataset_labels: dict[str, str] = field(default_factory=dict)
+    #: overall/ablation: each entry's budget as cells instead of a note
+    budget_columns: bool = False
+    #: sensitivity: the swept config key (None: the one that varies)
+    param: str | None = None
+    #: stats: where the prepared datasets' cards are
+    data_dir: str | Path | None = None
+
+
+class Layout(ABC):
+    """One of the papers' layouts: its name, default title and metrics, whether it draws a
+    figure or reads dataset cards, how it groups a report's runs and builds its table."""
+
+    name: ClassVar[str]
+    title: ClassVar[str]
+    metrics: ClassVar[tuple[str, ...]]
+    figure: ClassVar[bool] = False
+    #: reads the prepared datasets' cards, not runs
+    cards: ClassVar[bool] = False
+    #: a metric may also name any column of the run histories (e.g. loss)
+    history_columns: ClassVar[bool] = False
+
+    def build(
+        self,
+        entries: Sequence[Entry],
+        datasets: Sequence[str],
+        metrics: Sequence[str] | None = None,
+        options: TableOptions | None = None,
+    ) -> Table:
+        """The table of the entries on the datasets (in that order) with its figure, if any."""
+        chosen = self.metrics if metrics is None else tuple(metrics)
+        return self.table(list(entries), list(datasets), chosen, options or TableOptions())
+
+    @abstractmethod
+    def table(
+        self,
+        entries: list[Entry],
+        datasets: list[str],
+        metrics: tuple[str, ...],
+        options: TableOptions,
+    ) -> Table:
+        """The layout's table (and figure) of the entries."""
+
+    @abstractmethod
+    def group(
+        self, runs: Sequence[Run], models: Sequence[str] | None
+    ) -> tuple[list[Entry], list[str]]:
+        """The entries `seqbench report` builds from its selected runs (`models` in column
+        order), and notes on configurations left out."""
+
+    def report(
+        self,
+        sel: Selection | None,
+        datasets: Sequence[str] | None,
+        models: Sequence[str] | None,
+        metrics: Sequence[str] | None,
+        options: TableOptions,
+    ) -> Table:
+        """The table `seqbench report` prints: the selection grouped into entries, its
+        datasets (`datasets` order, else by name), its notes first."""
+        if sel is None:
+            raise ReportError("this layout needs runs")
+        entries, notes = self.group(sel.runs, models)
+        shown = order({r.dataset for r in sel.runs}, datasets)
+        table = self.build(entries, shown, metrics, options)
+        table.notes = [*sel.notes, *notes, *table.notes]
+        return table
+
+
+LAYOUTS: Registry[Layout] = Registry("layout")
+
+
+def register(layout: Layout) -> Layout:
+    """Register a layout under its name."""
+    return LAYOUTS.register(layout.name)(layout)

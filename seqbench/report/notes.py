@@ -1,0 +1,98 @@
+"""The notes under a table that say how its numbers were measured: seeds, published values,
+budgets, the protocol and data cards, and the declared departures its runs switched."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Sequence
+
+from seqbench.evaluation.protocols import PROTOCOLS
+from seqbench.report import budget
+from seqbench.report.select import Run
+from seqbench.report.tables import Entry
+
+
+def protocol_note(runs: Sequence[Run]) -> str:
+    """Name the protocol and the data cards every number of the table was measured under."""
+    spec = runs[0].protocol_spec
+    name = spec.get("name", runs[0].protocol)
+    desc = spec.get("description") or (PROTOCOLS.get(name).description if name in PROTOCOLS else "")
+    cards = sorted({(r.dataset, r.checksum[:12]) for r in runs})
+    data = ", ".join(f"{d} {c}" for d, c in cards)
+    return f"Protocol {name}" + (f" ({desc})" if desc else "") + f"; data cards: {data}."
+
+
+def departures_note(runs: Sequence[Run]) -> str:
+    """Name the declared departures whose switch a run moved off the model's default."""
+    import seqbench.models  # noqa: F401  (registers all models)
+    from seqbench.models.base import MODELS, resolve_config
+    from seqbench.models.departures import switched
+
+    moved: dict[str, set[str]] = {}
+    for run in runs:
+        if run.model not in MODELS:
+            continue
+        cls = MODELS.get(run.model)
+        patience = run.protocol_spec.get("patience")
+        layer = {} if patience is None else {"patience": patience}
+        default = dataclasses.asdict(resolve_config(cls, run.dataset, protocol=layer))
+        found = switched(cls.declared_departures(), run.settings, default)
+        moved.setdefault(run.model, set()).update(found)
+    parts = [f"{m}: {'; '.join(sorted(v))}" for m, v in sorted(moved.items()) if v]
+    if not parts:
+        return "Every run uses seqbench's declared defaults (`seqbench models MODEL` lists them)."
+    return "Switched from seqbench's declared defaults: " + " | ".join(parts) + "."
+
+
+def seeds_note(cells: Iterable[tuple[str, str, int]]) -> str | None:
+    """Name the cells (label, dataset, number of seeds) that average several seeds, if any."""
+    several = sorted({c for c in cells if c[2] > 1})
+    if not several:
+        return None
+    shown = ", ".join(f"{label} on {d} ({n} seeds)" for label, d, n in several)
+    return f"Mean ± sample std over seeds for {shown}; every other cell is one seed."
+
+
+def entry_seeds(entries: Sequence[Entry]) -> list[tuple[str, str, int]]:
+    """(label, dataset, number of seeds) of every cell of the entries."""
+    return [(e.label, d, len(rs)) for e in entries for d, rs in e.runs.items()]
+
+
+def measured_notes(seeds: Iterable[tuple[str, str, int]], runs: Sequence[Run]) -> list[str]:
+    """The seeds note (when a cell averages several), the protocol and the departures."""
+    note = seeds_note(seeds)
+    return [*([note] if note else []), protocol_note(runs), departures_note(runs)]
+
+
+def closing_notes(
+    entries: Sequence[Entry],
+    datasets: Sequence[str],
+    runs: Sequence[Run],
+    published: bool,
+    budget_columns: bool,
+    labels: dict[str, str],
+) -> list[str]:
+    """The notes every comparison table ends with: seeds, published values, budget, protocol
+    and the departures of its runs."""
+    notes = []
+    if note := seeds_note(entry_seeds(entries)):
+        notes.append(note)
+    if published:
+        notes.append(
+            "[published, relative difference] after each value measured here, at this "
+            "table's budget (a reproduction only where the budget is the paper's); "
+            "(value) = published, not run here."
+        )
+    notes += budget_notes(entries, datasets, budget_columns, labels)
+    notes.append(protocol_note(runs))
+    notes.append(departures_note(runs))
+    return notes
+
+
+def budget_notes(
+    entries: Sequence[Entry], datasets: Sequence[str], columns: bool, labels: dict[str, str]
+) -> list[str]:
+    """Whether the entries got equal budgets, and (without budget columns) what each got."""
+    groups = [(e.label, d, e.runs[d]) for d in datasets for e in entries if e.runs.get(d)]
+    notes = [] if columns else budget.listing_notes(groups, labels)
+    return [*notes, budget.equality_note(groups)]
