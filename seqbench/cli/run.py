@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Annotated
 
 import typer
@@ -12,7 +11,7 @@ from seqbench.cli.app import DataDir, RunsDir, ShowProgress, app, bars, console,
 from seqbench.errors import ConfigError
 from seqbench.evaluation.metrics import METRICS
 from seqbench.evaluation.protocols import PROTOCOLS
-from seqbench.models.base import MODELS, ModelConfig, get_model
+from seqbench.models.base import get_model
 from seqbench.runs.execute import RunRequest, default_dataset, execute
 from seqbench.runs.store import RunStore
 from seqbench.training.device import (
@@ -149,29 +148,12 @@ def models(
 ) -> None:
     """List registered models, or one model's defaults, axes and departures from its paper/code."""
     import seqbench.models  # noqa: F401
+    from seqbench.cli.model_card import print_model_card, print_model_list
 
     if model is not None:
-        from seqbench.cli.model_card import print_model_card
-
         print_model_card(model, console)
         return
-    table = Table(title="models")
-    for col in ("name", "paper", "ablation axes", "defaults"):
-        table.add_column(col)
-    for name in MODELS.names():
-        cls = MODELS.get(name)
-        base = dataclasses.asdict(ModelConfig())
-        cfg = {k: v for k, v in dataclasses.asdict(cls.Config()).items() if base.get(k) != v}
-        axes = ", ".join(f"{a}=" + "|".join(map(str, _choices(cls, a))) for a in cls.ablations)
-        defaults = " ".join(f"{k}={v}" for k, v in cfg.items())
-        table.add_row(name, cls.paper, axes or "-", defaults)
-    console.print(table)
-
-
-def _choices(cls, axis: str) -> tuple:
-    from seqbench.models.base import field_choices
-
-    return field_choices(cls.Config, axis) or ("<value>",)
+    print_model_list(console)
 
 
 @app.command()
