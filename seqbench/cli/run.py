@@ -8,6 +8,7 @@ import typer
 from rich.table import Table
 
 from seqbench.cli.app import DataDir, RunsDir, ShowProgress, app, bars, console, log, positive
+from seqbench.cli.fit import fit
 from seqbench.errors import ConfigError
 from seqbench.evaluation.metrics import METRICS
 from seqbench.evaluation.protocols import PROTOCOLS
@@ -164,33 +165,21 @@ def runs(
     ] = None,
     runs_dir: RunsDir = None,
 ) -> None:
-    """List stored runs with their test metrics."""
+    """List stored runs with their test metrics; the run id (dataset-model-hash) comes with its
+    protocol and ablations beneath it, so the table fits an 80-column terminal."""
     table = Table(title="runs")
-    for col in (
-        "run id",
-        "model",
-        "dataset",
-        "protocol",
-        "seed",
-        "ablate",
-        "epoch",
-        "HR@10",
-        "NDCG@10",
-    ):
+    table.add_column("run id\nprotocol · ablate")
+    for col in ("seed", "epoch", "HR@10", "NDCG@10"):
         table.add_column(col)
     for r in RunStore(runs_dir).list_runs():
         if (model and r.model != model) or (dataset and r.dataset != dataset):
             continue
-        ablate = ",".join(f"{k}={v}" for k, v in r.ablate.items()) or "-"
+        ablate = ", ".join(f"{k}={v}" for k, v in r.ablate.items())
         table.add_row(
-            r.run_id,
-            r.model,
-            r.dataset,
-            r.protocol,
+            f"{r.run_id}\n{r.protocol}" + (f" · {ablate}" if ablate else ""),
             str(r.seed),
-            ablate,
             f"{r.metrics['best_epoch']}/{r.metrics['epochs_run']}",
             f"{r.test['HR@10']:.4f}",
             f"{r.test['NDCG@10']:.4f}",
         )
-    console.print(table)
+    console.print(fit(table, console))

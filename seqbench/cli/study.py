@@ -21,6 +21,7 @@ from seqbench.cli.app import (
     console_err,
     log,
 )
+from seqbench.cli.fit import fit
 from seqbench.cli.sweep import SweepDisplay
 from seqbench.data.dataset import dataset_path
 from seqbench.report.study import build, display_path, study_notes, write_folder
@@ -75,7 +76,7 @@ def show_plan(folder: str, p: Plan, store: RunStore, data_dir: str | None) -> in
             epochs = f"{m['epochs_run']} ({m['best_epoch']})"
         shown = run_id if status == "done" else f"{status}" + (f": {run_id}" if run_id else "")
         table.add_row(escape(r.label), r.dataset, str(r.request.seed), epochs, shown)
-    console.print(table)
+    console.print(fit(table, console))
     for t in study.tables:
         files = ", ".join(f"{t.name}.{FORMATS[f]}" for f in t.formats)
         console.print(f"table {t.name}: {t.layout} → {files}", soft_wrap=True, highlight=False)
