@@ -7,9 +7,12 @@ from pathlib import Path
 from typing import Any
 
 import typer
+from rich.console import Console
+from rich.measure import Measurement
 from rich.table import Table
 
 from seqbench.cli.app import app, console, console_err
+from seqbench.cli.fit import fit
 from seqbench.data.dataset import dataset_path, prepared_names
 from seqbench.data.prepare import prepare as run_prepare
 from seqbench.data.registry import TEMPLATE_MARK, dataset_names, get_spec
@@ -27,6 +30,27 @@ def stat_cells(stats: dict[str, Any]) -> list[str]:
         f"{stats['avg_length']:.1f}",
         f"{100 * stats['sparsity']:.2f}%",
     ]
+
+
+def stats_card(name: str, card: dict[str, Any], console: Console) -> Table:
+    """The prepared dataset's statistics as in CBiT's Table 2; the name column is left out when
+    it would not fit the console beside them (the title names the dataset too)."""
+    title = f"{name}: {card['variant']}"
+    columns = [("dataset", name), *zip(STAT_HEADERS, stat_cells(card["stats"]), strict=True)]
+    table = _stats_table(title, columns)
+    unbounded = console.options.update_width(1_000_000)  # a measure within the width is capped
+    if Measurement.get(console, unbounded, table).minimum > console.width:
+        table = _stats_table(title, columns[1:])
+    return table
+
+
+def _stats_table(title: str, columns: list[tuple[str, str]]) -> Table:
+    """One row of (header, cell) columns; the statistics right-aligned."""
+    table = Table(title=title)
+    for header, _ in columns:
+        table.add_column(header, justify="left" if header == "dataset" else "right")
+    table.add_row(*(cell for _, cell in columns))
+    return table
 
 
 def _card(name: str, root: Path | None) -> dict[str, Any] | None:
@@ -66,7 +90,7 @@ def datasets(
         spec = get_spec(name)
         card = _card(name, data_dir_opt)
         table.add_row(name, spec.variant, spec.source_label, _prepared(card))
-    console.print(table)
+    console.print(fit(table, console))
 
 
 def _prepared(card: dict[str, Any] | None) -> str:
@@ -122,12 +146,7 @@ def prepare(
         console_err.print(f"[yellow]note:[/yellow] {note}", highlight=False, soft_wrap=True)
     if result.skipped:
         console.print(f"{name} is up to date in {result.path}/ (use --force to rebuild)")
-    table = Table(title=f"{name}: {card['variant']}")
-    table.add_column("dataset")
-    for header in STAT_HEADERS:
-        table.add_column(header, justify="right")
-    table.add_row(name, *stat_cells(card["stats"]))
-    console.print(table)
+    console.print(stats_card(name, card, console))
     if card.get("published_check"):
         ok = card["published_check"].startswith("matches")
         console.print(f"[{'green' if ok else 'yellow'}]{card['published_check']}[/]")

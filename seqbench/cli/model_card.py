@@ -1,19 +1,25 @@
-"""`seqbench models MODEL`: one model's paper, defaults, ablation axes and declared departures."""
+"""`seqbench models [MODEL]`: the registered models, or one model's paper, defaults, ablation axes
+and declared departures; both as blocks of labelled lines that read at 80 columns."""
 
 from __future__ import annotations
 
 import dataclasses
+import textwrap
 
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
+from rich.text import Text
 
-from seqbench.models.base import field_choices, get_model
-from seqbench.models.departures import BASIS_TEXT
+from seqbench.models.base import MODELS, ModelConfig, field_choices, get_model
+from seqbench.models.departures import BASIS_TEXT, Departure
+
+#: the label column of a block: the longest label, its colon and a space
+LABEL_WIDTH = len("authors' code: ")
 
 
 def print_model_card(name: str, console: Console) -> None:
-    """Print the model's card; departures as a table (paper / authors' code / seqbench / switch)."""
+    """Print the model's card; each departure as a block (topic, paper, authors' code,
+    seqbench, switch)."""
     cls = get_model(name)
     console.print(f"[bold]{cls.name}[/bold] — {escape(cls.paper)}")
     defaults = dataclasses.asdict(cls.Config())
@@ -23,10 +29,65 @@ def print_model_card(name: str, console: Console) -> None:
             console.print(f"  {dataset}: " + " ".join(f"{k}={v}" for k, v in values.items()))
     axes = [f"{a}=" + "|".join(map(str, field_choices(cls.Config, a) or ())) for a in cls.ablations]
     console.print("ablation axes: " + (", ".join(axes) or "none"))
-    table = Table(title=f"{cls.name}: declared departures", show_lines=True)
-    for col in ("topic", "paper", "authors' code", "seqbench default", "why", "switch"):
-        table.add_column(col, overflow="fold")
+    console.print()
+    console.print(Text(f"{cls.name}: declared departures", style="bold"))
     for d in cls.declared_departures():
-        cells = (d.topic, d.paper, d.code, d.seqbench, BASIS_TEXT[d.basis], d.switch)
-        table.add_row(*map(escape, cells))
-    console.print(table)
+        console.print()
+        print_block(console, departure_heading(d), departure_lines(d))
+
+
+def departure_heading(d: Departure) -> str:
+    """The topic and why seqbench's default is what it is."""
+    return f"{d.topic} — {BASIS_TEXT[d.basis]}"
+
+
+def departure_lines(d: Departure) -> list[tuple[str, str]]:
+    """(label, text) lines of one departure's block."""
+    return [
+        ("paper", d.paper),
+        ("authors' code", d.code),
+        ("seqbench", d.seqbench),
+        ("switch", d.switch),
+    ]
+
+
+def print_model_list(console: Console) -> None:
+    """Every registered model as a block: name and paper, its ablation axes and the defaults
+    it sets beyond the shared ones."""
+    base = dataclasses.asdict(ModelConfig())
+    for i, name in enumerate(MODELS.names()):
+        cls = MODELS.get(name)
+        cfg = {k: v for k, v in dataclasses.asdict(cls.Config()).items() if base.get(k) != v}
+        axes = ", ".join(
+            f"{a}=" + "|".join(map(str, field_choices(cls.Config, a) or ("<value>",)))
+            for a in cls.ablations
+        )
+        if i:
+            console.print()
+        lines = [
+            ("ablation axes", axes or "-"),
+            ("defaults", " ".join(f"{k}={v}" for k, v in cfg.items())),
+        ]
+        print_block(console, f"{name} — {cls.paper}", lines)
+
+
+def print_block(console: Console, heading: str, lines: list[tuple[str, str]]) -> None:
+    """A bold heading, then each (label, text) wrapped at the console's width with a hanging
+    indent under the text; words are never split (a longer word overhangs the width)."""
+    console.print(Text(heading, style="bold"))
+    for label, text in lines:
+        for line in wrap_labelled(label, text, console.width):
+            console.print(line, markup=False, highlight=False, soft_wrap=True)
+
+
+def wrap_labelled(label: str, text: str, width: int) -> list[str]:
+    """'  label:  text…' wrapped to `width`, continuation lines aligned under the text."""
+    first = f"  {label + ':':<{LABEL_WIDTH - 1}} "
+    return textwrap.wrap(
+        text,
+        width,
+        initial_indent=first,
+        subsequent_indent=" " * len(first),
+        break_long_words=False,
+        break_on_hyphens=False,
+    ) or [first.rstrip()]

@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Annotated
 
 import typer
 from rich.table import Table
 
 from seqbench.cli.app import DataDir, RunsDir, ShowProgress, app, bars, console, log, positive
+from seqbench.cli.fit import fit
 from seqbench.errors import ConfigError
 from seqbench.evaluation.metrics import METRICS
 from seqbench.evaluation.protocols import PROTOCOLS
-from seqbench.models.base import MODELS, ModelConfig, get_model
+from seqbench.models.base import get_model
 from seqbench.runs.execute import RunRequest, default_dataset, execute
 from seqbench.runs.store import RunStore
 from seqbench.training.device import (
@@ -149,29 +149,12 @@ def models(
 ) -> None:
     """List registered models, or one model's defaults, axes and departures from its paper/code."""
     import seqbench.models  # noqa: F401
+    from seqbench.cli.model_card import print_model_card, print_model_list
 
     if model is not None:
-        from seqbench.cli.model_card import print_model_card
-
         print_model_card(model, console)
         return
-    table = Table(title="models")
-    for col in ("name", "paper", "ablation axes", "defaults"):
-        table.add_column(col)
-    for name in MODELS.names():
-        cls = MODELS.get(name)
-        base = dataclasses.asdict(ModelConfig())
-        cfg = {k: v for k, v in dataclasses.asdict(cls.Config()).items() if base.get(k) != v}
-        axes = ", ".join(f"{a}=" + "|".join(map(str, _choices(cls, a))) for a in cls.ablations)
-        defaults = " ".join(f"{k}={v}" for k, v in cfg.items())
-        table.add_row(name, cls.paper, axes or "-", defaults)
-    console.print(table)
-
-
-def _choices(cls, axis: str) -> tuple:
-    from seqbench.models.base import field_choices
-
-    return field_choices(cls.Config, axis) or ("<value>",)
+    print_model_list(console)
 
 
 @app.command()
@@ -182,33 +165,21 @@ def runs(
     ] = None,
     runs_dir: RunsDir = None,
 ) -> None:
-    """List stored runs with their test metrics."""
+    """List stored runs with their test metrics; the run id (dataset-model-hash) comes with its
+    protocol and ablations beneath it, so the table fits an 80-column terminal."""
     table = Table(title="runs")
-    for col in (
-        "run id",
-        "model",
-        "dataset",
-        "protocol",
-        "seed",
-        "ablate",
-        "epoch",
-        "HR@10",
-        "NDCG@10",
-    ):
+    table.add_column("run id\nprotocol · ablate")
+    for col in ("seed", "epoch", "HR@10", "NDCG@10"):
         table.add_column(col)
     for r in RunStore(runs_dir).list_runs():
         if (model and r.model != model) or (dataset and r.dataset != dataset):
             continue
-        ablate = ",".join(f"{k}={v}" for k, v in r.ablate.items()) or "-"
+        ablate = ", ".join(f"{k}={v}" for k, v in r.ablate.items())
         table.add_row(
-            r.run_id,
-            r.model,
-            r.dataset,
-            r.protocol,
+            f"{r.run_id}\n{r.protocol}" + (f" · {ablate}" if ablate else ""),
             str(r.seed),
-            ablate,
             f"{r.metrics['best_epoch']}/{r.metrics['epochs_run']}",
             f"{r.test['HR@10']:.4f}",
             f"{r.test['NDCG@10']:.4f}",
         )
-    console.print(table)
+    console.print(fit(table, console))

@@ -24,6 +24,7 @@ from seqbench.cli.app import (
     log,
     positive,
 )
+from seqbench.cli.fit import fit
 from seqbench.cli.report import split_list, write_output
 from seqbench.cli.sweep import SweepDisplay
 from seqbench.errors import ConfigError
@@ -64,7 +65,7 @@ def show_plan(folder: str, p: Plan, store: RunStore, data_dir: str | None) -> in
             epochs = f"{m['epochs_run']} ({m['best_epoch']})"
         shown = run_id if status == "done" else f"{status}" + (f": {run_id}" if run_id else "")
         table.add_row(escape(r.label), r.dataset, str(r.request.seed), epochs, shown)
-    console.print(table)
+    console.print(fit(table, console))
     for t in study.tables:
         files = ", ".join(f"{t.name}.{FORMATS.get(f).suffix}" for f in t.formats)
         console.print(f"table {t.name}: {t.layout} → {files}", soft_wrap=True, highlight=False)
