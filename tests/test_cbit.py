@@ -366,7 +366,7 @@ SETTINGS = [
 def popularity_ndcg(data: SeqDataset, tmp_path_factory: pytest.TempPathFactory) -> float:
     store = RunStore(tmp_path_factory.mktemp("pop"))
     req = RunRequest("popularity", "synthetic", protocol="cbit")
-    return execute(req, store=store, data=data, progress=False)["test"]["NDCG@10"]
+    return execute(req, store=store, data=data, progress=False)[0].test["NDCG@10"]
 
 
 @pytest.mark.parametrize(
@@ -385,12 +385,12 @@ def test_every_ablation_trains_and_beats_popularity(
     sets.update(extra)
     req = RunRequest("cbit", "synthetic", sets=sets, ablate=ablate, protocol="cbit")
     store = RunStore(tmp_path)
-    m = execute(req, store=store, data=data, progress=False, log=lambda _: None)
-    config = store.load_config(m["run_id"])["config"]
+    m, _ = execute(req, store=store, data=data, progress=False, log=lambda _: None)
+    config = store.load_config(m.run_id)["config"]
     assert all(str(config[k]) == v for k, v in {**ablate, **extra}.items())
-    history = pd.read_parquet(store.final(m["run_id"]) / "history.parquet")
+    history = pd.read_parquet(store.final(m.run_id) / "history.parquet")
     numeric = history.select_dtypes("number").to_numpy()
     assert numeric.size and bool(np.isfinite(numeric).all())
     if ablate.get("augment") != "none":
         assert {"cloze", "cl", "theta"} <= set(history.columns)
-    assert m["test"]["NDCG@10"] > 1.5 * popularity_ndcg, (m["test"], popularity_ndcg)
+    assert m.test["NDCG@10"] > 1.5 * popularity_ndcg, (m.test, popularity_ndcg)

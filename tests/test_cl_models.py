@@ -169,12 +169,12 @@ QUALITY = {
 @pytest.fixture(scope="module")
 def popularity(data, tmp_path_factory) -> float:
     store = RunStore(tmp_path_factory.mktemp("pop"))
-    m = execute(RunRequest("popularity", "synthetic"), store=store, data=data, progress=False)
-    return m["test"]["NDCG@10"]
+    m, _ = execute(RunRequest("popularity", "synthetic"), store=store, data=data, progress=False)
+    return m.test["NDCG@10"]
 
 
 @pytest.mark.parametrize("name", MODELS)
 def test_beats_popularity_on_synthetic(data, popularity, tmp_path, name):
     req = RunRequest(name, "synthetic", sets={**SMALL, **QUALITY[name]})
-    m = execute(req, store=RunStore(tmp_path), data=data, progress=False)
-    assert m["test"]["NDCG@10"] > 2 * popularity + 0.05, (m["test"], popularity)
+    m, _ = execute(req, store=RunStore(tmp_path), data=data, progress=False)
+    assert m.test["NDCG@10"] > 2 * popularity + 0.05, (m.test, popularity)

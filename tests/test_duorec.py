@@ -127,8 +127,8 @@ def test_unknown_contrast_mode_is_refused() -> None:
 
 def test_beats_popularity_clearly_on_synthetic(data, tmp_path) -> None:
     store = RunStore(tmp_path)
-    pop = execute(RunRequest("popularity", "synthetic"), store=store, data=data, progress=False)
+    pop, _ = execute(RunRequest("popularity", "synthetic"), store=store, data=data, progress=False)
     req = RunRequest("duorec", "synthetic", sets={"epochs": "1"})
-    got = execute(req, store=store, data=data, progress=False)
-    assert got["test"]["NDCG@10"] > 2 * pop["test"]["NDCG@10"]
-    assert got["test"]["HR@10"] > 1.5 * pop["test"]["HR@10"]
+    got, _ = execute(req, store=store, data=data, progress=False)
+    assert got.test["NDCG@10"] > 2 * pop.test["NDCG@10"]
+    assert got.test["HR@10"] > 1.5 * pop.test["HR@10"]

@@ -354,8 +354,8 @@ def compare_on_liked_chain(
     # the paper's NOVA: pure item ids as values, position and rating as side information
     for model, extra in (("bert4rec", {}), ("nova_bert", {"fields": "rating,position"})):
         req = RunRequest(model, "synthetic", sets={**common, **extra})
-        m = execute(req, store=store, data=data, progress=False, log=lambda _: None)
-        out.append(store.per_user(m["run_id"]))
+        m, _ = execute(req, store=store, data=data, progress=False, log=lambda _: None)
+        out.append(store.per_user(m.run_id))
     return out[0], out[1]
 
 
@@ -387,6 +387,6 @@ def test_run_through_the_store(data: SeqDataset, tmp_path) -> None:
         sets={**SMALL, "epochs": "1"},
         ablate={"mode": "invasive", "fusion": "concat", "side": "behavior"},
     )
-    m = execute(req, store=RunStore(tmp_path), data=data, progress=False, log=lambda _: None)
-    assert m["epochs_run"] == 1 and 0.0 <= m["test"]["NDCG@10"] <= 1.0
-    assert m["ablate"] == {"mode": "invasive", "fusion": "concat", "side": "behavior"}
+    m, _ = execute(req, store=RunStore(tmp_path), data=data, progress=False, log=lambda _: None)
+    assert m.epochs_run == 1 and 0.0 <= m.test["NDCG@10"] <= 1.0
+    assert m.ablate == {"mode": "invasive", "fusion": "concat", "side": "behavior"}

@@ -171,7 +171,7 @@ def test_a_bf16_study_trains_and_stores_bf16_runs(
     assert sorted(r.run_id for r in runs) == sorted(ids["bf16"])
     assert not set(ids["bf16"]) & set(ids["fp32"])
     for r in runs:
-        assert r.metrics["precision"] == "bf16"
+        assert r.result.precision == "bf16"
         config = json.loads((folder["runs"] / r.run_id / "config.json").read_text())
         assert config["precision"] == "bf16"
     readme = (folder["root"] / "README.md").read_text()

@@ -60,5 +60,5 @@ def test_ray_matches_local_executor(local_ray, tmp_path: Path) -> None:
     assert [r.run_id for r in on_ray] == [r.run_id for r in local]
     for a, b in zip(on_ray[:4], local[:4], strict=True):
         assert RunStore(tmp_path / "ray").is_done(a.run_id)
-        same = {k: v for k, v in a.metrics.items() if k not in MACHINE}
-        assert same == {k: v for k, v in b.metrics.items() if k not in MACHINE}
+        same = {k: v for k, v in a.result.to_json().items() if k not in MACHINE}
+        assert same == {k: v for k, v in b.result.to_json().items() if k not in MACHINE}

@@ -155,8 +155,8 @@ def test_budget_cut_run_is_not_served_for_an_unbudgeted_request(synthetic_frames
     req = RunRequest("sasrec", "synthetic", sets={"d": "8", "epochs": "3"})
     store = RunStore(tmp_path)
     quiet = {"store": store, "data": data, "progress": False, "log": lambda _: None}
-    cut = execute(req, max_minutes=1e-9, **quiet)
-    assert cut["stopped"] == "budget" and cut["epochs_run"] == 1
-    assert execute(req, max_minutes=1e-9, **quiet)["cached"]
-    full = execute(req, **quiet)
-    assert "cached" not in full and full["epochs_run"] == 3 and full["stopped"] == "max_epochs"
+    cut, _ = execute(req, max_minutes=1e-9, **quiet)
+    assert cut.stopped == "budget" and cut.epochs_run == 1
+    assert execute(req, max_minutes=1e-9, **quiet)[1]
+    full, cached = execute(req, **quiet)
+    assert not cached and full.epochs_run == 3 and full.stopped == "max_epochs"

@@ -272,9 +272,9 @@ def test_stosa_beats_popularity_on_synthetic(tmp_path) -> None:
     data = SeqDataset.from_frames("synthetic", inter, items, {"checksum": "t"})
     store = RunStore(tmp_path)
     sets = {"epochs": "5", "d": "32"}
-    stosa = execute(
+    stosa, _ = execute(
         RunRequest("stosa", "synthetic", sets=sets), store=store, data=data, progress=False
     )
-    pop = execute(RunRequest("popularity", "synthetic"), store=store, data=data, progress=False)
-    assert np.isfinite(stosa["test"]["NDCG@10"])
-    assert stosa["test"]["NDCG@10"] > 2 * pop["test"]["NDCG@10"] + 0.05
+    pop, _ = execute(RunRequest("popularity", "synthetic"), store=store, data=data, progress=False)
+    assert np.isfinite(stosa.test["NDCG@10"])
+    assert stosa.test["NDCG@10"] > 2 * pop.test["NDCG@10"] + 0.05

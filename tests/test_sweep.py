@@ -133,7 +133,7 @@ def test_failures_are_isolated_and_reported(tiny_data: str, tmp_path: Path) -> N
     assert out[1].traceback and "Traceback" in out[1].traceback
     assert "dropout" in out[2].error and out[2].run_id is None
     assert RunStore(tmp_path).is_done(out[0].run_id)
-    assert out[0].metrics["threads"] == max(1, len(os.sched_getaffinity(0)) // 2)
+    assert out[0].result.threads == max(1, len(os.sched_getaffinity(0)) // 2)
 
 
 def test_restart_reruns_only_unfinished_runs(tiny_data: str, tmp_path: Path) -> None:
@@ -149,7 +149,7 @@ def test_restart_reruns_only_unfinished_runs(tiny_data: str, tmp_path: Path) -> 
     assert [r.status for r in again] == ["cached", "done", "failed"]
     assert "unreadable" in again[2].error and "delete" in again[2].error
     assert kept.stat().st_mtime_ns == before
-    assert again[1].metrics["test"] == first[1].metrics["test"]
+    assert again[1].result.test == first[1].result.test
 
 
 def test_sweeps_sharing_runs_and_duplicates_train_once(tiny_data: str, tmp_path: Path) -> None:

@@ -28,7 +28,7 @@ def evaluate(
     """Test a stored run's best weights under another protocol preset; kept beside the run."""
     use_threads(thread_choice(threads))
     store = RunStore(runs_dir)
-    result, _ = reevaluate(
+    result, cached = reevaluate(
         run_id,
         protocol,
         split,
@@ -38,23 +38,24 @@ def evaluate(
         force=force,
         log=log,
     )
-    trained = store.load_metrics(run_id)
-    cached = " (stored: use --force to evaluate again)" if result.get("cached") else ""
+    trained = store.load_result(run_id)
+    note = " (stored: use --force to evaluate again)" if cached else ""
     console.print(
-        f"{result['model']} on {result['dataset']} · seed {result['seed']} · best epoch "
-        f"{result['best_epoch']} · {split} under protocol {protocol}{cached}",
+        f"{result.model} on {result.dataset} · seed {result.seed} · best epoch "
+        f"{result.best_epoch} · {split} under protocol {protocol}{note}",
         soft_wrap=True,
     )
-    own = f"{trained['protocol']} (trained)"
+    own = f"{trained.protocol} (trained)"
+    own_metrics = trained.test if split == "test" else trained.valid
     table = Table()
     for col in ("metric", own, protocol):
         table.add_column(col, justify="left" if col == "metric" else "right", no_wrap=True)
     for k in METRICS:
-        table.add_row(k, f"{trained[split][k]:.4f}", f"{result['metrics'][k]:.4f}")
+        table.add_row(k, f"{own_metrics[k]:.4f}", f"{result.metrics[k]:.4f}")
     console.print(table)
     path = RunFolder(store.final(run_id)).evaluation(protocol, split)
     console.print(
-        f"{result['n_users_evaluated']:,} users · eval {result['eval_seconds']:.2f}s · "
-        f"{result['device']} ×{result['threads']} · {path}",
+        f"{result.n_users_evaluated:,} users · eval {result.eval_seconds:.2f}s · "
+        f"{result.device} ×{result.threads} · {path}",
         soft_wrap=True,
     )

@@ -71,8 +71,8 @@ def show_plan(folder: str, p: Plan, store: RunStore, data_dir: str | None) -> in
     for r, (run_id, status) in zip(p.runs, rows, strict=True):
         epochs = ""
         if status == "done" and run_id is not None:
-            m = store.load_metrics(run_id)
-            epochs = f"{m['epochs_run']} ({m['best_epoch']})"
+            m = store.load_result(run_id)
+            epochs = f"{m.epochs_run} ({m.best_epoch})"
         shown = run_id if status == "done" else f"{status}" + (f": {run_id}" if run_id else "")
         table.add_row(escape(r.label), r.dataset, str(r.request.seed), epochs, shown)
     console.print(table)

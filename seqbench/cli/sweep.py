@@ -256,12 +256,12 @@ def show_summary(results: list[SweepResult], protocol: str, seconds: float) -> N
     for col in ("run", "status", f"valid {select}", "test HR@10", "test NDCG@10"):
         table.add_column(col, justify="left" if col in ("run", "status") else "right")
     for r in results:
-        m = r.metrics
+        m = r.result
         cells = (
             [
-                f"{m['valid'][select]:.4f}",
-                f"{m['test']['HR@10']:.4f}",
-                f"{m['test']['NDCG@10']:.4f}",
+                f"{m.valid[select]:.4f}",
+                f"{m.test['HR@10']:.4f}",
+                f"{m.test['NDCG@10']:.4f}",
             ]
             if m
             else ["", "", ""]

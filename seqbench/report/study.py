@@ -25,6 +25,7 @@ from seqbench.report.tables import (
     overall_table,
     sensitivity_table,
 )
+from seqbench.runs.result import Evaluation
 from seqbench.runs.store import RunStore
 from seqbench.runs.study import (
     FORMATS,
@@ -59,7 +60,7 @@ class StudyOutput:
     runs: list[Run | None]
     tables: list[Built] = field(default_factory=list)
     #: (run id, protocol) -> the run's best weights re-evaluated on test under that protocol
-    evaluations: dict[tuple[str, str], dict] = field(default_factory=dict)
+    evaluations: dict[tuple[str, str], Evaluation] = field(default_factory=dict)
 
     @property
     def done(self) -> list[Run]:
@@ -244,9 +245,7 @@ def evaluation_lines(out: StudyOutput) -> list[str]:
         cells = [f"{run.test['HR@10']:.4f} / {run.test['NDCG@10']:.4f}"]
         for p in presets:
             e = out.evaluations.get((run.run_id, p))
-            cells.append(
-                f"{e['metrics']['HR@10']:.4f} / {e['metrics']['NDCG@10']:.4f}" if e else "–"
-            )
+            cells.append(f"{e.metrics['HR@10']:.4f} / {e.metrics['NDCG@10']:.4f}" if e else "–")
         lines.append(
             f"| {sr.label} | {sr.dataset} | {sr.request.seed} | " + " | ".join(cells) + " |"
         )
@@ -306,10 +305,10 @@ def readme_block(out: StudyOutput, folder: str) -> str:
         if run is None:
             lines.append(head + "| not run yet | | | | |")
             continue
-        m = run.metrics
+        m = run.result
         lines.append(
             head + f"| [`{run.run_id}`]({RUN_FILES}/{run.run_id}/) "
-            f"| {m['epochs_run']} ({m['best_epoch']}) | {m['stopped']} "
-            f"| {float(m['train_seconds']):,.0f} | {int(m['params']):,} |"
+            f"| {m.epochs_run} ({m.best_epoch}) | {m.stopped} "
+            f"| {float(m.train_seconds):,.0f} | {int(m.params):,} |"
         )
     return "\n".join(lines) + "\n"

@@ -18,6 +18,7 @@ from seqbench.errors import ConfigError, DataError
 from seqbench.evaluation.evaluator import Evaluator, summarize
 from seqbench.evaluation.protocols import Protocol, get_protocol
 from seqbench.models.base import ModelConfig, SeqModel, get_model, resolve_config
+from seqbench.runs.result import RunResult
 from seqbench.runs.store import RunFolder, RunSpec, RunStore
 from seqbench.training.device import (
     check_precision,
@@ -148,8 +149,9 @@ def execute(
     progress: bool = True,
     max_minutes: float | None = None,
     log: Callable[[str], None] = print,
-) -> dict[str, Any]:
-    """Run (or fetch the stored result of) one request; returns its stored metrics.
+) -> tuple[RunResult, bool]:
+    """Run (or fetch the stored result of) one request: its result, and whether it came from
+    the store (cached) rather than being trained now.
 
     A ResolvedRun (resolved earlier, e.g. by a sweep) must have been resolved on this data.
     """
@@ -167,17 +169,17 @@ def execute(
     # one process trains a run; others wait here, then read its result from the store
     with store.lock(run_id, log):
         if store.is_done(run_id) and not force:
-            stored = store.load_metrics(run_id)
+            stored = store.load_result(run_id)
             # a run cut short by a time budget only answers a request with that same budget
-            if stored["stopped"] != "budget" or stored.get("budget_minutes") == max_minutes:
-                return {**stored, "cached": True}
+            if stored.stopped != "budget" or stored.budget_minutes == max_minutes:
+                return stored, True
             force = True
         work = store.start(run.spec, fresh=force)
-        metrics, result, test = _train_and_test(
+        result, trained, test = _train_and_test(
             run, data, work, device, resume, progress, max_minutes, log
         )
-        store.finish(work, metrics, test, pd.DataFrame(result.history), result.best_state)
-        return metrics
+        store.finish(work, result, test, pd.DataFrame(trained.history), trained.best_state)
+        return result, False
 
 
 def _train_and_test(
@@ -189,9 +191,9 @@ def _train_and_test(
     progress: bool,
     max_minutes: float | None,
     log: Callable[[str], None],
-) -> tuple[dict[str, Any], TrainResult, pd.DataFrame]:
+) -> tuple[RunResult, TrainResult, pd.DataFrame]:
     """Train (or resume) in the run's partial folder and test the best epoch: the run's
-    metrics, the training result and the per-user test metrics."""
+    result, the training result and the per-user test metrics."""
     request = run.request
     dev = resolve_device(device)
     seed_everything(request.seed)
@@ -217,29 +219,29 @@ def _train_and_test(
     test = Evaluator(data, "test", run.protocol, window, run.cfg.eval_batch_size, dev).run(model)
     eval_seconds = time.perf_counter() - t0
     threads = current_threads()
-    metrics = {
-        "run_id": run.run_id,
-        "model": request.model,
-        "dataset": request.dataset,
-        "protocol": request.protocol,
-        "seed": request.seed,
-        "ablate": request.ablate,
-        "best_epoch": result.best_epoch,
-        "epochs_run": len(result.history),
-        "stopped": result.stopped,
-        "budget_minutes": max_minutes,
-        "valid": result.valid,
-        "test": summarize(test),
-        "n_users_evaluated": len(test),
-        "train_seconds": round(result.train_seconds, 2),
-        "eval_seconds": round(eval_seconds, 3),
-        "params": n_params,
-        "peak_memory_mb": peak_memory_mb(dev),
-        "device": str(dev),
-        "precision": request.precision,
-        "threads": threads.threads,
-        "threads_reason": threads.reason,
-        "data_checksum": data.checksum,
-        "version": run.spec.version,
-    }
+    metrics = RunResult(
+        run_id=run.run_id,
+        model=request.model,
+        dataset=request.dataset,
+        protocol=request.protocol,
+        seed=request.seed,
+        ablate=dict(request.ablate),
+        best_epoch=result.best_epoch,
+        epochs_run=len(result.history),
+        stopped=result.stopped,
+        budget_minutes=max_minutes,
+        valid=result.valid,
+        test=summarize(test),
+        n_users_evaluated=len(test),
+        train_seconds=round(result.train_seconds, 2),
+        eval_seconds=round(eval_seconds, 3),
+        params=n_params,
+        peak_memory_mb=peak_memory_mb(dev),
+        device=str(dev),
+        precision=request.precision,
+        threads=threads.threads,
+        threads_reason=threads.reason,
+        data_checksum=data.checksum,
+        version=run.spec.version,
+    )
     return metrics, result, test

@@ -25,6 +25,7 @@ from typing import Any
 from seqbench.errors import ConfigError
 from seqbench.registry import Registry
 from seqbench.runs.execute import ResolvedRun, RunRequest
+from seqbench.runs.result import RunResult
 from seqbench.runs.store import RunStore
 from seqbench.training.device import (
     ThreadChoice,
@@ -60,10 +61,10 @@ class Job:
 
 @dataclass
 class Outcome:
-    """How a job ended: status done|cached|failed, its metrics or its error."""
+    """How a job ended: status done|cached|failed, its result or its error."""
 
     status: str
-    metrics: dict[str, Any] | None = None
+    result: RunResult | None = None
     error: str | None = None
     traceback: str | None = None
     seconds: float = 0.0
@@ -101,7 +102,7 @@ def run_job(job: Job, log: Callable[[str], None]) -> Outcome:
 
     t0 = time.perf_counter()
     try:
-        metrics = execute(
+        result, cached = execute(
             job.run,
             store=RunStore(job.runs_dir),
             data=dataset(job.request.dataset, job.data_dir),
@@ -110,8 +111,7 @@ def run_job(job: Job, log: Callable[[str], None]) -> Outcome:
             max_minutes=job.max_minutes,
             log=log,
         )
-        status = "cached" if metrics.pop("cached", False) else "done"
-        return Outcome(status, metrics, seconds=time.perf_counter() - t0)
+        return Outcome("cached" if cached else "done", result, seconds=time.perf_counter() - t0)
     except Exception as e:
         return Outcome(
             "failed",

@@ -8,9 +8,7 @@ import dataclasses
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
-import pandas as pd
 import torch
 
 from seqbench import __version__
@@ -19,6 +17,7 @@ from seqbench.errors import ConfigError, DataError
 from seqbench.evaluation.evaluator import Evaluator, summarize
 from seqbench.evaluation.protocols import get_protocol
 from seqbench.models.base import SeqModel, get_model
+from seqbench.runs.result import Evaluation
 from seqbench.runs.store import RunFolder, RunStore
 from seqbench.training.device import resolve_device, seed_everything
 
@@ -62,12 +61,12 @@ def reevaluate(
     device: str = "auto",
     force: bool = False,
     log: Callable[[str], None] = print,
-) -> tuple[dict[str, Any], pd.DataFrame | None]:
+) -> tuple[Evaluation, bool]:
     """Evaluate the run's best weights on `split` under `protocol` and store the result beside
     the run; a stored result under the same protocol definition is returned unless `force`.
 
-    Returns the summary (metrics, protocol, split, timing) and the per-user metrics (None when
-    the stored result was returned).
+    Returns the evaluation and whether it was the stored one (its per-user metrics:
+    `RunStore.evaluation_per_user`).
     """
     store = store or RunStore()
     check_run(store, run_id)
@@ -75,8 +74,8 @@ def reevaluate(
         raise ConfigError(f"--split must be one of {', '.join(SPLITS)}, got {split!r}")
     preset = get_protocol(protocol)
     stored = store.load_evaluation(run_id, protocol, split)
-    if stored is not None and not force and stored["protocol_spec"] == preset.to_dict():
-        return {**stored, "cached": True}, None
+    if stored is not None and not force and stored.protocol_spec == preset.to_dict():
+        return stored, True
     spec = store.load_config(run_id)
     data = load_dataset(spec["dataset"], data_root)
     if data.checksum != spec["data_checksum"]:
@@ -90,24 +89,24 @@ def reevaluate(
     t0 = time.perf_counter()
     evaluator = Evaluator(data, split, preset, model.input_window, model.cfg.eval_batch_size, dev)
     per_user = evaluator.run(model)
-    metrics = store.load_metrics(run_id)
-    result = {
-        "run_id": run_id,
-        "model": spec["model"],
-        "dataset": spec["dataset"],
-        "seed": spec["seed"],
-        "trained_protocol": metrics["protocol"],
-        "best_epoch": metrics["best_epoch"],
-        "protocol": protocol,
-        "protocol_spec": preset.to_dict(),
-        "split": split,
-        "metrics": summarize(per_user),
-        "n_users_evaluated": len(per_user),
-        "eval_seconds": round(time.perf_counter() - t0, 3),
-        "device": str(dev),
-        "threads": torch.get_num_threads(),
-        "data_checksum": data.checksum,
-        "version": __version__,
-    }
-    store.save_evaluation(run_id, result, per_user)
-    return result, per_user
+    trained = store.load_result(run_id)
+    result = Evaluation(
+        run_id=run_id,
+        model=spec["model"],
+        dataset=spec["dataset"],
+        seed=spec["seed"],
+        trained_protocol=trained.protocol,
+        best_epoch=trained.best_epoch,
+        protocol=protocol,
+        protocol_spec=preset.to_dict(),
+        split=split,
+        metrics=summarize(per_user),
+        n_users_evaluated=len(per_user),
+        eval_seconds=round(time.perf_counter() - t0, 3),
+        device=str(dev),
+        threads=torch.get_num_threads(),
+        data_checksum=data.checksum,
+        version=__version__,
+    )
+    store.save_evaluation(result, per_user)
+    return result, False

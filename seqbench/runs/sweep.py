@@ -35,6 +35,7 @@ from seqbench.runs.executors import (
     default_workers,
     describe_error,
 )
+from seqbench.runs.result import ResultError, RunResult
 from seqbench.runs.store import RunStore
 
 STATUSES = ("done", "cached", "failed")
@@ -47,7 +48,7 @@ class SweepResult:
     request: RunRequest
     run_id: str | None
     status: str
-    metrics: dict[str, Any] | None = None
+    result: RunResult | None = None
     error: str | None = None
     traceback: str | None = None
     seconds: float = 0.0
@@ -151,7 +152,7 @@ def run_requests(
                 job.request,
                 job.run_id,
                 out.status,
-                out.metrics,
+                out.result,
                 out.error,
                 out.traceback,
                 out.seconds,
@@ -177,7 +178,7 @@ def run_requests(
             src = results[first[ids[i]]]
             if src is not None:
                 status = "cached" if src.status == "done" else src.status
-                r = SweepResult(requests[i], src.run_id, status, src.metrics, src.error)
+                r = SweepResult(requests[i], src.run_id, status, src.result, src.error)
         out.append(r or SweepResult(requests[i], ids[i], "failed", error="no result returned"))
     return out
 
@@ -185,8 +186,8 @@ def run_requests(
 def _stored(req: RunRequest, run_id: str, store: RunStore) -> SweepResult:
     """A finished run from the store; an unreadable one is reported, never silently retrained."""
     try:
-        return SweepResult(req, run_id, "cached", store.load_metrics(run_id))
-    except (OSError, ValueError) as e:
+        return SweepResult(req, run_id, "cached", store.load_result(run_id))
+    except ResultError as e:
         error = (
             f"stored run {store.final(run_id)} is unreadable ({describe_error(e)}): "
             "delete that folder to run it again"
@@ -401,7 +402,7 @@ def tpe_search(
         pos = 0
         for trial, rs in zip(batch, reqs, strict=True):
             chunk, pos = out[pos : pos + len(rs)], pos + len(rs)
-            scores = [r.metrics["valid"][metric] for r in chunk if r.status != "failed"]
+            scores = [r.result.valid[metric] for r in chunk if r.result is not None]
             if len(scores) == len(chunk) and scores:
                 study.tell(trial, sum(scores) / len(scores))
             else:
