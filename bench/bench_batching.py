@@ -29,6 +29,7 @@ from seqbench.data.dataset import load_dataset
 from seqbench.data.sequences import batch_indices, next_item_instances
 from seqbench.runs.execute import RunRequest, execute
 from seqbench.runs.store import RunStore
+from seqbench.training.context import RunContext
 
 
 def weight_shares(dataset: str, max_len: int = 50, batch: int = 256, seeds: int = 3) -> None:
@@ -178,7 +179,7 @@ def main() -> None:
                 protocol=args.protocol,
             )
             t0 = time.perf_counter()
-            m, _ = execute(req, store=store, data=data, progress=False, log=lambda _: None)
+            m, _ = execute(req, RunContext(runs_dir=store.root), data=data)
             history = store.history(m.run_id)
             row = {
                 "model": args.model,

@@ -13,6 +13,7 @@ import pytest
 import yaml
 from test_run_concurrency import write_tiny
 
+from seqbench import machine as device
 from seqbench.cli import main
 from seqbench.errors import ConfigError
 from seqbench.report import reproduce
@@ -21,7 +22,6 @@ from seqbench.report.study import study_notes
 from seqbench.runs.store import RunStore
 from seqbench.runs.study import parse_study, plan, with_precision
 from seqbench.runs.sweep import request_run_id
-from seqbench.training import device
 
 DATA = SimpleNamespace(checksum="0" * 64)
 STUDY = {

@@ -11,7 +11,7 @@ from seqbench.errors import DataError
 from seqbench.evaluation.protocols import get_protocol
 from seqbench.models.base import get_model, resolve_config
 from seqbench.runs.execute import RunRequest, execute
-from seqbench.runs.store import RunStore
+from seqbench.training.context import RunContext
 
 DATA = SimpleNamespace(checksum="0" * 64)
 
@@ -65,4 +65,4 @@ def test_resolution_gives_the_typed_config_protocol_and_identity() -> None:
 def test_a_run_resolved_on_other_data_is_refused(tmp_path) -> None:
     run = RunRequest("sasrec", "beauty").resolve(DATA)
     with pytest.raises(DataError, match="changed since run"):
-        execute(run, store=RunStore(tmp_path), data=SimpleNamespace(checksum="1" * 64))
+        execute(run, RunContext(runs_dir=tmp_path), data=SimpleNamespace(checksum="1" * 64))

@@ -22,7 +22,9 @@ from seqbench.cli import main
 from seqbench.cli.sweep import SweepDisplay
 from seqbench.data.synthetic import generate
 from seqbench.errors import ConfigError
+from seqbench.machine import forced_threads
 from seqbench.runs.execute import RunRequest
+from seqbench.runs.options import Pool
 from seqbench.runs.store import RunStore
 from seqbench.runs.sweep import (
     Dim,
@@ -35,6 +37,7 @@ from seqbench.runs.sweep import (
     run_requests,
     sweep_run_ids,
 )
+from seqbench.training.context import RunContext
 
 TINY = {"epochs": "2", "d": "8", "batch_size": "64", "eval_batch_size": "256"}
 
@@ -65,7 +68,12 @@ def _fixed(*without: str) -> dict[str, str]:
 
 def run(reqs: list[RunRequest], runs: Path, data: str, workers: int = 1) -> list[SweepResult]:
     """run_requests with one torch thread per run (fast on a busy machine) and no output."""
-    return run_requests(reqs, workers=workers, runs_dir=str(runs), data_dir=data, threads=1)
+    return run_requests(reqs, one_thread(runs, data), Pool(workers=workers))
+
+
+def one_thread(runs: Path | str, data: str) -> RunContext:
+    """A context whose runs use one torch thread (fast on a busy machine)."""
+    return RunContext.create(threads=forced_threads(1), runs_dir=runs, data_dir=data)
 
 
 # ---- expansion ---------------------------------------------------------------------------------
@@ -201,9 +209,8 @@ def test_killed_sweep_resumes_without_retraining(tiny_data: str, tmp_path: Path)
     reqs = [replace(r, sets={**r.sets, "epochs": "12"}) for r in tiny_requests(["8", "16"], [1])]
     reqs += [replace(reqs[1], sets={**reqs[1].sets, "d": "24"})]
     log = io.StringIO()
-    kw = {"runs_dir": str(runs), "data_dir": tiny_data, "threads": 1}
-    kw["observer"] = SweepDisplay(Console(file=log))
-    assert run_requests(reqs[:1], **kw)[0].status == "done"
+    ctx, display = one_thread(runs, tiny_data), SweepDisplay(Console(file=log))
+    assert run_requests(reqs[:1], ctx, observer=display)[0].status == "done"
     proc = subprocess.Popen(
         _sweep_cmd(tiny_data, str(runs), "killed", "8,16,24", 2, epochs="12"),
         stdout=subprocess.DEVNULL,
@@ -221,7 +228,7 @@ def test_killed_sweep_resumes_without_retraining(tiny_data: str, tmp_path: Path)
     finished = {p.name for p in runs.glob("synthetic-*") if store.is_done(p.name)}
     started = {p.parent for p in runs.glob(".*.partial/checkpoint*.pt")}
     assert finished and len(finished) + len(started) <= 3
-    again = run_requests(reqs, **kw)
+    again = run_requests(reqs, ctx, observer=display)
     assert [r.status for r in again] == [
         "cached" if r.run_id in finished else "done" for r in again
     ]

@@ -9,9 +9,10 @@ from rich.table import Table
 
 from seqbench.cli.app import DataDir, RunsDir, app, console, log
 from seqbench.evaluation.metrics import METRICS
+from seqbench.machine import thread_choice
 from seqbench.runs.reevaluate import reevaluate
 from seqbench.runs.store import RunFolder, RunStore
-from seqbench.training.device import thread_choice, use_threads
+from seqbench.training.context import LogObserver, RunContext
 
 
 @app.command()
@@ -26,18 +27,15 @@ def evaluate(
     data_dir: DataDir = None,
 ) -> None:
     """Test a stored run's best weights under another protocol preset; kept beside the run."""
-    use_threads(thread_choice(threads))
-    store = RunStore(runs_dir)
-    result, cached = reevaluate(
-        run_id,
-        protocol,
-        split,
-        store=store,
-        data_root=data_dir,
+    ctx = RunContext.create(
         device=device,
-        force=force,
-        log=log,
+        threads=thread_choice(threads),
+        runs_dir=runs_dir,
+        data_dir=data_dir,
+        observer=LogObserver(log),
     )
+    result, cached = reevaluate(run_id, protocol, ctx, split, force)
+    store = RunStore(ctx.runs_dir)
     trained = store.load_result(run_id)
     note = " (stored: use --force to evaluate again)" if cached else ""
     console.print(

@@ -8,21 +8,17 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from seqbench.cli.app import DataDir, RunsDir, ShowProgress, app, bars, console, log, positive
+from seqbench.cli.app import DataDir, RunsDir, ShowProgress, app, console, positive, run_observer
 from seqbench.errors import ConfigError
 from seqbench.evaluation.metrics import METRICS
 from seqbench.evaluation.protocols import PROTOCOLS
+from seqbench.machine import ThreadChoice, check_precision, resolve_device, thread_choice
 from seqbench.models.base import MODELS, ModelConfig, get_model
 from seqbench.runs.execute import RunRequest, default_dataset, execute
+from seqbench.runs.options import RunOptions
 from seqbench.runs.result import RunResult
 from seqbench.runs.store import RunStore
-from seqbench.training.device import (
-    ThreadChoice,
-    check_precision,
-    resolve_device,
-    thread_choice,
-    use_threads,
-)
+from seqbench.training.context import RunContext
 
 
 def parse_pairs(pairs: list[str] | None, flag: str) -> dict[str, str]:
@@ -80,8 +76,14 @@ def run(
     get_model(model)
     PROTOCOLS.get(protocol)
     dataset = dataset or default_dataset(data_dir)
-    store = RunStore(runs_dir)
-    use_threads(thread_choice(threads))
+    ctx = RunContext.create(
+        device=device,
+        threads=thread_choice(threads),
+        runs_dir=runs_dir,
+        data_dir=data_dir,
+        observer=run_observer(progress),
+    )
+    options = RunOptions(force=force, resume=resume, max_minutes=budget_minutes)
     for s in seed or [0]:
         req = RunRequest(
             model,
@@ -93,18 +95,8 @@ def run(
             epochs,
             precision,
         )
-        result, cached = execute(
-            req,
-            store=store,
-            data_root=data_dir,
-            device=device,
-            force=force,
-            resume=resume,
-            progress=bars(progress),
-            max_minutes=budget_minutes,
-            log=log,
-        )
-        show_result(result, cached, store)
+        result, cached = execute(req, ctx, options)
+        show_result(result, cached, RunStore(ctx.runs_dir))
 
 
 def show_result(m: RunResult, cached: bool, store: RunStore) -> None:

@@ -23,7 +23,9 @@ from seqbench.cli.app import (
 )
 from seqbench.cli.sweep import SweepDisplay
 from seqbench.data.dataset import dataset_path
+from seqbench.machine import forced_threads
 from seqbench.report.study import build, display_path, study_notes, write_folder
+from seqbench.runs.options import Pool, RunOptions
 from seqbench.runs.reevaluate import reevaluate
 from seqbench.runs.store import RunStore
 from seqbench.runs.study import (
@@ -36,6 +38,7 @@ from seqbench.runs.study import (
     with_precision,
 )
 from seqbench.runs.sweep import request_run_id, run_requests
+from seqbench.training.context import LogObserver, RunContext
 
 study_app = typer.Typer(
     help="Studies as data: a results folder's study.yaml names its runs, budget and tables.",
@@ -93,13 +96,11 @@ def show_plan(folder: str, p: Plan, store: RunStore, data_dir: str | None) -> in
     return len(missing)
 
 
-def evaluate(
-    study: Study, run_ids: list[str | None], store: RunStore, data_dir: str | None, device: str
-) -> None:
+def evaluate(study: Study, run_ids: list[str | None], ctx: RunContext) -> None:
     """Test each run's best weights under the study's other presets (stored ones are reused)."""
     for run_id in dict.fromkeys(i for i in run_ids if i is not None):
         for protocol in study.evaluate:
-            reevaluate(run_id, protocol, store=store, data_root=data_dir, device=device, log=log)
+            reevaluate(run_id, protocol, ctx)
 
 
 @study_app.command("show")
@@ -168,17 +169,21 @@ def run(
         )
         return
     t0 = time.perf_counter()
-    results = run_requests(
-        p.requests,
-        workers=workers or study.workers,
-        threads=threads or study.threads,
+    ctx = RunContext.create(
+        device=device,
+        threads=forced_threads(threads or study.threads),
         runs_dir=runs_dir,
         data_dir=data_dir,
-        max_minutes=study.budget.minutes,
-        device=device,
-        observer=SweepDisplay(console_err, bars(progress)),
+        observer=LogObserver(log),
     )
-    evaluate(study, [r.run_id for r in results if r.status != "failed"], store, data_dir, device)
+    results = run_requests(
+        p.requests,
+        ctx,
+        Pool(workers=workers or study.workers),
+        RunOptions(max_minutes=study.budget.minutes),
+        SweepDisplay(console_err, bars(progress)),
+    )
+    evaluate(study, [r.run_id for r in results if r.status != "failed"], ctx)
     out = build(p, [r.run_id for r in results], store, study_notes(p))
     written = write_folder(path, out, store)
     counts = {s: sum(r.status == s for r in results) for s in ("done", "cached", "failed")}

@@ -27,9 +27,10 @@ from seqbench.cli.app import (
 from seqbench.cli.run import parse_pairs
 from seqbench.errors import ConfigError
 from seqbench.evaluation.protocols import PROTOCOLS
+from seqbench.machine import check_precision, forced_threads, resolve_device
 from seqbench.models.base import get_model
 from seqbench.runs.execute import RunRequest, default_dataset
-from seqbench.runs.executors import Outcome
+from seqbench.runs.executors import Outcome, Pool
 from seqbench.runs.sweep import (
     STATUSES,
     SweepDefinition,
@@ -38,7 +39,7 @@ from seqbench.runs.sweep import (
     label,
     run_sweep,
 )
-from seqbench.training.device import check_precision, resolve_device
+from seqbench.training.context import EpochReport, RunContext
 
 
 def parse_axes(pairs: list[str] | None, flag: str) -> dict[str, list[str]]:
@@ -121,12 +122,16 @@ class SweepDisplay(SweepObserver):
         desc = f"  [dim]{escape(label(self.requests[index]))}"
         self.running[index] = self.progress.add_task(desc, total=None, info="")
 
-    def log(self, index: int, message: str) -> None:
-        """Epoch lines go to the run's own bar line; anything else (resume, warnings) scrolls."""
+    def epoch(self, index: int, report: EpochReport) -> None:
+        """An epoch goes to the run's own bar line (without bars: a line that scrolls)."""
         task = self.running.get(index)
-        if task is not None and self.enabled and message.startswith("epoch "):
-            self.progress.update(task, info=escape(message))
+        if task is not None and self.enabled:
+            self.progress.update(task, info=escape(str(report)))
             return
+        self._print(index, escape(str(report)))
+
+    def log(self, index: int, message: str) -> None:
+        """Notices (resume, warnings) scroll."""
         self._print(index, escape(message))
 
     def _print(self, index: int, markup: str) -> None:
@@ -225,20 +230,11 @@ def sweep(
         precision=precision,
     )
     t0 = time.perf_counter()
-    display = SweepDisplay(console_err, bars(progress))
-    outcome = run_sweep(
-        definition,
-        name,
-        workers=workers,
-        executor=executor,
-        address=address,
-        runs_dir=runs_dir,
-        data_dir=data_dir,
-        device=device,
-        threads=threads,
-        gpus_per_run=gpus_per_run,
-        observer=display,
+    ctx = RunContext.create(
+        device=device, threads=forced_threads(threads), runs_dir=runs_dir, data_dir=data_dir
     )
+    pool = Pool(executor, workers, address, gpus_per_run)
+    outcome = run_sweep(definition, ctx, pool, name, SweepDisplay(console_err, bars(progress)))
     show_summary(outcome.results, protocol, time.perf_counter() - t0)
     console.print(
         f"sweep {outcome.name} · manifest {outcome.manifest} · "

@@ -16,12 +16,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from seqbench.machine import forced_threads
 from seqbench.papers import PAPERS_DIR, all_specs, get_spec
 from seqbench.report.select import ReportError
 from seqbench.report.study import build
 from seqbench.report.tables import SignificanceOptions, Table
+from seqbench.runs.options import Pool, RunOptions
 from seqbench.runs.store import RunStore
 from seqbench.runs.study import Budget, Plan, Study, from_paper, load_study, plan
+from seqbench.training.context import RunContext
 
 if TYPE_CHECKING:
     from seqbench.runs.sweep import SweepObserver
@@ -116,13 +119,12 @@ def reproduce(
             "nothing to reproduce: " + ("; ".join(p.skipped) or "no models/datasets selected")
         )
     t0 = time.perf_counter()
+    ctx = RunContext.create(threads=forced_threads(threads), runs_dir=runs_dir, data_dir=data_dir)
     results = run_requests(
         p.requests,
-        workers=workers,
-        threads=threads,
-        runs_dir=runs_dir,
-        data_dir=data_dir,
-        max_minutes=(budget or study.budget).minutes,
+        ctx=ctx,
+        pool=Pool(workers=workers),
+        options=RunOptions(max_minutes=(budget or study.budget).minutes),
         observer=observer,
     )
     seconds = time.perf_counter() - t0

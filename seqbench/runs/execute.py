@@ -17,16 +17,13 @@ from seqbench.data.dataset import SeqDataset, load_dataset, prepared_names
 from seqbench.errors import ConfigError, DataError
 from seqbench.evaluation.evaluator import Evaluator, summarize
 from seqbench.evaluation.protocols import Protocol, get_protocol
+from seqbench.machine import ThreadChoice, check_precision, seed_everything, using_threads
 from seqbench.models.base import ModelConfig, SeqModel, get_model, resolve_config
+from seqbench.runs.options import RunOptions
 from seqbench.runs.result import RunResult
 from seqbench.runs.store import RunFolder, RunSpec, RunStore
-from seqbench.training.device import (
-    check_precision,
-    current_threads,
-    resolve_device,
-    seed_everything,
-)
-from seqbench.training.trainer import Trainer, TrainResult
+from seqbench.training.context import RunContext
+from seqbench.training.trainer import Trainer, TrainOptions, TrainResult
 
 
 @dataclass
@@ -139,16 +136,10 @@ def peak_memory_mb(device: torch.device) -> float:
 
 def execute(
     req: RunRequest | ResolvedRun,
+    ctx: RunContext,
+    options: RunOptions = RunOptions(),
     *,
-    store: RunStore | None = None,
     data: SeqDataset | None = None,
-    data_root: str | Path | None = None,
-    device: str = "auto",
-    force: bool = False,
-    resume: bool = True,
-    progress: bool = True,
-    max_minutes: float | None = None,
-    log: Callable[[str], None] = print,
 ) -> tuple[RunResult, bool]:
     """Run (or fetch the stored result of) one request: its result, and whether it came from
     the store (cached) rather than being trained now.
@@ -156,28 +147,27 @@ def execute(
     A ResolvedRun (resolved earlier, e.g. by a sweep) must have been resolved on this data.
     """
     request = req.request if isinstance(req, ResolvedRun) else req
-    store = store or RunStore()
-    data = data or load_dataset(request.dataset, data_root)
+    store = RunStore(ctx.runs_dir)
+    data = data or load_dataset(request.dataset, ctx.data_dir)
     run = req if isinstance(req, ResolvedRun) else req.resolve(data)
     if run.spec.data_checksum != data.checksum:
         raise DataError(
             f"dataset {request.dataset} changed since run {run.run_id} was planned (checksum "
             f"{data.checksum[:12]}, was {run.spec.data_checksum[:12]}): plan the run again"
         )
-    check_precision(request.precision, resolve_device(device))
-    run_id = run.run_id
+    check_precision(request.precision, ctx.torch_device())
+    run_id, force = run.run_id, options.force
     # one process trains a run; others wait here, then read its result from the store
-    with store.lock(run_id, log):
+    with store.lock(run_id, ctx.observer.on_log):
         if store.is_done(run_id) and not force:
             stored = store.load_result(run_id)
             # a run cut short by a time budget only answers a request with that same budget
-            if stored.stopped != "budget" or stored.budget_minutes == max_minutes:
+            if stored.stopped != "budget" or stored.budget_minutes == options.max_minutes:
                 return stored, True
             force = True
         work = store.start(run.spec, fresh=force)
-        result, trained, test = _train_and_test(
-            run, data, work, device, resume, progress, max_minutes, log
-        )
+        with using_threads(ctx.threads) as threads:
+            result, trained, test = _train_and_test(run, data, work, ctx, options, threads)
         store.finish(work, result, test, pd.DataFrame(trained.history), trained.best_state)
         return result, False
 
@@ -186,39 +176,26 @@ def _train_and_test(
     run: ResolvedRun,
     data: SeqDataset,
     work: RunFolder,
-    device: str,
-    resume: bool,
-    progress: bool,
-    max_minutes: float | None,
-    log: Callable[[str], None],
+    ctx: RunContext,
+    options: RunOptions,
+    threads: ThreadChoice,
 ) -> tuple[RunResult, TrainResult, pd.DataFrame]:
-    """Train (or resume) in the run's partial folder and test the best epoch: the run's
-    result, the training result and the per-user test metrics."""
+    """Train (or resume) in the run's partial folder with `threads` and test the best epoch:
+    the run's result, the training result and the per-user test metrics."""
     request = run.request
-    dev = resolve_device(device)
+    dev = ctx.torch_device()
     seed_everything(request.seed)
     model = run.model_cls(run.cfg, data)
     n_params = sum(p.numel() for p in model.parameters())
-    trainer = Trainer(
-        model,
-        data,
-        run.protocol,
-        request.seed,
-        dev,
-        work.path,
-        progress,
-        request.precision,
-        max_minutes,
-        log,
-    )
-    result = trainer.fit(resume=resume)
+    train = TrainOptions(request.precision, options.max_minutes)
+    trainer = Trainer(model, data, run.protocol, request.seed, work.path, ctx, train)
+    result = trainer.fit(resume=options.resume)
 
     model.load_state_dict(result.best_state)
     t0 = time.perf_counter()
     window = model.input_window
     test = Evaluator(data, "test", run.protocol, window, run.cfg.eval_batch_size, dev).run(model)
     eval_seconds = time.perf_counter() - t0
-    threads = current_threads()
     metrics = RunResult(
         run_id=run.run_id,
         model=request.model,
@@ -229,7 +206,7 @@ def _train_and_test(
         best_epoch=result.best_epoch,
         epochs_run=len(result.history),
         stopped=result.stopped,
-        budget_minutes=max_minutes,
+        budget_minutes=options.max_minutes,
         valid=result.valid,
         test=summarize(test),
         n_users_evaluated=len(test),

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable
-from pathlib import Path
 
 import torch
 
@@ -16,10 +14,11 @@ from seqbench.data.dataset import SeqDataset, load_dataset
 from seqbench.errors import ConfigError, DataError
 from seqbench.evaluation.evaluator import Evaluator, summarize
 from seqbench.evaluation.protocols import get_protocol
+from seqbench.machine import seed_everything, using_threads
 from seqbench.models.base import SeqModel, get_model
 from seqbench.runs.result import Evaluation
 from seqbench.runs.store import RunFolder, RunStore
-from seqbench.training.device import resolve_device, seed_everything
+from seqbench.training.context import RunContext
 
 SPLITS = ("test", "valid")
 
@@ -52,15 +51,7 @@ def load_model(store: RunStore, run_id: str, data: SeqDataset, device: torch.dev
 
 
 def reevaluate(
-    run_id: str,
-    protocol: str,
-    split: str = "test",
-    *,
-    store: RunStore | None = None,
-    data_root: str | Path | None = None,
-    device: str = "auto",
-    force: bool = False,
-    log: Callable[[str], None] = print,
+    run_id: str, protocol: str, ctx: RunContext, split: str = "test", force: bool = False
 ) -> tuple[Evaluation, bool]:
     """Evaluate the run's best weights on `split` under `protocol` and store the result beside
     the run; a stored result under the same protocol definition is returned unless `force`.
@@ -68,7 +59,7 @@ def reevaluate(
     Returns the evaluation and whether it was the stored one (its per-user metrics:
     `RunStore.evaluation_per_user`).
     """
-    store = store or RunStore()
+    store = RunStore(ctx.runs_dir)
     check_run(store, run_id)
     if split not in SPLITS:
         raise ConfigError(f"--split must be one of {', '.join(SPLITS)}, got {split!r}")
@@ -77,18 +68,20 @@ def reevaluate(
     if stored is not None and not force and stored.protocol_spec == preset.to_dict():
         return stored, True
     spec = store.load_config(run_id)
-    data = load_dataset(spec["dataset"], data_root)
+    data = load_dataset(spec["dataset"], ctx.data_dir)
     if data.checksum != spec["data_checksum"]:
         raise DataError(
             f"dataset {spec['dataset']} changed since run {run_id} was trained (checksum "
             f"{data.checksum[:12]}, was {spec['data_checksum'][:12]}): re-run the model"
         )
-    dev = resolve_device(device)
+    dev = ctx.torch_device()
     model = load_model(store, run_id, data, dev)
-    log(f"evaluating {run_id} on {split} under protocol {protocol}")
+    ctx.observer.on_log(f"evaluating {run_id} on {split} under protocol {protocol}")
     t0 = time.perf_counter()
     evaluator = Evaluator(data, split, preset, model.input_window, model.cfg.eval_batch_size, dev)
-    per_user = evaluator.run(model)
+    with using_threads(ctx.threads):
+        per_user = evaluator.run(model)
+        threads = torch.get_num_threads()
     trained = store.load_result(run_id)
     result = Evaluation(
         run_id=run_id,
@@ -104,7 +97,7 @@ def reevaluate(
         n_users_evaluated=len(per_user),
         eval_seconds=round(time.perf_counter() - t0, 3),
         device=str(dev),
-        threads=torch.get_num_threads(),
+        threads=threads,
         data_checksum=data.checksum,
         version=__version__,
     )

@@ -41,12 +41,12 @@ from seqbench.data.registry import get_spec as dataset_spec
 from seqbench.errors import ConfigError, DataError
 from seqbench.evaluation.metrics import METRICS
 from seqbench.evaluation.protocols import get_protocol
+from seqbench.machine import check_precision, known_precision, resolve_device
 from seqbench.models.base import MODELS, get_model, resolve_config
 from seqbench.papers import TableSpec, get_spec
 from seqbench.registry import closest
 from seqbench.report.stats import CORRECTIONS, TESTS
 from seqbench.runs.execute import RunRequest, check_ranges, protocol_settings
-from seqbench.training.device import check_precision, known_precision, resolve_device
 
 STUDY_FILE = "study.yaml"
 README_FILE = "README.md"

@@ -8,6 +8,7 @@ expansion is saved as a manifest, <runs>/sweeps/<name>.json, that `report` can s
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import hashlib
 import itertools
@@ -25,18 +26,14 @@ from seqbench import paths
 from seqbench.errors import ConfigError
 from seqbench.evaluation.protocols import get_protocol
 from seqbench.io import write_json
+from seqbench.machine import default_workers
 from seqbench.models.base import get_model
 from seqbench.runs.execute import ResolvedRun, RunRequest
-from seqbench.runs.executors import (
-    EXECUTORS,
-    Job,
-    Outcome,
-    dataset,
-    default_workers,
-    describe_error,
-)
+from seqbench.runs.executors import EXECUTORS, Event, Job, Outcome, dataset, describe_error
+from seqbench.runs.options import Pool, RunOptions
 from seqbench.runs.result import ResultError, RunResult
 from seqbench.runs.store import RunStore
+from seqbench.training.context import EpochReport, Observer, RunContext
 
 STATUSES = ("done", "cached", "failed")
 
@@ -85,8 +82,11 @@ class SweepObserver:
     def start(self, index: int) -> None:
         """Request `index` starts training."""
 
+    def epoch(self, index: int, report: EpochReport) -> None:
+        """Request `index`'s run finished an epoch."""
+
     def log(self, index: int, message: str) -> None:
-        """A line logged by request `index`'s run (epochs start with 'epoch ')."""
+        """A notice from request `index`'s run (resuming, waiting for another process)."""
 
     def end(self, index: int, outcome: Outcome) -> None:
         """Request `index` ended: done, cached (another process trained it) or failed."""
@@ -97,89 +97,91 @@ class SweepObserver:
 
 def run_requests(
     requests: list[RunRequest],
-    *,
-    workers: int = 1,
-    executor: str = "local",
-    address: str | None = None,
-    runs_dir: str | None = None,
-    data_dir: str | None = None,
-    max_minutes: float | None = None,
-    device: str = "auto",
-    threads: int | None = None,
-    gpus_per_run: float = 0.0,
+    ctx: RunContext,
+    pool: Pool = Pool(),
+    options: RunOptions = RunOptions(),
     observer: SweepObserver | None = None,
 ) -> list[SweepResult]:
     """Run every request (stored ones are returned as cached); results in request order.
 
     A request whose config is invalid, or whose run raises or kills its worker, is returned
     as failed with its error; the others go on. Requests with the same run id run once.
+    `ctx.observer` is not used: each job reports to `observer` under its index.
     """
-    run = EXECUTORS.get(executor)
+    run = EXECUTORS.get(pool.executor)
     observer = observer or SweepObserver()
-    store = RunStore(runs_dir)
     # absolute paths: Ray workers (maybe on other nodes) do not share this process's cwd
-    runs_root, data_root = str(store.root.resolve()), str(paths.data_dir(data_dir).resolve())
+    job_ctx = dataclasses.replace(ctx.absolute(), observer=Observer(), threads=None)
+    store = RunStore(job_ctx.runs_dir)
     results: list[SweepResult | None] = [None] * len(requests)
     jobs: list[Job] = []
     first: dict[str, int] = {}
-    ids = []
+    ids: list[str | None] = []
     for i, req in enumerate(requests):
         try:
-            resolved = resolve_request(req, data_root)
+            resolved = resolve_request(req, job_ctx.data_dir)
         except Exception as e:
             results[i] = SweepResult(req, None, "failed", error=describe_error(e))
             ids.append(None)
             continue
-        run_id = resolved.run_id
-        ids.append(run_id)
-        if store.is_done(run_id):
-            results[i] = _stored(req, run_id, store)
-        elif run_id not in first:
-            first[run_id] = i
-            jobs.append(Job(i, resolved, runs_root, data_root, max_minutes, device))
-    by_index = {job.index: job for job in jobs}
+        ids.append(resolved.run_id)
+        if store.is_done(resolved.run_id):
+            results[i] = _stored(req, resolved.run_id, store)
+        elif resolved.run_id not in first:
+            first[resolved.run_id] = i
+            jobs.append(Job(i, resolved, job_ctx, options))
+    emit = _emitter(observer, {job.index: job for job in jobs}, results)
+    workers = pool.size(len(requests))
+    observer.begin(requests, results, len(jobs), workers)
+    try:
+        if jobs:
+            run(jobs, ctx.threads, dataclasses.replace(pool, workers=workers), emit)
+    finally:
+        observer.close()
+    return _complete(requests, results, ids, first)
 
-    def emit(event: tuple[Any, ...]) -> None:
+
+def _emitter(
+    observer: SweepObserver, jobs: dict[int, Job], results: list[SweepResult | None]
+) -> Callable[[Event], None]:
+    """The executors' events, passed on to `observer`; an ended job's result kept."""
+
+    def emit(event: Event) -> None:
         kind, index = event[0], event[1]
         if kind == "start":
             observer.start(index)
+        elif kind == "epoch":
+            observer.epoch(index, event[2])
         elif kind == "log":
             observer.log(index, event[2])
         else:
             out: Outcome = event[2]
-            job = by_index[index]
+            job = jobs[index]
             results[index] = SweepResult(
-                job.request,
-                job.run_id,
-                out.status,
-                out.result,
-                out.error,
-                out.traceback,
+                job.request, job.run_id, out.status, out.result, out.error, out.traceback,
                 out.seconds,
-            )
+            )  # fmt: skip
             observer.end(index, out)
 
-    observer.begin(requests, results, len(jobs), workers)
-    try:
-        if jobs:
-            run(
-                jobs,
-                workers=workers,
-                threads=threads,
-                address=address,
-                gpus_per_run=gpus_per_run,
-                emit=emit,
-            )
-    finally:
-        observer.close()
+    return emit
+
+
+def _complete(
+    requests: list[RunRequest],
+    results: list[SweepResult | None],
+    ids: list[str | None],
+    first: dict[str, int],
+) -> list[SweepResult]:
+    """Every request's result: a duplicate of a run shares its result (as cached)."""
     out = []
     for i, r in enumerate(results):
-        if r is None and ids[i] in first and first[ids[i]] != i:  # a duplicate of a run
-            src = results[first[ids[i]]]
+        run_id = ids[i]
+        if r is None and run_id in first and first[run_id] != i:
+            src = results[first[run_id]]
             if src is not None:
                 status = "cached" if src.status == "done" else src.status
                 r = SweepResult(requests[i], src.run_id, status, src.result, src.error)
-        out.append(r or SweepResult(requests[i], ids[i], "failed", error="no result returned"))
+        out.append(r or SweepResult(requests[i], run_id, "failed", error="no result returned"))
     return out
 
 
@@ -195,12 +197,12 @@ def _stored(req: RunRequest, run_id: str, store: RunStore) -> SweepResult:
         return SweepResult(req, run_id, "failed", error=error)
 
 
-def resolve_request(req: RunRequest, data_dir: str | None = None) -> ResolvedRun:
+def resolve_request(req: RunRequest, data_dir: str | Path | None = None) -> ResolvedRun:
     """The request resolved on its prepared dataset (raises ConfigError for an invalid one)."""
-    return req.resolve(dataset(req.dataset, data_dir))
+    return req.resolve(dataset(req.dataset, paths.data_dir(data_dir)))
 
 
-def request_run_id(req: RunRequest, data_dir: str | None = None) -> str:
+def request_run_id(req: RunRequest, data_dir: str | Path | None = None) -> str:
     """The run id a request maps to (raises ConfigError for an invalid configuration)."""
     return resolve_request(req, data_dir).run_id
 
@@ -338,7 +340,7 @@ def default_name(model: str, definition: dict[str, Any]) -> str:
 
 
 def write_manifest(
-    name: str, definition: dict[str, Any], results: list[SweepResult], runs_dir: str | None
+    name: str, definition: dict[str, Any], results: list[SweepResult], runs_dir: str | Path | None
 ) -> Path:
     """Save the sweep's definition and its runs with their status (failed ones with errors)."""
     path = manifest_path(name, runs_dir)
@@ -359,7 +361,7 @@ def write_manifest(
     return path
 
 
-def check_name(name: str, definition: dict[str, Any], runs_dir: str | None) -> None:
+def check_name(name: str, definition: dict[str, Any], runs_dir: str | Path | None) -> None:
     """A name is reusable only for the same definition (so `report --sweep` stays honest)."""
     if not NAME.match(name):
         raise ConfigError(f"--name {name!r}: use letters, digits, '.', '_' and '-'")
@@ -524,44 +526,26 @@ class SweepOutcome:
 
 def run_sweep(
     definition: SweepDefinition,
+    ctx: RunContext,
+    pool: Pool = Pool(workers=None),
     name: str | None = None,
-    *,
-    workers: int | None = None,
-    executor: str = "local",
-    address: str | None = None,
-    runs_dir: str | None = None,
-    data_dir: str | None = None,
-    device: str = "auto",
-    threads: int | None = None,
-    gpus_per_run: float = 0.0,
     observer: SweepObserver | None = None,
 ) -> SweepOutcome:
     """Run a sweep under `name` (default: from the definition's hash), keeping its manifest.
 
     The manifest lists every run as pending first (TPE: after each round), then with its status.
-    `workers` defaults to one per core (local; capped by memory) or one per run (Ray).
+    `pool.workers` None: one per core (local; capped by memory) or one per run (Ray).
     """
-    EXECUTORS.get(executor)
+    EXECUTORS.get(pool.executor)
     observer = observer or SweepObserver()
     spec = definition.to_dict()
     name = name or default_name(definition.model, spec)
+    runs_dir = ctx.runs_dir
     check_name(name, spec, runs_dir)
+    options = RunOptions(max_minutes=definition.budget_minutes)
 
     def execute_batch(reqs: list[RunRequest]) -> list[SweepResult]:
-        n = workers or (default_workers(len(reqs)) if executor == "local" else len(reqs))
-        return run_requests(
-            reqs,
-            workers=n,
-            executor=executor,
-            address=address,
-            runs_dir=runs_dir,
-            data_dir=data_dir,
-            max_minutes=definition.budget_minutes,
-            device=device,
-            threads=threads,
-            gpus_per_run=gpus_per_run,
-            observer=observer,
-        )
+        return run_requests(reqs, ctx, pool, options, observer)
 
     if definition.search == "tpe":
         done: list[SweepResult] = []
@@ -576,7 +560,7 @@ def run_sweep(
             definition.dims(),
             definition.trials,
             seed=definition.search_seed,
-            workers=workers or default_workers(definition.trials),
+            workers=pool.workers or default_workers(definition.trials),
             make_requests=lambda point: definition.requests([point]),
             execute_batch=tpe_batch,
             protocol=definition.protocol,
@@ -586,14 +570,14 @@ def run_sweep(
         if definition.search == "random":
             configs = random_configs(definition.dims(), definition.trials, definition.search_seed)
         reqs = definition.requests(configs)
-        pending = [SweepResult(r, _run_id_or_none(r, data_dir), "pending") for r in reqs]
+        pending = [SweepResult(r, _run_id_or_none(r, ctx.data_dir), "pending") for r in reqs]
         write_manifest(name, spec, pending, runs_dir)
         observer.note(f"sweep {name}: {len(reqs)} runs")
         results = execute_batch(reqs)
     return SweepOutcome(name, results, write_manifest(name, spec, results, runs_dir))
 
 
-def _run_id_or_none(req: RunRequest, data_dir: str | None) -> str | None:
+def _run_id_or_none(req: RunRequest, data_dir: Path) -> str | None:
     try:
         return request_run_id(req, data_dir)
     except Exception:  # reported as a failed run when the sweep executes it
