@@ -18,7 +18,7 @@ from seqbench.evaluation.protocols import get_protocol
 from seqbench.models.base import get_model, resolve_config
 from seqbench.models.contrastive import nt_xent
 from seqbench.runs.execute import RunRequest, execute
-from seqbench.runs.store import RunStore
+from seqbench.runs.store import RunFolder, RunStore
 from seqbench.training.context import RunContext
 from seqbench.training.trainer import Trainer
 
@@ -332,7 +332,7 @@ def test_resume_restores_theta_exactly(data: SeqDataset, tmp_path: Path) -> None
 
     def fit(epochs: int, work: Path):
         model = make(data, epochs=str(epochs), max_len="8", d="16")
-        trainer = Trainer(model, data, protocol, 0, work, RunContext(device="cpu"))
+        trainer = Trainer(model, data, protocol, 0, RunFolder(work), RunContext(device="cpu"))
         return model, trainer.fit()
 
     full, res_full = fit(2, tmp_path / "a")

@@ -188,7 +188,7 @@ def _train_and_test(
     model = run.model_cls(run.cfg, data)
     n_params = sum(p.numel() for p in model.parameters())
     train = TrainOptions(request.precision, options.max_minutes)
-    trainer = Trainer(model, data, run.protocol, request.seed, work.path, ctx, train)
+    trainer = Trainer(model, data, run.protocol, request.seed, work, ctx, train)
     result = trainer.fit(resume=options.resume)
 
     model.load_state_dict(result.best_state)

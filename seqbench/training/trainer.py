@@ -11,7 +11,6 @@ import contextlib
 import math
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -22,8 +21,7 @@ from seqbench.evaluation.evaluator import Evaluator, summarize
 from seqbench.evaluation.protocols import Protocol
 from seqbench.machine import PRECISIONS
 from seqbench.models.base import Batch, SeqModel
-from seqbench.runs.store import RunFolder
-from seqbench.training.checkpoint import load_checkpoint, save_checkpoint
+from seqbench.training.checkpoint import CheckpointFiles, load_checkpoint, save_checkpoint
 from seqbench.training.context import EpochReport, RunContext
 from seqbench.training.micro import backward_batch
 
@@ -93,8 +91,8 @@ class Progress:
 class Trainer:
     """Train a model with early stopping on the protocol's validation metric.
 
-    `work_dir` is the run's partial folder; the run store names the checkpoint files in it.
-    The context gives the device and the observer that follows the epochs.
+    `files` names the checkpoint files (the run store's partial folder of the run); the
+    context gives the device and the observer that follows the epochs.
     """
 
     def __init__(
@@ -103,14 +101,14 @@ class Trainer:
         data: SeqDataset,
         protocol: Protocol,
         seed: int,
-        work_dir: Path,
+        files: CheckpointFiles,
         ctx: RunContext,
         options: TrainOptions = TrainOptions(),
     ) -> None:
         self.device = ctx.torch_device()
         self.model, self.data, self.protocol = model.to(self.device), data, protocol
         self.cfg, self.seed, self.options = model.cfg, seed, options
-        self.checkpoints = RunFolder(work_dir).checkpoints
+        self.checkpoints = files.checkpoints
         self.observer = ctx.observer
         # autocast dtype of the loss (the forward and backward): None trains in plain fp32
         self.dtype = PRECISIONS[options.precision]
