@@ -19,9 +19,9 @@ from seqbench.errors import ConfigError
 from seqbench.report import reproduce
 from seqbench.report.reproduce import budget_notes
 from seqbench.report.study import study_notes
+from seqbench.runs.batch import request_run_id
 from seqbench.runs.store import RunStore
 from seqbench.runs.study import parse_study, plan, with_precision
-from seqbench.runs.sweep import request_run_id
 
 DATA = SimpleNamespace(checksum="0" * 64)
 STUDY = {

@@ -9,9 +9,10 @@ import pytest
 
 from seqbench.data.synthetic import generate
 from seqbench.machine import forced_threads
+from seqbench.runs.batch import run_requests
 from seqbench.runs.options import Pool
+from seqbench.runs.search import expand
 from seqbench.runs.store import RunStore
-from seqbench.runs.sweep import expand, run_requests
 from seqbench.training.context import RunContext
 
 ray = pytest.importorskip("ray", reason="ray is not installed: pip install 'seqbench[ray]'")

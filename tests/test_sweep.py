@@ -23,20 +23,12 @@ from seqbench.cli.sweep import SweepDisplay
 from seqbench.data.synthetic import generate
 from seqbench.errors import ConfigError
 from seqbench.machine import forced_threads
+from seqbench.runs.batch import SweepResult, request_run_id, run_requests
 from seqbench.runs.execute import RunRequest
+from seqbench.runs.manifest import load_manifest, sweep_run_ids
 from seqbench.runs.options import Pool
+from seqbench.runs.search import Dim, expand, parse_space, random_configs
 from seqbench.runs.store import RunStore
-from seqbench.runs.sweep import (
-    Dim,
-    SweepResult,
-    expand,
-    load_manifest,
-    parse_space,
-    random_configs,
-    request_run_id,
-    run_requests,
-    sweep_run_ids,
-)
 from seqbench.training.context import RunContext
 
 TINY = {"epochs": "2", "d": "8", "batch_size": "64", "eval_batch_size": "256"}
@@ -270,7 +262,7 @@ def test_cli_sweep_writes_a_manifest_and_guards_its_name(
 
 def test_tpe_search_replays_cached_trials(tiny_data: str, tmp_path: Path) -> None:
     pytest.importorskip("optuna", reason="optuna not installed: pip install 'seqbench[tune]'")
-    from seqbench.runs.sweep import tpe_search
+    from seqbench.runs.search import tpe_search
 
     space = parse_space("sasrec", {"dropout": "0.0:0.5"})
 

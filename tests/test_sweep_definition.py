@@ -11,9 +11,11 @@ from test_run_concurrency import write_tiny
 
 from seqbench.errors import ConfigError
 from seqbench.machine import forced_threads
+from seqbench.runs.batch import SweepObserver
 from seqbench.runs.executors import Outcome
+from seqbench.runs.manifest import load_manifest
 from seqbench.runs.options import Pool
-from seqbench.runs.sweep import SweepDefinition, SweepObserver, load_manifest, run_sweep
+from seqbench.runs.sweep import SweepDefinition, run_sweep
 from seqbench.training.context import RunContext
 
 TINY = {"epochs": "2", "d": "8", "batch_size": "64", "eval_batch_size": "256"}

@@ -29,16 +29,10 @@ from seqbench.errors import ConfigError
 from seqbench.evaluation.protocols import PROTOCOLS
 from seqbench.machine import check_precision, forced_threads, resolve_device
 from seqbench.models.base import get_model
+from seqbench.runs.batch import STATUSES, SweepObserver, SweepResult, label
 from seqbench.runs.execute import RunRequest, default_dataset
 from seqbench.runs.executors import Outcome, Pool
-from seqbench.runs.sweep import (
-    STATUSES,
-    SweepDefinition,
-    SweepObserver,
-    SweepResult,
-    label,
-    run_sweep,
-)
+from seqbench.runs.sweep import SweepDefinition, run_sweep
 from seqbench.training.context import EpochReport, RunContext
 
 
