@@ -88,12 +88,12 @@ def run(
         req = RunRequest(
             model,
             dataset,
-            parse_pairs(set_, "--set"),
-            parse_pairs(ablate, "--ablate"),
-            s,
-            protocol,
-            epochs,
-            precision,
+            sets=parse_pairs(set_, "--set"),
+            ablate=parse_pairs(ablate, "--ablate"),
+            seed=s,
+            protocol=protocol,
+            epochs=epochs,
+            precision=precision,
         )
         result, cached = execute(req, ctx, options)
         show_result(result, cached, RunStore(ctx.runs_dir))

@@ -6,7 +6,7 @@ import dataclasses
 import resource
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -25,25 +25,30 @@ from seqbench.runs.store import RunFolder, RunSpec, RunStore
 from seqbench.training.context import RunContext
 from seqbench.training.trainer import Trainer, TrainOptions, TrainResult
 
+#: a config value as the user (a string on the command line) or a YAML file (typed) gave it
+Value = int | float | bool | str
+
 
 @dataclass
 class RunRequest:
-    """What the user asked for; `resolve()` turns it into a ResolvedRun, once."""
+    """What the user asked for (model and dataset, the rest by keyword); `resolve()` checks
+    and turns it into a ResolvedRun, once."""
 
     model: str
     dataset: str
-    sets: dict[str, str] = field(default_factory=dict)
-    ablate: dict[str, str] = field(default_factory=dict)
+    _: KW_ONLY
+    sets: dict[str, Value] = field(default_factory=dict)
+    ablate: dict[str, Value] = field(default_factory=dict)
     seed: int = 0
     protocol: str = "seqbench"
     epochs: int | None = None
     precision: str = "fp32"
 
-    def overrides(self) -> dict[str, str]:
+    def overrides(self) -> dict[str, Value]:
         """The --set layer of the config: --set key=value pairs, and --epochs as epochs=N."""
         if self.epochs is None:
             return dict(self.sets)
-        return {**self.sets, "epochs": str(self.epochs)}
+        return {**self.sets, "epochs": self.epochs}
 
     def resolve(self, data: SeqDataset) -> ResolvedRun:
         """Resolve model, protocol and config (layers: see `resolve_config`) for this data.
@@ -53,8 +58,10 @@ class RunRequest:
         cls = get_model(self.model)
         protocol = get_protocol(self.protocol)
         sets = self.overrides()
-        cfg = resolve_config(cls, self.dataset, sets, self.ablate, protocol_settings(protocol))
+        layer = protocol_settings(protocol)
+        cfg = resolve_config(cls, self.dataset, sets, self.ablate, layer)
         check_ranges(cfg, [cls.key_aliases.get(k, k) for k in sets])
+        default = resolve_config(cls, self.dataset, protocol=layer)
         spec = RunSpec(
             model=self.model,
             dataset=self.dataset,
@@ -62,8 +69,9 @@ class RunRequest:
             protocol=protocol.to_dict(),
             seed=self.seed,
             data_checksum=data.checksum,
-            ablate=dict(self.ablate),
+            ablate={k: str(v) for k, v in self.ablate.items()},
             precision=self.precision,
+            default_config=dataclasses.asdict(default),
         )
         return ResolvedRun(self, cls, cfg, protocol, spec)
 
@@ -202,7 +210,7 @@ def _train_and_test(
         dataset=request.dataset,
         protocol=request.protocol,
         seed=request.seed,
-        ablate=dict(request.ablate),
+        ablate=dict(run.spec.ablate),
         best_epoch=result.best_epoch,
         epochs_run=len(result.history),
         stopped=result.stopped,

@@ -52,9 +52,11 @@ def expand(
                 for a in product(ablate or {}):
                     for seed in seeds or [0]:
                         overrides = {**(sets or {}), **point, **g}
-                        out.append(
-                            RunRequest(model, data, overrides, a, seed, protocol, epochs, precision)
-                        )
+                        req = RunRequest(
+                            model, data, sets=overrides, ablate=a, seed=seed, protocol=protocol,
+                            epochs=epochs, precision=precision,
+                        )  # fmt: skip
+                        out.append(req)
     return out
 
 

@@ -49,6 +49,9 @@ class RunSpec:
     ablate: dict[str, str] = dataclasses.field(default_factory=dict)
     precision: str = "fp32"
     version: str = __version__
+    #: the resolved config before --set and --ablate (recorded beside the identity, not in it,
+    #: so a departures note can compare the recorded values); None for runs stored before it
+    default_config: dict[str, Any] | None = None
 
     def identity(self) -> dict[str, Any]:
         """What the run id hashes; precision only when not fp32, so that the ids of runs
@@ -72,7 +75,11 @@ class RunSpec:
         return f"{self.dataset}-{self.model}-{hashlib.sha256(blob).hexdigest()[:12]}"
 
     def to_dict(self) -> dict[str, Any]:
-        return {**self.identity(), "ablate": self.ablate, "run_id": self.run_id}
+        """What the run folder records: the identity, then ablations, run id and defaults."""
+        out = {**self.identity(), "ablate": self.ablate, "run_id": self.run_id}
+        if self.default_config is not None:
+            out["default_config"] = self.default_config
+        return out
 
 
 @dataclass(frozen=True)

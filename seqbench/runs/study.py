@@ -604,12 +604,12 @@ def plan(
                     req = RunRequest(
                         m.model,
                         name,
-                        dict(sets),
-                        dict(ablate),
-                        seed,
-                        study.protocol,
-                        budget.epochs,
-                        study.precision,
+                        sets=dict(sets),
+                        ablate=dict(ablate),
+                        seed=seed,
+                        protocol=study.protocol,
+                        epochs=budget.epochs,
+                        precision=study.precision,
                     )
                     out.runs.append(StudyRun(m, label, name, sets, ablate, req))
     if missing and not lenient:
