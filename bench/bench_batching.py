@@ -29,6 +29,7 @@ from seqbench.data.dataset import load_dataset
 from seqbench.data.sequences import batch_indices, next_item_instances
 from seqbench.runs.execute import RunRequest, execute
 from seqbench.runs.store import RunStore
+from seqbench.training.context import RunContext
 
 
 def weight_shares(dataset: str, max_len: int = 50, batch: int = 256, seeds: int = 3) -> None:
@@ -178,8 +179,8 @@ def main() -> None:
                 protocol=args.protocol,
             )
             t0 = time.perf_counter()
-            m = execute(req, store=store, data=data, progress=False, log=lambda _: None)
-            history = store.history(m["run_id"])
+            m, _ = execute(req, RunContext(runs_dir=store.root), data=data)
+            history = store.history(m.run_id)
             row = {
                 "model": args.model,
                 "dataset": args.dataset,
@@ -187,13 +188,13 @@ def main() -> None:
                 "seed": seed,
                 "epochs": args.epochs,
                 "sets": sets,
-                "valid_NDCG@10": m["valid"]["NDCG@10"],
-                "test_NDCG@10": m["test"]["NDCG@10"],
-                "best_epoch": m["best_epoch"],
-                "train_seconds": m["train_seconds"],
+                "valid_NDCG@10": m.valid["NDCG@10"],
+                "test_NDCG@10": m.test["NDCG@10"],
+                "best_epoch": m.best_epoch,
+                "train_seconds": m.train_seconds,
                 "wall_seconds": round(time.perf_counter() - t0, 1),
-                "threads": m["threads"],
-                "run_id": m["run_id"],
+                "threads": m.threads,
+                "run_id": m.run_id,
                 "cpu": platform.processor() or platform.machine(),
             }
             row["valid_NDCG@10_by_epoch"] = [round(v, 6) for v in history["valid_NDCG@10"]]

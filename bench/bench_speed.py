@@ -12,7 +12,7 @@ sasrec  seqbench's ``sasrec`` against a plain PyTorch SASRec written here from t
         default uniform batches and once with ``--set batching=grouped``.
 bert    ``bert4rec`` at its Beauty defaults with d=64, batch 256: masked targets/s and
         seconds per epoch, fp32 and bf16 (the step under ``torch.autocast("cpu", bfloat16)``,
-        only where ``seqbench.training.device`` says the CPU has bf16; else the reason).
+        only where ``seqbench.machine`` says the CPU has bf16; else the reason).
 cbit    ``cbit`` at the authors' Beauty settings (d=256, T=15, m=4): the same measures.
 busy    ``seqbench run sasrec --dataset synthetic --force --epochs 3 --no-progress`` as a
         subprocess in a temporary run store, with the default thread policy and with
@@ -58,15 +58,15 @@ from torch import nn
 
 from seqbench.data.dataset import SeqDataset, load_dataset
 from seqbench.errors import ConfigError, DataError
-from seqbench.models.base import SeqModel, get_model, resolve_config
-from seqbench.training.device import (
+from seqbench.machine import (
     allowed_cpus,
+    apply_threads,
     check_precision,
     cpu_bf16_supported,
     cpuinfo_field,
     thread_choice,
-    use_threads,
 )
+from seqbench.models.base import SeqModel, get_model, resolve_config
 from seqbench.training.micro import backward_batch
 from seqbench.training.trainer import make_optimizer
 
@@ -604,7 +604,7 @@ def main() -> None:
         print(render(json.loads(out.read_text())), end="")
         return
     choice = thread_choice(args.threads)
-    use_threads(choice)
+    apply_threads(choice)
     res: dict[str, Any] = {
         "machine": machine(str(choice)),
         "settings": {

@@ -40,7 +40,7 @@ from bench_speed import build, machine, save_result, seqbench_step, start_spinne
 from torch.utils.flop_counter import FlopCounterMode
 
 from seqbench.data.dataset import load_dataset
-from seqbench.training.device import allowed_cpus
+from seqbench.machine import allowed_cpus
 from seqbench.training.micro import backward_batch
 
 PARTS = ("gain", "wait")

@@ -91,6 +91,8 @@ def test_uniform_and_micro_draw_the_same_rows_grouped_does_not(data: SeqDataset)
 def test_trainer_micro_step_equals_uniform_step(data: SeqDataset, tmp_path) -> None:
     """One epoch through the trainer: micro and uniform give the same weights (no dropout)."""
     from seqbench.evaluation.protocols import get_protocol
+    from seqbench.runs.store import RunFolder
+    from seqbench.training.context import RunContext
     from seqbench.training.trainer import Trainer
 
     states = []
@@ -98,8 +100,8 @@ def test_trainer_micro_step_equals_uniform_step(data: SeqDataset, tmp_path) -> N
         model = build("sasrec", data, batching=batching, epochs="1")
         work = tmp_path / batching
         work.mkdir()
-        cpu = torch.device("cpu")
-        trainer = Trainer(model, data, get_protocol("seqbench"), 0, cpu, work, progress=False)
+        cpu = RunContext(device="cpu")
+        trainer = Trainer(model, data, get_protocol("seqbench"), 0, RunFolder(work), cpu)
         trainer.fit(resume=False)
         states.append(model.state_dict())
     for k, v in states[0].items():

@@ -18,7 +18,8 @@ from seqbench.evaluation.protocols import get_protocol
 from seqbench.models.base import get_model, resolve_config
 from seqbench.models.contrastive import nt_xent
 from seqbench.runs.execute import RunRequest, execute
-from seqbench.runs.store import RunStore
+from seqbench.runs.store import RunFolder, RunStore
+from seqbench.training.context import RunContext
 from seqbench.training.trainer import Trainer
 
 SMALL = {"d": "32", "heads": "2", "max_len": "12", "batch_size": "64"}
@@ -331,7 +332,7 @@ def test_resume_restores_theta_exactly(data: SeqDataset, tmp_path: Path) -> None
 
     def fit(epochs: int, work: Path):
         model = make(data, epochs=str(epochs), max_len="8", d="16")
-        trainer = Trainer(model, data, protocol, 0, torch.device("cpu"), work, progress=False)
+        trainer = Trainer(model, data, protocol, 0, RunFolder(work), RunContext(device="cpu"))
         return model, trainer.fit()
 
     full, res_full = fit(2, tmp_path / "a")
@@ -366,7 +367,7 @@ SETTINGS = [
 def popularity_ndcg(data: SeqDataset, tmp_path_factory: pytest.TempPathFactory) -> float:
     store = RunStore(tmp_path_factory.mktemp("pop"))
     req = RunRequest("popularity", "synthetic", protocol="cbit")
-    return execute(req, store=store, data=data, progress=False)["test"]["NDCG@10"]
+    return execute(req, RunContext(runs_dir=store.root), data=data)[0].test["NDCG@10"]
 
 
 @pytest.mark.parametrize(
@@ -385,12 +386,12 @@ def test_every_ablation_trains_and_beats_popularity(
     sets.update(extra)
     req = RunRequest("cbit", "synthetic", sets=sets, ablate=ablate, protocol="cbit")
     store = RunStore(tmp_path)
-    m = execute(req, store=store, data=data, progress=False, log=lambda _: None)
-    config = store.load_config(m["run_id"])["config"]
+    m, _ = execute(req, RunContext(runs_dir=store.root), data=data)
+    config = store.load_config(m.run_id)["config"]
     assert all(str(config[k]) == v for k, v in {**ablate, **extra}.items())
-    history = pd.read_parquet(store.final(m["run_id"]) / "history.parquet")
+    history = pd.read_parquet(store.final(m.run_id) / "history.parquet")
     numeric = history.select_dtypes("number").to_numpy()
     assert numeric.size and bool(np.isfinite(numeric).all())
     if ablate.get("augment") != "none":
         assert {"cloze", "cl", "theta"} <= set(history.columns)
-    assert m["test"]["NDCG@10"] > 1.5 * popularity_ndcg, (m["test"], popularity_ndcg)
+    assert m.test["NDCG@10"] > 1.5 * popularity_ndcg, (m.test, popularity_ndcg)

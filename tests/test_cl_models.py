@@ -13,6 +13,7 @@ from seqbench.errors import ConfigError
 from seqbench.models.base import get_model, resolve_config
 from seqbench.runs.execute import RunRequest, execute
 from seqbench.runs.store import RunStore
+from seqbench.training.context import RunContext
 
 MODELS = ("cl4srec", "coserec", "cosebert")
 SMALL = {"d": "32", "batch_size": "64"}
@@ -169,12 +170,18 @@ QUALITY = {
 @pytest.fixture(scope="module")
 def popularity(data, tmp_path_factory) -> float:
     store = RunStore(tmp_path_factory.mktemp("pop"))
-    m = execute(RunRequest("popularity", "synthetic"), store=store, data=data, progress=False)
-    return m["test"]["NDCG@10"]
+    m, _ = execute(
+        RunRequest("popularity", "synthetic"), RunContext(runs_dir=store.root), data=data
+    )
+    return m.test["NDCG@10"]
 
 
 @pytest.mark.parametrize("name", MODELS)
 def test_beats_popularity_on_synthetic(data, popularity, tmp_path, name):
     req = RunRequest(name, "synthetic", sets={**SMALL, **QUALITY[name]})
-    m = execute(req, store=RunStore(tmp_path), data=data, progress=False)
-    assert m["test"]["NDCG@10"] > 2 * popularity + 0.05, (m["test"], popularity)
+    m, _ = execute(
+        req,
+        RunContext(runs_dir=tmp_path),
+        data=data,
+    )
+    assert m.test["NDCG@10"] > 2 * popularity + 0.05, (m.test, popularity)

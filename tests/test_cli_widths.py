@@ -252,7 +252,7 @@ def test_run_result_table_reads_at_width(
     store = RunStore(REPO / "results" / "anchors" / "metrics")
     monkeypatch.setattr(console, "width", width)
     for run in store.list_runs():
-        show_result(store.load_metrics(run.run_id), store)
+        show_result(store.load_result(run.run_id), False, store)
     check_tables(printed, capsys.readouterr().out, width)
 
 

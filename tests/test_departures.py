@@ -200,15 +200,22 @@ def test_stosa_norms_shared_like_the_code(data: SeqDataset) -> None:
 
 def test_report_note_names_switched_departures(tmp_path) -> None:
     from seqbench.report.notes import departures_note
+    from seqbench.runs.result import RunResult
     from seqbench.runs.store import Run
 
     default = dataclasses.asdict(resolve_config(get_model("cbit"), "beauty"))
     proto = {"name": "cbit", "patience": None}
+    result = RunResult(
+        run_id="", model="", dataset="beauty", protocol="cbit", seed=0, ablate={},
+        best_epoch=1, epochs_run=1, stopped="max_epochs", budget_minutes=None, valid={},
+        test={}, n_users_evaluated=0, train_seconds=0.0, eval_seconds=0.0, params=0,
+        peak_memory_mb=0.0, device="cpu", precision="fp32", threads=1, threads_reason="",
+        data_checksum="", version="",
+    )  # fmt: skip
 
     def run(model: str, **changes) -> Run:
-        metrics = {"run_id": model, "model": model, "dataset": "beauty", "seed": 0}
         config = {"config": {**default, **changes}, "protocol": proto}
-        return Run(tmp_path, {**metrics, "protocol": "cbit"}, config)
+        return Run(tmp_path, dataclasses.replace(result, run_id=model, model=model), config)
 
     assert "declared defaults" in departures_note([run("cbit")])
     note = departures_note([run("cbit", last_mask="on", batching="grouped"), run("cbit")])

@@ -55,9 +55,9 @@ def test_own_protocol_reproduces_the_stored_test_metrics(trained: dict) -> None:
     evaluate(trained, "--protocol", "seqbench")
     store = RunStore(trained["runs"])
     result = store.load_evaluation(str(trained["run_id"]), "seqbench")
-    stored = store.load_metrics(str(trained["run_id"]))["test"]
+    stored = store.load_result(str(trained["run_id"])).test
     assert result is not None
-    assert result["metrics"] == pytest.approx(stored, abs=1e-9)
+    assert result.metrics == pytest.approx(stored, abs=1e-9)
 
 
 def test_another_preset_matches_a_hand_built_evaluator_and_brute_force(
@@ -127,8 +127,8 @@ def test_report_uses_the_reevaluation(trained: dict, tmp_path: Path) -> None:
     main(["report", "--runs-dir", str(trained["runs"]), "--evaluated-under", "duorec",
           "--metrics", "HR@10,NDCG@10", "--out", str(out)])  # fmt: skip
     text = out.read_text()
-    assert f"| synthetic | HR@10 | {result['metrics']['HR@10']:.4f} | – |" in text
-    assert f"|  | NDCG@10 | {result['metrics']['NDCG@10']:.4f} | – |" in text
+    assert f"| synthetic | HR@10 | {result.metrics['HR@10']:.4f} | – |" in text
+    assert f"|  | NDCG@10 | {result.metrics['NDCG@10']:.4f} | – |" in text
     assert "Protocol duorec (full ranking, nothing excluded)" in text
     with pytest.raises(SystemExit):
         main(["report", "--runs-dir", str(trained["runs"]), "--evaluated-under", "bert4rec"])

@@ -15,6 +15,7 @@ from seqbench.models.base import get_model, resolve_config
 from seqbench.models.caser import caser_windows
 from seqbench.runs.execute import RunRequest, execute
 from seqbench.runs.store import RunStore
+from seqbench.training.context import RunContext
 
 
 @pytest.fixture(scope="module")
@@ -147,7 +148,11 @@ def test_gru4rec_loss_is_ce_over_all_items_at_every_position(data) -> None:
 )
 def test_beats_popularity_clearly_on_synthetic(data, tmp_path, name, sets) -> None:
     store = RunStore(tmp_path)
-    pop = execute(RunRequest("popularity", "synthetic"), store=store, data=data, progress=False)
-    got = execute(RunRequest(name, "synthetic", sets=sets), store=store, data=data, progress=False)
-    assert got["test"]["NDCG@10"] > 2 * pop["test"]["NDCG@10"]
-    assert got["test"]["HR@10"] > 1.5 * pop["test"]["HR@10"]
+    pop, _ = execute(
+        RunRequest("popularity", "synthetic"), RunContext(runs_dir=store.root), data=data
+    )
+    got, _ = execute(
+        RunRequest(name, "synthetic", sets=sets), RunContext(runs_dir=store.root), data=data
+    )
+    assert got.test["NDCG@10"] > 2 * pop.test["NDCG@10"]
+    assert got.test["HR@10"] > 1.5 * pop.test["HR@10"]

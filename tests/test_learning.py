@@ -7,6 +7,7 @@ import pytest
 from seqbench.data.dataset import SeqDataset
 from seqbench.runs.execute import RunRequest, execute
 from seqbench.runs.store import RunStore
+from seqbench.training.context import RunContext
 
 FAST = {
     "sasrec": {"epochs": "4", "d": "32"},
@@ -24,26 +25,34 @@ def data(synthetic_frames) -> SeqDataset:
 @pytest.fixture(scope="module")
 def popularity(data, tmp_path_factory) -> float:
     store = RunStore(tmp_path_factory.mktemp("pop"))
-    m = execute(RunRequest("popularity", "synthetic"), store=store, data=data, progress=False)
-    return m["test"]["NDCG@10"]
+    m, _ = execute(
+        RunRequest("popularity", "synthetic"), RunContext(runs_dir=store.root), data=data
+    )
+    return m.test["NDCG@10"]
 
 
 @pytest.mark.parametrize("model", ["sasrec", "bert4rec", "bert4rec_s"])
 def test_model_beats_popularity(model: str, data, popularity, tmp_path) -> None:
-    m = execute(
+    m, _ = execute(
         RunRequest(model, "synthetic", sets=FAST[model]),
-        store=RunStore(tmp_path),
+        RunContext(runs_dir=tmp_path),
         data=data,
-        progress=False,
-        log=lambda _: None,
     )
-    assert m["test"]["NDCG@10"] > 2 * popularity, (model, m["test"]["NDCG@10"], popularity)
-    assert m["best_epoch"] >= 1
+    assert m.test["NDCG@10"] > 2 * popularity, (model, m.test["NDCG@10"], popularity)
+    assert m.best_epoch >= 1
 
 
 def test_same_seed_same_metrics(data, tmp_path) -> None:
     req = RunRequest("sasrec", "synthetic", sets={"epochs": "2", "d": "16"}, seed=5)
-    a = execute(req, store=RunStore(tmp_path / "a"), data=data, progress=False)
-    b = execute(req, store=RunStore(tmp_path / "b"), data=data, progress=False)
-    assert a["run_id"] == b["run_id"]
-    assert a["test"] == b["test"] and a["valid"] == b["valid"]
+    a, _ = execute(
+        req,
+        RunContext(runs_dir=tmp_path / "a"),
+        data=data,
+    )
+    b, _ = execute(
+        req,
+        RunContext(runs_dir=tmp_path / "b"),
+        data=data,
+    )
+    assert a.run_id == b.run_id
+    assert a.test == b.test and a.valid == b.valid

@@ -26,6 +26,7 @@ from seqbench.models.nova_bert import NovaBERT
 from seqbench.models.side import SideFeatures, resolve_fields
 from seqbench.runs.execute import RunRequest, execute
 from seqbench.runs.store import RunStore
+from seqbench.training.context import RunContext
 
 SMALL = {"d": "32", "layers": "2", "heads": "2", "max_len": "20", "dropout": "0.1"}
 
@@ -354,8 +355,8 @@ def compare_on_liked_chain(
     # the paper's NOVA: pure item ids as values, position and rating as side information
     for model, extra in (("bert4rec", {}), ("nova_bert", {"fields": "rating,position"})):
         req = RunRequest(model, "synthetic", sets={**common, **extra})
-        m = execute(req, store=store, data=data, progress=False, log=lambda _: None)
-        out.append(store.per_user(m["run_id"]))
+        m, _ = execute(req, RunContext(runs_dir=store.root), data=data)
+        out.append(store.per_user(m.run_id))
     return out[0], out[1]
 
 
@@ -387,6 +388,10 @@ def test_run_through_the_store(data: SeqDataset, tmp_path) -> None:
         sets={**SMALL, "epochs": "1"},
         ablate={"mode": "invasive", "fusion": "concat", "side": "behavior"},
     )
-    m = execute(req, store=RunStore(tmp_path), data=data, progress=False, log=lambda _: None)
-    assert m["epochs_run"] == 1 and 0.0 <= m["test"]["NDCG@10"] <= 1.0
-    assert m["ablate"] == {"mode": "invasive", "fusion": "concat", "side": "behavior"}
+    m, _ = execute(
+        req,
+        RunContext(runs_dir=tmp_path),
+        data=data,
+    )
+    assert m.epochs_run == 1 and 0.0 <= m.test["NDCG@10"] <= 1.0
+    assert m.ablate == {"mode": "invasive", "fusion": "concat", "side": "behavior"}

@@ -11,13 +11,13 @@ import pytest
 import torch
 from test_run_concurrency import write_tiny
 
+from seqbench import machine as device
 from seqbench.cli import main
 from seqbench.errors import ConfigError
+from seqbench.machine import check_precision, cpu_bf16_supported
 from seqbench.models.sasrec import SASRec
 from seqbench.runs.execute import RunRequest
 from seqbench.runs.sweep import SweepDefinition
-from seqbench.training import device
-from seqbench.training.device import check_precision, cpu_bf16_supported
 
 DATA = SimpleNamespace(checksum="0" * 64)
 

@@ -13,17 +13,17 @@ import pytest
 import yaml
 from test_run_concurrency import write_tiny
 
+from seqbench import machine as device
 from seqbench.cli import main
 from seqbench.errors import ConfigError
+from seqbench.runs.batch import request_run_id
 from seqbench.runs.store import RunStore
-from seqbench.runs.sweep import request_run_id
 from seqbench.study import run as study_execution
 from seqbench.study.output import study_notes
 from seqbench.study.parse import parse_study
 from seqbench.study.plan import plan
 from seqbench.study.reproduce import budget_notes
 from seqbench.study.spec import with_precision
-from seqbench.training import device
 
 DATA = SimpleNamespace(checksum="0" * 64)
 STUDY = {
@@ -173,7 +173,7 @@ def test_a_bf16_study_trains_and_stores_bf16_runs(
     assert sorted(r.run_id for r in runs) == sorted(ids["bf16"])
     assert not set(ids["bf16"]) & set(ids["fp32"])
     for r in runs:
-        assert r.metrics["precision"] == "bf16"
+        assert r.result.precision == "bf16"
         config = json.loads((folder["runs"] / r.run_id / "config.json").read_text())
         assert config["precision"] == "bf16"
     readme = (folder["root"] / "README.md").read_text()

@@ -7,8 +7,12 @@ from pathlib import Path
 import pytest
 from test_run_concurrency import write_tiny
 
+from seqbench.machine import forced_threads
+from seqbench.runs.batch import run_requests
+from seqbench.runs.options import Pool
+from seqbench.runs.search import expand
 from seqbench.runs.store import RunStore
-from seqbench.runs.sweep import expand, run_requests
+from seqbench.training.context import RunContext
 
 ray = pytest.importorskip("ray", reason="ray is not installed: pip install 'seqbench[ray]'")
 
@@ -39,14 +43,10 @@ def test_ray_matches_local_executor(local_ray, tmp_path: Path) -> None:
     reqs += expand("sasrec", ["synthetic"], sets={**TINY, "d": "8", "heads": "3"})
 
     def sweep(executor: str, runs: Path) -> list:
-        return run_requests(
-            reqs,
-            workers=2,
-            executor=executor,
-            runs_dir=str(runs),
-            data_dir=str(tmp_path / "data"),
-            threads=1,
+        ctx = RunContext.create(
+            threads=forced_threads(1), runs_dir=runs, data_dir=tmp_path / "data"
         )
+        return run_requests(reqs, ctx, Pool(executor, workers=2))
 
     on_ray, local = sweep("ray", tmp_path / "ray"), sweep("local", tmp_path / "local")
     assert [r.status for r in on_ray] == ["done"] * 4 + ["failed"]
@@ -54,5 +54,5 @@ def test_ray_matches_local_executor(local_ray, tmp_path: Path) -> None:
     assert [r.run_id for r in on_ray] == [r.run_id for r in local]
     for a, b in zip(on_ray[:4], local[:4], strict=True):
         assert RunStore(tmp_path / "ray").is_done(a.run_id)
-        same = {k: v for k, v in a.metrics.items() if k not in MACHINE}
-        assert same == {k: v for k, v in b.metrics.items() if k not in MACHINE}
+        same = {k: v for k, v in a.result.to_json().items() if k not in MACHINE}
+        assert same == {k: v for k, v in b.result.to_json().items() if k not in MACHINE}

@@ -16,7 +16,9 @@ from seqbench.cli import main
 from seqbench.data.dataset import SeqDataset
 from seqbench.models.sasrec import SASRec
 from seqbench.runs.execute import RunRequest, execute
+from seqbench.runs.options import RunOptions
 from seqbench.runs.store import RunStore
+from seqbench.training.context import RunContext
 from seqbench.training.trainer import TrainingError
 
 ARGS = [
@@ -103,9 +105,8 @@ def test_nan_loss_names_epoch_and_step(synthetic_frames, tmp_path, monkeypatch) 
         execute(
             # uniform batches: one loss call per step, so the third call is step 3
             RunRequest("sasrec", "synthetic", sets={"d": "8", "batching": "uniform"}),
-            store=RunStore(tmp_path),
+            RunContext(runs_dir=tmp_path),
             data=data,
-            progress=False,
         )
 
 
@@ -154,9 +155,9 @@ def test_budget_cut_run_is_not_served_for_an_unbudgeted_request(synthetic_frames
     data = SeqDataset.from_frames("synthetic", inter, items, {"checksum": "budget"})
     req = RunRequest("sasrec", "synthetic", sets={"d": "8", "epochs": "3"})
     store = RunStore(tmp_path)
-    quiet = {"store": store, "data": data, "progress": False, "log": lambda _: None}
-    cut = execute(req, max_minutes=1e-9, **quiet)
-    assert cut["stopped"] == "budget" and cut["epochs_run"] == 1
-    assert execute(req, max_minutes=1e-9, **quiet)["cached"]
-    full = execute(req, **quiet)
-    assert "cached" not in full and full["epochs_run"] == 3 and full["stopped"] == "max_epochs"
+    ctx, budget = RunContext(runs_dir=store.root), RunOptions(max_minutes=1e-9)
+    cut, _ = execute(req, ctx, budget, data=data)
+    assert cut.stopped == "budget" and cut.epochs_run == 1
+    assert execute(req, ctx, budget, data=data)[1]
+    full, cached = execute(req, ctx, data=data)
+    assert not cached and full.epochs_run == 3 and full.stopped == "max_epochs"

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -11,7 +14,8 @@ from seqbench.errors import DataError
 from seqbench.evaluation.protocols import get_protocol
 from seqbench.models.base import get_model, resolve_config
 from seqbench.runs.execute import RunRequest, execute
-from seqbench.runs.store import RunStore
+from seqbench.runs.store import RunSpec
+from seqbench.training.context import RunContext
 
 DATA = SimpleNamespace(checksum="0" * 64)
 
@@ -65,4 +69,42 @@ def test_resolution_gives_the_typed_config_protocol_and_identity() -> None:
 def test_a_run_resolved_on_other_data_is_refused(tmp_path) -> None:
     run = RunRequest("sasrec", "beauty").resolve(DATA)
     with pytest.raises(DataError, match="changed since run"):
-        execute(run, store=RunStore(tmp_path), data=SimpleNamespace(checksum="1" * 64))
+        execute(run, RunContext(runs_dir=tmp_path), data=SimpleNamespace(checksum="1" * 64))
+
+
+COMMITTED = sorted(Path(__file__).resolve().parents[1].glob("results/**/metrics/*/config.json"))
+IDENTITY = ("model", "dataset", "config", "protocol", "seed", "data_checksum", "version")
+
+
+@pytest.mark.parametrize("path", COMMITTED, ids=lambda p: p.parent.name)
+def test_committed_run_ids_are_the_hash_of_their_recorded_identity(path: Path) -> None:
+    recorded = json.loads(path.read_text())
+    keys = (*IDENTITY, "precision") if "precision" in recorded else IDENTITY
+    blob = json.dumps({k: recorded[k] for k in keys}, sort_keys=True).encode()
+    by_hand = f"{recorded['dataset']}-{recorded['model']}-{hashlib.sha256(blob).hexdigest()[:12]}"
+    assert by_hand == path.parent.name == recorded["run_id"]
+    fields = {k: recorded[k] for k in (*keys, "ablate")}
+    assert RunSpec(**fields).run_id == path.parent.name
+
+
+def test_there_are_committed_runs() -> None:
+    assert len(COMMITTED) > 10
+
+
+def test_the_default_config_is_recorded_beside_the_identity() -> None:
+    plain = RunRequest("sasrec", "beauty").resolve(DATA)
+    run = RunRequest("sasrec", "beauty", sets={"d": 16}, epochs=3).resolve(DATA)
+    recorded = run.spec.to_dict()
+    assert recorded["default_config"] == dataclasses.asdict(plain.cfg)
+    assert recorded["config"]["d"] == 16 and recorded["default_config"]["d"] != 16
+    assert recorded["config"]["epochs"] == 3
+    without = dataclasses.replace(run.spec, default_config=None)
+    assert without.run_id == run.run_id and "default_config" not in without.to_dict()
+
+
+def test_typed_and_string_overrides_are_the_same_run() -> None:
+    typed = RunRequest("sasrec", "beauty", sets={"d": 16, "dropout": 0.2}, epochs=3)
+    text = RunRequest("sasrec", "beauty", sets={"d": "16", "dropout": "0.2", "epochs": "3"})
+    assert typed.resolve(DATA).run_id == text.resolve(DATA).run_id
+    with pytest.raises(TypeError):
+        RunRequest("sasrec", "beauty", {"d": 16})  # type: ignore[misc]  # by keyword only

@@ -17,6 +17,7 @@ from seqbench.models.stosa import STOSA, elu1
 from seqbench.models.wasserstein import wasserstein2, wasserstein2_matrix
 from seqbench.runs.execute import RunRequest, execute
 from seqbench.runs.store import RunStore
+from seqbench.training.context import RunContext
 
 
 def gaussians(rng: np.random.Generator, *shape: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -272,9 +273,11 @@ def test_stosa_beats_popularity_on_synthetic(tmp_path) -> None:
     data = SeqDataset.from_frames("synthetic", inter, items, {"checksum": "t"})
     store = RunStore(tmp_path)
     sets = {"epochs": "5", "d": "32"}
-    stosa = execute(
-        RunRequest("stosa", "synthetic", sets=sets), store=store, data=data, progress=False
+    stosa, _ = execute(
+        RunRequest("stosa", "synthetic", sets=sets), RunContext(runs_dir=store.root), data=data
     )
-    pop = execute(RunRequest("popularity", "synthetic"), store=store, data=data, progress=False)
-    assert np.isfinite(stosa["test"]["NDCG@10"])
-    assert stosa["test"]["NDCG@10"] > 2 * pop["test"]["NDCG@10"] + 0.05
+    pop, _ = execute(
+        RunRequest("popularity", "synthetic"), RunContext(runs_dir=store.root), data=data
+    )
+    assert np.isfinite(stosa.test["NDCG@10"])
+    assert stosa.test["NDCG@10"] > 2 * pop.test["NDCG@10"] + 0.05

@@ -181,9 +181,10 @@ def test_study_run_trains_then_rerenders_from_the_store(
             "metrics.json",
             "ranks.parquet",
         ]
-        assert json.loads((copy / "metrics.json").read_text()) == r.metrics
+        assert json.loads((copy / "metrics.json").read_text()) == r.result.to_json()
         duorec = json.loads((copy / "evaluations" / "duorec.json").read_text())
-        assert duorec == RunStore(folder["runs"]).load_evaluation(r.run_id, "duorec")
+        evaluation = RunStore(folder["runs"]).load_evaluation(r.run_id, "duorec")
+        assert evaluation is not None and duorec == evaluation.to_json()
         if r.history.columns.empty:  # popularity trains no epoch
             assert (copy / "history.csv").read_text().strip() in ("", '""')
             continue
@@ -209,8 +210,8 @@ def test_study_run_trains_then_rerenders_from_the_store(
     )
     assert md.strip() in readme and runs["sasrec"].run_id in readme
     d = RunStore(folder["runs"]).load_evaluation(runs["sasrec"].run_id, "duorec")
-    assert d is not None and d["protocol"] == "duorec"
-    t, e = runs["sasrec"].test, d["metrics"]
+    assert d is not None and d.protocol == "duorec"
+    t, e = runs["sasrec"].test, d.metrics
     line = f"| sasrec | synthetic | 0 | {t['HR@10']:.4f} / {t['NDCG@10']:.4f} | "
     assert line + f"{e['HR@10']:.4f} / {e['NDCG@10']:.4f} |" in readme
     # a second call trains nothing and writes the same files
@@ -242,7 +243,7 @@ def test_minutes_budget_reaches_the_runs(
     (folder["root"] / "study.yaml").write_text(yaml.safe_dump(raw))
     run_study(folder)
     (run,) = RunStore(folder["runs"]).list_runs()
-    assert run.metrics["budget_minutes"] == 5.0
+    assert run.result.budget_minutes == 5.0
     readme = (folder["root"] / "README.md").read_text()
     assert readme.startswith("# Toy\n\n" + BEGIN)
     assert "every model at most 5 minutes of training per run" in readme

@@ -22,19 +22,14 @@ from seqbench.cli.sweep import SweepDisplay
 from seqbench.data.prepare import prepare_frames
 from seqbench.data.synthetic import generate
 from seqbench.errors import ConfigError
+from seqbench.machine import forced_threads
+from seqbench.runs.batch import SweepResult, request_run_id, run_requests
 from seqbench.runs.execute import RunRequest
+from seqbench.runs.manifest import load_manifest, sweep_run_ids
+from seqbench.runs.options import Pool
+from seqbench.runs.search import Dim, expand, parse_space, random_configs
 from seqbench.runs.store import RunStore
-from seqbench.runs.sweep import (
-    Dim,
-    SweepResult,
-    expand,
-    load_manifest,
-    parse_space,
-    random_configs,
-    request_run_id,
-    run_requests,
-    sweep_run_ids,
-)
+from seqbench.training.context import RunContext
 
 TINY = {"epochs": "2", "d": "8", "batch_size": "64", "eval_batch_size": "256"}
 
@@ -61,7 +56,12 @@ def _fixed(*without: str) -> dict[str, str]:
 
 def run(reqs: list[RunRequest], runs: Path, data: str, workers: int = 1) -> list[SweepResult]:
     """run_requests with one torch thread per run (fast on a busy machine) and no output."""
-    return run_requests(reqs, workers=workers, runs_dir=str(runs), data_dir=data, threads=1)
+    return run_requests(reqs, one_thread(runs, data), Pool(workers=workers))
+
+
+def one_thread(runs: Path | str, data: str) -> RunContext:
+    """A context whose runs use one torch thread (fast on a busy machine)."""
+    return RunContext.create(threads=forced_threads(1), runs_dir=runs, data_dir=data)
 
 
 # ---- expansion ---------------------------------------------------------------------------------
@@ -129,7 +129,7 @@ def test_failures_are_isolated_and_reported(tiny_data: str, tmp_path: Path) -> N
     assert out[1].traceback and "Traceback" in out[1].traceback
     assert "dropout" in out[2].error and out[2].run_id is None
     assert RunStore(tmp_path).is_done(out[0].run_id)
-    assert out[0].metrics["threads"] == max(1, len(os.sched_getaffinity(0)) // 2)
+    assert out[0].result.threads == max(1, len(os.sched_getaffinity(0)) // 2)
 
 
 def test_restart_reruns_only_unfinished_runs(tiny_data: str, tmp_path: Path) -> None:
@@ -145,7 +145,7 @@ def test_restart_reruns_only_unfinished_runs(tiny_data: str, tmp_path: Path) -> 
     assert [r.status for r in again] == ["cached", "done", "failed"]
     assert "unreadable" in again[2].error and "delete" in again[2].error
     assert kept.stat().st_mtime_ns == before
-    assert again[1].metrics["test"] == first[1].metrics["test"]
+    assert again[1].result.test == first[1].result.test
 
 
 def test_sweeps_sharing_runs_and_duplicates_train_once(tiny_data: str, tmp_path: Path) -> None:
@@ -197,9 +197,8 @@ def test_killed_sweep_resumes_without_retraining(tiny_data: str, tmp_path: Path)
     reqs = [replace(r, sets={**r.sets, "epochs": "12"}) for r in tiny_requests(["8", "16"], [1])]
     reqs += [replace(reqs[1], sets={**reqs[1].sets, "d": "24"})]
     log = io.StringIO()
-    kw = {"runs_dir": str(runs), "data_dir": tiny_data, "threads": 1}
-    kw["observer"] = SweepDisplay(Console(file=log))
-    assert run_requests(reqs[:1], **kw)[0].status == "done"
+    ctx, display = one_thread(runs, tiny_data), SweepDisplay(Console(file=log))
+    assert run_requests(reqs[:1], ctx, observer=display)[0].status == "done"
     proc = subprocess.Popen(
         _sweep_cmd(tiny_data, str(runs), "killed", "8,16,24", 2, epochs="12"),
         stdout=subprocess.DEVNULL,
@@ -217,7 +216,7 @@ def test_killed_sweep_resumes_without_retraining(tiny_data: str, tmp_path: Path)
     finished = {p.name for p in runs.glob("synthetic-*") if store.is_done(p.name)}
     started = {p.parent for p in runs.glob(".*.partial/checkpoint*.pt")}
     assert finished and len(finished) + len(started) <= 3
-    again = run_requests(reqs, **kw)
+    again = run_requests(reqs, ctx, observer=display)
     assert [r.status for r in again] == [
         "cached" if r.run_id in finished else "done" for r in again
     ]
@@ -259,7 +258,7 @@ def test_cli_sweep_writes_a_manifest_and_guards_its_name(
 
 def test_tpe_search_replays_cached_trials(tiny_data: str, tmp_path: Path) -> None:
     pytest.importorskip("optuna", reason="optuna not installed: pip install 'seqbench[tune]'")
-    from seqbench.runs.sweep import tpe_search
+    from seqbench.runs.search import tpe_search
 
     space = parse_space("sasrec", {"dropout": "0.0:0.5"})
 

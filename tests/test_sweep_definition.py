@@ -10,8 +10,13 @@ import pytest
 from test_run_concurrency import write_tiny
 
 from seqbench.errors import ConfigError
+from seqbench.machine import forced_threads
+from seqbench.runs.batch import SweepObserver
 from seqbench.runs.executors import Outcome
-from seqbench.runs.sweep import SweepDefinition, SweepObserver, load_manifest, run_sweep
+from seqbench.runs.manifest import load_manifest
+from seqbench.runs.options import Pool
+from seqbench.runs.sweep import SweepDefinition, run_sweep
+from seqbench.training.context import RunContext
 
 TINY = {"epochs": "2", "d": "8", "batch_size": "64", "eval_batch_size": "256"}
 
@@ -97,7 +102,8 @@ def test_run_sweep_reports_events_writes_the_manifest_and_resumes(tmp_path: Path
     )
 
     first = Recorder()
-    out = run_sweep(d, workers=1, threads=1, runs_dir=runs, data_dir=data, observer=first)
+    ctx = RunContext.create(threads=forced_threads(1), runs_dir=runs, data_dir=data)
+    out = run_sweep(d, ctx, Pool(workers=1), observer=first)
     assert out.name == name and out.manifest == Path(runs) / "sweeps" / f"{name}.json"
     assert [r.status for r in out.results] == ["done", "done"]
     assert first.events == [
@@ -114,9 +120,9 @@ def test_run_sweep_reports_events_writes_the_manifest_and_resumes(tmp_path: Path
     ]
 
     again = Recorder()
-    rerun = run_sweep(d, workers=1, threads=1, runs_dir=runs, data_dir=data, observer=again)
+    rerun = run_sweep(d, ctx, Pool(workers=1), observer=again)
     assert [r.status for r in rerun.results] == ["cached", "cached"]
     assert again.events == [("note", f"sweep {name}: 2 runs")]  # nothing trained
     other = SweepDefinition("sasrec", ["synthetic"], grid={"d": ["8"]}, sets=sets)
     with pytest.raises(ConfigError, match="different definition"):
-        run_sweep(other, name, runs_dir=runs, data_dir=data)
+        run_sweep(other, RunContext.create(runs_dir=runs, data_dir=data), name=name)

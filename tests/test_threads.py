@@ -8,10 +8,17 @@ from pathlib import Path
 import pytest
 from test_run_concurrency import write_tiny
 
+from seqbench import machine as device
 from seqbench.cli import main
+from seqbench.machine import (
+    ThreadChoice,
+    busy_cores,
+    choose_threads,
+    forced_threads,
+    thread_choice,
+)
 from seqbench.runs import executors
-from seqbench.training import device
-from seqbench.training.device import ThreadChoice, busy_cores, choose_threads, thread_choice
+from seqbench.runs.options import Pool
 
 
 @pytest.mark.parametrize(
@@ -113,10 +120,10 @@ def test_a_sweep_pool_divides_the_free_cores_among_its_workers(
     seen = []
     monkeypatch.setattr(executors, "_run_pool", lambda jobs, w, choice, emit: seen.append(choice))
     jobs = [object()] * 5
-    kw = {"address": None, "gpus_per_run": 0.0, "emit": print}
-    executors.local_executor(jobs, workers=3, threads=None, **kw)
-    executors.local_executor(jobs[:2], workers=3, threads=None, **kw)  # 2 runs: 2 workers
-    executors.local_executor(jobs, workers=3, threads=4, **kw)
+    pool = Pool(workers=3)
+    executors.local_executor(jobs, None, pool, print)
+    executors.local_executor(jobs[:2], None, pool, print)  # 2 runs: 2 workers
+    executors.local_executor(jobs, forced_threads(4), pool, print)
     assert seen == [
         ThreadChoice(2, "2 of 8 cores busy, 3 workers"),
         ThreadChoice(3, "2 of 8 cores busy, 2 workers"),

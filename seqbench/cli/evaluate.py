@@ -9,9 +9,10 @@ from rich.table import Table
 
 from seqbench.cli.app import DataDir, RunsDir, app, console, log
 from seqbench.evaluation.metrics import METRICS
+from seqbench.machine import thread_choice
 from seqbench.runs.reevaluate import reevaluate
 from seqbench.runs.store import RunFolder, RunStore
-from seqbench.training.device import thread_choice, use_threads
+from seqbench.training.context import LogObserver, RunContext
 
 
 @app.command()
@@ -26,35 +27,33 @@ def evaluate(
     data_dir: DataDir = None,
 ) -> None:
     """Test a stored run's best weights under another protocol preset; kept beside the run."""
-    use_threads(thread_choice(threads))
-    store = RunStore(runs_dir)
-    result, _ = reevaluate(
-        run_id,
-        protocol,
-        split,
-        store=store,
-        data_root=data_dir,
+    ctx = RunContext.create(
         device=device,
-        force=force,
-        log=log,
+        threads=thread_choice(threads),
+        runs_dir=runs_dir,
+        data_dir=data_dir,
+        observer=LogObserver(log),
     )
-    trained = store.load_metrics(run_id)
-    cached = " (stored: use --force to evaluate again)" if result.get("cached") else ""
+    result, cached = reevaluate(run_id, protocol, ctx, split, force)
+    store = RunStore(ctx.runs_dir)
+    trained = store.load_result(run_id)
+    note = " (stored: use --force to evaluate again)" if cached else ""
     console.print(
-        f"{result['model']} on {result['dataset']} · seed {result['seed']} · best epoch "
-        f"{result['best_epoch']} · {split} under protocol {protocol}{cached}",
+        f"{result.model} on {result.dataset} · seed {result.seed} · best epoch "
+        f"{result.best_epoch} · {split} under protocol {protocol}{note}",
         soft_wrap=True,
     )
-    own = f"{trained['protocol']} (trained)"
+    own = f"{trained.protocol} (trained)"
+    own_metrics = trained.test if split == "test" else trained.valid
     table = Table()
     for col in ("metric", own, protocol):
         table.add_column(col, justify="left" if col == "metric" else "right", no_wrap=True)
     for k in METRICS:
-        table.add_row(k, f"{trained[split][k]:.4f}", f"{result['metrics'][k]:.4f}")
+        table.add_row(k, f"{own_metrics[k]:.4f}", f"{result.metrics[k]:.4f}")
     console.print(table)
     path = RunFolder(store.final(run_id)).evaluation(protocol, split)
     console.print(
-        f"{result['n_users_evaluated']:,} users · eval {result['eval_seconds']:.2f}s · "
-        f"{result['device']} ×{result['threads']} · {path}",
+        f"{result.n_users_evaluated:,} users · eval {result.eval_seconds:.2f}s · "
+        f"{result.device} ×{result.threads} · {path}",
         soft_wrap=True,
     )

@@ -167,7 +167,7 @@ def report(
                     f"{runs_dir or 'results/runs'} (list them with `seqbench runs`)"
                 )
         if sweep is not None:
-            from seqbench.runs.sweep import sweep_run_ids
+            from seqbench.runs.manifest import sweep_run_ids
 
             in_sweep = set(sweep_run_ids(sweep, runs_dir))
             run_ids = in_sweep if run_ids is None else run_ids & in_sweep

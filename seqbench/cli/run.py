@@ -7,21 +7,18 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from seqbench.cli.app import DataDir, RunsDir, ShowProgress, app, bars, console, log, positive
+from seqbench.cli.app import DataDir, RunsDir, ShowProgress, app, console, positive, run_observer
 from seqbench.cli.fit import fit
 from seqbench.errors import ConfigError
 from seqbench.evaluation.metrics import METRICS
 from seqbench.evaluation.protocols import PROTOCOLS
+from seqbench.machine import ThreadChoice, check_precision, resolve_device, thread_choice
 from seqbench.models.base import get_model
 from seqbench.runs.execute import RunRequest, default_dataset, execute
+from seqbench.runs.options import RunOptions
+from seqbench.runs.result import RunResult
 from seqbench.runs.store import RunStore
-from seqbench.training.device import (
-    ThreadChoice,
-    check_precision,
-    resolve_device,
-    thread_choice,
-    use_threads,
-)
+from seqbench.training.context import RunContext
 
 
 def parse_pairs(pairs: list[str] | None, flag: str) -> dict[str, str]:
@@ -79,66 +76,61 @@ def run(
     get_model(model)
     PROTOCOLS.get(protocol)
     dataset = dataset or default_dataset(data_dir)
-    store = RunStore(runs_dir)
-    use_threads(thread_choice(threads))
+    ctx = RunContext.create(
+        device=device,
+        threads=thread_choice(threads),
+        runs_dir=runs_dir,
+        data_dir=data_dir,
+        observer=run_observer(progress),
+    )
+    options = RunOptions(force=force, resume=resume, max_minutes=budget_minutes)
     for s in seed or [0]:
         req = RunRequest(
             model,
             dataset,
-            parse_pairs(set_, "--set"),
-            parse_pairs(ablate, "--ablate"),
-            s,
-            protocol,
-            epochs,
-            precision,
+            sets=parse_pairs(set_, "--set"),
+            ablate=parse_pairs(ablate, "--ablate"),
+            seed=s,
+            protocol=protocol,
+            epochs=epochs,
+            precision=precision,
         )
-        m = execute(
-            req,
-            store=store,
-            data_root=data_dir,
-            device=device,
-            force=force,
-            resume=resume,
-            progress=bars(progress),
-            max_minutes=budget_minutes,
-            log=log,
-        )
-        show_result(m, store)
+        result, cached = execute(req, ctx, options)
+        show_result(result, cached, RunStore(ctx.runs_dir))
 
 
-def show_result(m: dict, store: RunStore) -> None:
+def show_result(m: RunResult, cached: bool, store: RunStore) -> None:
     """Print one run's heading, its valid/test metrics (a row per metric, so the table fits
     an 80-column terminal) and where it is stored; long lines stay whole in files."""
-    cached = " (cached: use --force to retrain)" if m.get("cached") else ""
+    note = " (cached: use --force to retrain)" if cached else ""
     console.print(
-        f"{m['model']} on {m['dataset']} · protocol {m['protocol']} · seed {m['seed']}{cached}",
+        f"{m.model} on {m.dataset} · protocol {m.protocol} · seed {m.seed}{note}",
         soft_wrap=True,
     )
     table = Table()
     for col in ("metric", "valid", "test"):
         table.add_column(col, justify="left" if col == "metric" else "right", no_wrap=True)
     for k in METRICS:
-        table.add_row(k, f"{m['valid'][k]:.4f}", f"{m['test'][k]:.4f}")
+        table.add_row(k, f"{m.valid[k]:.4f}", f"{m.test[k]:.4f}")
     console.print(table)
     console.print(
-        f"run {m['run_id']} · best epoch {m['best_epoch']}/{m['epochs_run']} ({m['stopped']}) · "
+        f"run {m.run_id} · best epoch {m.best_epoch}/{m.epochs_run} ({m.stopped}) · "
         f"{show_precision(m)}"
-        f"train {m['train_seconds']:.1f}s · eval {m['eval_seconds']:.2f}s · "
-        f"{show_threads(m)} · {m['params']:,} params · {store.final(m['run_id'])}",
+        f"train {m.train_seconds:.1f}s · eval {m.eval_seconds:.2f}s · "
+        f"{show_threads(m)} · {m.params:,} params · {store.final(m.run_id)}",
         soft_wrap=True,
     )
 
 
-def show_precision(m: dict) -> str:
+def show_precision(m: RunResult) -> str:
     """'bf16 · ' for a run trained in reduced precision; nothing for fp32."""
-    precision = m.get("precision", "fp32")
-    return "" if precision == "fp32" else f"{precision} · "
+    return "" if m.precision == "fp32" else f"{m.precision} · "
 
 
-def show_threads(m: dict) -> str:
+def show_threads(m: RunResult) -> str:
     """'2 threads (2 cores free)': the run's torch threads and why (runs stored before the
     reason was recorded show the count only)."""
-    return str(ThreadChoice(m["threads"], m.get("threads_reason", "")))
+    return str(ThreadChoice(m.threads, m.threads_reason))
 
 
 @app.command()
@@ -178,7 +170,7 @@ def runs(
         table.add_row(
             f"{r.run_id}\n{r.protocol}" + (f" · {ablate}" if ablate else ""),
             str(r.seed),
-            f"{r.metrics['best_epoch']}/{r.metrics['epochs_run']}",
+            f"{r.result.best_epoch}/{r.result.epochs_run}",
             f"{r.test['HR@10']:.4f}",
             f"{r.test['NDCG@10']:.4f}",
         )

@@ -28,16 +28,19 @@ from seqbench.cli.fit import fit
 from seqbench.cli.report import split_list, write_output
 from seqbench.cli.sweep import SweepDisplay
 from seqbench.errors import ConfigError
+from seqbench.machine import forced_threads
 from seqbench.report.render import FORMATS, format_for
 from seqbench.report.significance import SignificanceOptions
+from seqbench.runs.options import Pool
 from seqbench.runs.store import RunStore
 from seqbench.study.output import display_path, study_notes, write_folder
 from seqbench.study.parse import load_study, study_file
 from seqbench.study.plan import Plan, plan, statuses
 from seqbench.study.reproduce import get_study, listing
 from seqbench.study.reproduce import reproduce as run_reproduction
-from seqbench.study.run import Execution, Rendering, StudyResult, render_study, run_study
+from seqbench.study.run import Rendering, StudyResult, render_study, run_study
 from seqbench.study.spec import Budget, with_precision
+from seqbench.training.context import LogObserver, RunContext
 
 study_app = typer.Typer(
     help="Studies as data: a results folder's study.yaml names its runs, budget and tables.",
@@ -61,8 +64,8 @@ def show_plan(folder: str, p: Plan, store: RunStore, data_dir: str | None) -> in
     for r, (run_id, status) in zip(p.runs, rows, strict=True):
         epochs = ""
         if status == "done" and run_id is not None:
-            m = store.load_metrics(run_id)
-            epochs = f"{m['epochs_run']} ({m['best_epoch']})"
+            m = store.load_result(run_id)
+            epochs = f"{m.epochs_run} ({m.best_epoch})"
         shown = run_id if status == "done" else f"{status}" + (f": {run_id}" if run_id else "")
         table.add_row(escape(r.label), r.dataset, str(r.request.seed), epochs, shown)
     console.print(fit(table, console))
@@ -178,15 +181,17 @@ def run(
             soft_wrap=True,
         )
         return
-    how = Execution(
-        workers=workers or study.workers,
-        threads=threads or study.threads,
+    ctx = RunContext.create(
         device=device,
+        threads=forced_threads(threads or study.threads),
         runs_dir=runs_dir,
         data_dir=data_dir,
-        observer=SweepDisplay(console_err, bars(progress)),
+        observer=LogObserver(log),
     )
-    done = run_study(p, how, lambda results: study_notes(p), log=log)
+    pool = Pool(workers=workers or study.workers)
+    done = run_study(
+        p, ctx, pool, SweepDisplay(console_err, bars(progress)), lambda rs: study_notes(p)
+    )
     print_outcome(study.title, where, done, write_folder(path, done.output, store))
     if done.failed:
         sys.exit(1)
@@ -242,16 +247,12 @@ def reproduce(
     study = with_precision(get_study(spec, spec_file), precision, "auto")
     if threads:
         torch.set_num_threads(threads)
-    how = Execution(
-        workers=workers,
-        threads=threads,
-        runs_dir=runs_dir,
-        data_dir=data_dir,
-        observer=SweepDisplay(console_err, bars(progress)),
-    )
+    ctx = RunContext.create(threads=forced_threads(threads), runs_dir=runs_dir, data_dir=data_dir)
     result = run_reproduction(
         study,
-        how,
+        ctx,
+        Pool(workers=workers),
+        SweepDisplay(console_err, bars(progress)),
         datasets=split_list(datasets),
         models=split_list(models),
         budget=Budget(budget_epochs, budget_minutes) if budget_epochs or budget_minutes else None,

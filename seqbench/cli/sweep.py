@@ -27,18 +27,13 @@ from seqbench.cli.app import (
 from seqbench.cli.run import parse_pairs
 from seqbench.errors import ConfigError
 from seqbench.evaluation.protocols import PROTOCOLS
+from seqbench.machine import check_precision, forced_threads, resolve_device
 from seqbench.models.base import get_model
+from seqbench.runs.batch import STATUSES, SweepObserver, SweepResult, label
 from seqbench.runs.execute import RunRequest, default_dataset
-from seqbench.runs.executors import Outcome
-from seqbench.runs.sweep import (
-    STATUSES,
-    SweepDefinition,
-    SweepObserver,
-    SweepResult,
-    label,
-    run_sweep,
-)
-from seqbench.training.device import check_precision, resolve_device
+from seqbench.runs.executors import Outcome, Pool
+from seqbench.runs.sweep import SweepDefinition, run_sweep
+from seqbench.training.context import EpochReport, RunContext
 
 
 def parse_axes(pairs: list[str] | None, flag: str) -> dict[str, list[str]]:
@@ -121,12 +116,16 @@ class SweepDisplay(SweepObserver):
         desc = f"  [dim]{escape(label(self.requests[index]))}"
         self.running[index] = self.progress.add_task(desc, total=None, info="")
 
-    def log(self, index: int, message: str) -> None:
-        """Epoch lines go to the run's own bar line; anything else (resume, warnings) scrolls."""
+    def epoch(self, index: int, report: EpochReport) -> None:
+        """An epoch goes to the run's own bar line (without bars: a line that scrolls)."""
         task = self.running.get(index)
-        if task is not None and self.enabled and message.startswith("epoch "):
-            self.progress.update(task, info=escape(message))
+        if task is not None and self.enabled:
+            self.progress.update(task, info=escape(str(report)))
             return
+        self._print(index, escape(str(report)))
+
+    def log(self, index: int, message: str) -> None:
+        """Notices (resume, warnings) scroll."""
         self._print(index, escape(message))
 
     def _print(self, index: int, markup: str) -> None:
@@ -225,20 +224,11 @@ def sweep(
         precision=precision,
     )
     t0 = time.perf_counter()
-    display = SweepDisplay(console_err, bars(progress))
-    outcome = run_sweep(
-        definition,
-        name,
-        workers=workers,
-        executor=executor,
-        address=address,
-        runs_dir=runs_dir,
-        data_dir=data_dir,
-        device=device,
-        threads=threads,
-        gpus_per_run=gpus_per_run,
-        observer=display,
+    ctx = RunContext.create(
+        device=device, threads=forced_threads(threads), runs_dir=runs_dir, data_dir=data_dir
     )
+    pool = Pool(executor, workers, address, gpus_per_run)
+    outcome = run_sweep(definition, ctx, pool, name, SweepDisplay(console_err, bars(progress)))
     show_summary(outcome.results, protocol, time.perf_counter() - t0)
     console.print(
         f"sweep {outcome.name} · manifest {outcome.manifest} · "
@@ -256,12 +246,12 @@ def show_summary(results: list[SweepResult], protocol: str, seconds: float) -> N
     for col in ("run", "status", f"valid {select}", "test HR@10", "test NDCG@10"):
         table.add_column(col, justify="left" if col in ("run", "status") else "right")
     for r in results:
-        m = r.metrics
+        m = r.result
         cells = (
             [
-                f"{m['valid'][select]:.4f}",
-                f"{m['test']['HR@10']:.4f}",
-                f"{m['test']['NDCG@10']:.4f}",
+                f"{m.valid[select]:.4f}",
+                f"{m.test['HR@10']:.4f}",
+                f"{m.test['NDCG@10']:.4f}",
             ]
             if m
             else ["", "", ""]

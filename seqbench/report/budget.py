@@ -15,7 +15,7 @@ CPU_FIELD = "CPU s/epoch"
 
 def trained(run: Run) -> bool:
     """False for a model without training (e.g. popularity): it has no budget to compare."""
-    return run.metrics.get("stopped") != "no_training"
+    return run.result.trained
 
 
 def cap(run: Run) -> str | None:
@@ -24,7 +24,7 @@ def cap(run: Run) -> str | None:
         return None
     epochs = run.settings.get("epochs")
     text = f"{epochs} epoch{'' if epochs == 1 else 's'}" if epochs is not None else "its epochs"
-    minutes = run.metrics.get("budget_minutes")
+    minutes = run.result.budget_minutes
     return text + (f" or {minutes:g} min" if minutes else "")
 
 
@@ -57,18 +57,12 @@ def cells(runs: Sequence[Run]) -> dict[str, str]:
     cpu = [c for c in map(cpu_per_epoch, runs) if c is not None]
     return {
         "Epochs (best)": _joined(
-            f"{r.metrics['epochs_run']} ({r.metrics['best_epoch']})" if trained(r) else "none"
-            for r in runs
+            f"{r.result.epochs_run} ({r.result.best_epoch})" if trained(r) else "none" for r in runs
         ),
-        "Train s": _seconds(sum(float(r.metrics["train_seconds"]) for r in runs) / len(runs)),
+        "Train s": _seconds(sum(float(r.result.train_seconds) for r in runs) / len(runs)),
         CPU_FIELD: _seconds(sum(cpu) / len(cpu)) if cpu else "–",
-        "Device": _joined(
-            f"{r.metrics['device']} ×{r.metrics['threads']}"
-            if "device" in r.metrics and "threads" in r.metrics
-            else "–"
-            for r in runs
-        ),
-        "Params": _joined(f"{int(r.metrics['params']):,}" for r in runs),
+        "Device": _joined(f"{r.result.device} ×{r.result.threads}" for r in runs),
+        "Params": _joined(f"{int(r.result.params):,}" for r in runs),
     }
 
 
@@ -84,8 +78,8 @@ def phrases(runs: Sequence[Run], shown: Sequence[str]) -> dict[str, str]:
     """The budget fields of one model on one dataset as words, for a note line."""
     c = cells(runs)
     epochs = _joined(
-        f"{r.metrics['epochs_run']} epoch{'' if r.metrics['epochs_run'] == 1 else 's'} "
-        f"(best {r.metrics['best_epoch']})"
+        f"{r.result.epochs_run} epoch{'' if r.result.epochs_run == 1 else 's'} "
+        f"(best {r.result.best_epoch})"
         if trained(r)
         else "not trained"
         for r in runs
@@ -133,10 +127,7 @@ def equality_note(groups: Cells) -> str:
                 untrained.append(label)
                 continue
             caps.setdefault(c, []).append(label)
-            if "device" in r.metrics and "threads" in r.metrics:
-                devices.setdefault(f"{r.metrics['device']} ×{r.metrics['threads']}", []).append(
-                    label
-                )
+            devices.setdefault(f"{r.result.device} ×{r.result.threads}", []).append(label)
     if not caps:
         return "No model of this table was trained."
     if len(caps) == 1:

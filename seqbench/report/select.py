@@ -10,10 +10,12 @@ import json
 from collections import Counter
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Any
 
 import pandas as pd
 
 from seqbench.errors import SeqbenchError
+from seqbench.runs.result import Evaluation
 from seqbench.runs.store import Run
 
 
@@ -82,15 +84,19 @@ class EvaluatedRun(Run):
     """A run's best weights as re-evaluated on test under another protocol (`seqbench
     evaluate`): its test metrics, protocol and per-user metrics are the evaluation's."""
 
-    evaluated_under: str = ""
+    evaluation: Evaluation
+
+    @property
+    def protocol_spec(self) -> dict[str, Any]:
+        return dict(self.evaluation.protocol_spec)
 
     @property
     def has_per_user(self) -> bool:
-        return self.folder.evaluation_per_user(self.evaluated_under).is_file()
+        return self.folder.evaluation_per_user(self.protocol).is_file()
 
     @cached_property
     def per_user(self) -> pd.DataFrame:
-        return pd.read_parquet(self.folder.evaluation_per_user(self.evaluated_under))
+        return pd.read_parquet(self.folder.evaluation_per_user(self.protocol))
 
 
 def evaluated_under(runs: list[Run], protocol: str) -> list[Run]:
@@ -102,10 +108,9 @@ def evaluated_under(runs: list[Run], protocol: str) -> list[Run]:
         if not path.is_file():
             missing.append(r.run_id)
             continue
-        result = json.loads(path.read_text())
-        metrics = {**r.metrics, "test": result["metrics"], "protocol": protocol}
-        config = {**r.config, "protocol": result["protocol_spec"]}
-        out.append(EvaluatedRun(r.path, metrics, config, protocol))
+        evaluation = Evaluation.read(path)
+        result = r.result.evaluated(protocol, evaluation.metrics)
+        out.append(EvaluatedRun(r.path, result, r.config, evaluation))
     if missing:
         raise ReportError(
             f"--evaluated-under {protocol}: {len(missing)} run(s) not evaluated under it "

@@ -6,7 +6,7 @@ import dataclasses
 import resource
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -17,35 +17,38 @@ from seqbench.data.dataset import SeqDataset, load_dataset, prepared_names
 from seqbench.errors import ConfigError, DataError
 from seqbench.evaluation.evaluator import Evaluator, summarize
 from seqbench.evaluation.protocols import Protocol, get_protocol
+from seqbench.machine import ThreadChoice, check_precision, seed_everything, using_threads
 from seqbench.models.base import ModelConfig, SeqModel, get_model, resolve_config
+from seqbench.runs.options import RunOptions
+from seqbench.runs.result import RunResult
 from seqbench.runs.store import RunFolder, RunSpec, RunStore
-from seqbench.training.device import (
-    check_precision,
-    current_threads,
-    resolve_device,
-    seed_everything,
-)
-from seqbench.training.trainer import Trainer, TrainResult
+from seqbench.training.context import RunContext
+from seqbench.training.trainer import Trainer, TrainOptions, TrainResult
+
+#: a config value as the user (a string on the command line) or a YAML file (typed) gave it
+Value = int | float | bool | str
 
 
 @dataclass
 class RunRequest:
-    """What the user asked for; `resolve()` turns it into a ResolvedRun, once."""
+    """What the user asked for (model and dataset, the rest by keyword); `resolve()` checks
+    and turns it into a ResolvedRun, once."""
 
     model: str
     dataset: str
-    sets: dict[str, str] = field(default_factory=dict)
-    ablate: dict[str, str] = field(default_factory=dict)
+    _: KW_ONLY
+    sets: dict[str, Value] = field(default_factory=dict)
+    ablate: dict[str, Value] = field(default_factory=dict)
     seed: int = 0
     protocol: str = "seqbench"
     epochs: int | None = None
     precision: str = "fp32"
 
-    def overrides(self) -> dict[str, str]:
+    def overrides(self) -> dict[str, Value]:
         """The --set layer of the config: --set key=value pairs, and --epochs as epochs=N."""
         if self.epochs is None:
             return dict(self.sets)
-        return {**self.sets, "epochs": str(self.epochs)}
+        return {**self.sets, "epochs": self.epochs}
 
     def resolve(self, data: SeqDataset) -> ResolvedRun:
         """Resolve model, protocol and config (layers: see `resolve_config`) for this data.
@@ -55,8 +58,10 @@ class RunRequest:
         cls = get_model(self.model)
         protocol = get_protocol(self.protocol)
         sets = self.overrides()
-        cfg = resolve_config(cls, self.dataset, sets, self.ablate, protocol_settings(protocol))
+        layer = protocol_settings(protocol)
+        cfg = resolve_config(cls, self.dataset, sets, self.ablate, layer)
         check_ranges(cfg, [cls.key_aliases.get(k, k) for k in sets])
+        default = resolve_config(cls, self.dataset, protocol=layer)
         spec = RunSpec(
             model=self.model,
             dataset=self.dataset,
@@ -64,8 +69,9 @@ class RunRequest:
             protocol=protocol.to_dict(),
             seed=self.seed,
             data_checksum=data.checksum,
-            ablate=dict(self.ablate),
+            ablate={k: str(v) for k, v in self.ablate.items()},
             precision=self.precision,
+            default_config=dataclasses.asdict(default),
         )
         return ResolvedRun(self, cls, cfg, protocol, spec)
 
@@ -138,108 +144,89 @@ def peak_memory_mb(device: torch.device) -> float:
 
 def execute(
     req: RunRequest | ResolvedRun,
+    ctx: RunContext,
+    options: RunOptions = RunOptions(),
     *,
-    store: RunStore | None = None,
     data: SeqDataset | None = None,
-    data_root: str | Path | None = None,
-    device: str = "auto",
-    force: bool = False,
-    resume: bool = True,
-    progress: bool = True,
-    max_minutes: float | None = None,
-    log: Callable[[str], None] = print,
-) -> dict[str, Any]:
-    """Run (or fetch the stored result of) one request; returns its stored metrics.
+) -> tuple[RunResult, bool]:
+    """Run (or fetch the stored result of) one request: its result, and whether it came from
+    the store (cached) rather than being trained now.
 
     A ResolvedRun (resolved earlier, e.g. by a sweep) must have been resolved on this data.
     """
     request = req.request if isinstance(req, ResolvedRun) else req
-    store = store or RunStore()
-    data = data or load_dataset(request.dataset, data_root)
+    store = RunStore(ctx.runs_dir)
+    data = data or load_dataset(request.dataset, ctx.data_dir)
     run = req if isinstance(req, ResolvedRun) else req.resolve(data)
     if run.spec.data_checksum != data.checksum:
         raise DataError(
             f"dataset {request.dataset} changed since run {run.run_id} was planned (checksum "
             f"{data.checksum[:12]}, was {run.spec.data_checksum[:12]}): plan the run again"
         )
-    check_precision(request.precision, resolve_device(device))
-    run_id = run.run_id
+    check_precision(request.precision, ctx.torch_device())
+    run_id, force = run.run_id, options.force
     # one process trains a run; others wait here, then read its result from the store
-    with store.lock(run_id, log):
+    with store.lock(run_id, ctx.observer.on_log):
         if store.is_done(run_id) and not force:
-            stored = store.load_metrics(run_id)
+            stored = store.load_result(run_id)
             # a run cut short by a time budget only answers a request with that same budget
-            if stored["stopped"] != "budget" or stored.get("budget_minutes") == max_minutes:
-                return {**stored, "cached": True}
+            if stored.stopped != "budget" or stored.budget_minutes == options.max_minutes:
+                return stored, True
             force = True
         work = store.start(run.spec, fresh=force)
-        metrics, result, test = _train_and_test(
-            run, data, work, device, resume, progress, max_minutes, log
-        )
-        store.finish(work, metrics, test, pd.DataFrame(result.history), result.best_state)
-        return metrics
+        with using_threads(ctx.threads) as threads:
+            result, trained, test = _train_and_test(run, data, work, ctx, options, threads)
+        store.finish(work, result, test, pd.DataFrame(trained.history), trained.best_state)
+        return result, False
 
 
 def _train_and_test(
     run: ResolvedRun,
     data: SeqDataset,
     work: RunFolder,
-    device: str,
-    resume: bool,
-    progress: bool,
-    max_minutes: float | None,
-    log: Callable[[str], None],
-) -> tuple[dict[str, Any], TrainResult, pd.DataFrame]:
-    """Train (or resume) in the run's partial folder and test the best epoch: the run's
-    metrics, the training result and the per-user test metrics."""
+    ctx: RunContext,
+    options: RunOptions,
+    threads: ThreadChoice,
+) -> tuple[RunResult, TrainResult, pd.DataFrame]:
+    """Train (or resume) in the run's partial folder with `threads` and test the best epoch:
+    the run's result, the training result and the per-user test metrics."""
     request = run.request
-    dev = resolve_device(device)
+    dev = ctx.torch_device()
     seed_everything(request.seed)
     model = run.model_cls(run.cfg, data)
     n_params = sum(p.numel() for p in model.parameters())
-    trainer = Trainer(
-        model,
-        data,
-        run.protocol,
-        request.seed,
-        dev,
-        work.path,
-        progress,
-        request.precision,
-        max_minutes,
-        log,
-    )
-    result = trainer.fit(resume=resume)
+    train = TrainOptions(request.precision, options.max_minutes)
+    trainer = Trainer(model, data, run.protocol, request.seed, work, ctx, train)
+    result = trainer.fit(resume=options.resume)
 
     model.load_state_dict(result.best_state)
     t0 = time.perf_counter()
     window = model.input_window
     test = Evaluator(data, "test", run.protocol, window, run.cfg.eval_batch_size, dev).run(model)
     eval_seconds = time.perf_counter() - t0
-    threads = current_threads()
-    metrics = {
-        "run_id": run.run_id,
-        "model": request.model,
-        "dataset": request.dataset,
-        "protocol": request.protocol,
-        "seed": request.seed,
-        "ablate": request.ablate,
-        "best_epoch": result.best_epoch,
-        "epochs_run": len(result.history),
-        "stopped": result.stopped,
-        "budget_minutes": max_minutes,
-        "valid": result.valid,
-        "test": summarize(test),
-        "n_users_evaluated": len(test),
-        "train_seconds": round(result.train_seconds, 2),
-        "eval_seconds": round(eval_seconds, 3),
-        "params": n_params,
-        "peak_memory_mb": peak_memory_mb(dev),
-        "device": str(dev),
-        "precision": request.precision,
-        "threads": threads.threads,
-        "threads_reason": threads.reason,
-        "data_checksum": data.checksum,
-        "version": run.spec.version,
-    }
+    metrics = RunResult(
+        run_id=run.run_id,
+        model=request.model,
+        dataset=request.dataset,
+        protocol=request.protocol,
+        seed=request.seed,
+        ablate=dict(run.spec.ablate),
+        best_epoch=result.best_epoch,
+        epochs_run=len(result.history),
+        stopped=result.stopped,
+        budget_minutes=options.max_minutes,
+        valid=result.valid,
+        test=summarize(test),
+        n_users_evaluated=len(test),
+        train_seconds=round(result.train_seconds, 2),
+        eval_seconds=round(eval_seconds, 3),
+        params=n_params,
+        peak_memory_mb=peak_memory_mb(dev),
+        device=str(dev),
+        precision=request.precision,
+        threads=threads.threads,
+        threads_reason=threads.reason,
+        data_checksum=data.checksum,
+        version=run.spec.version,
+    )
     return metrics, result, test

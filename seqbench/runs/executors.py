@@ -1,7 +1,8 @@
 """Executors: where the runs of a sweep execute (this machine's cores, or a Ray cluster).
 
 Every executor runs the same `run_job` on each job and reports events to the caller:
-("start", index), ("log", index, message) and ("end", index, Outcome). The run store's
+("start", index), ("epoch", index, EpochReport), ("log", index, message) and
+("end", index, Outcome); in a worker, the job's observer forwards them (`Forward`). The run store's
 per-run lock (taken by `execute`) keeps two workers (or two sweeps) from training the same
 run at once: the second waits and then reads the stored result. A job's exception, or a
 worker process that dies, fails only that job.
@@ -10,6 +11,7 @@ worker process that dies, fails only that job.
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import multiprocessing as mp
 import os
 import signal
@@ -23,16 +25,12 @@ from pathlib import Path
 from typing import Any
 
 from seqbench.errors import ConfigError
+from seqbench.machine import ThreadChoice, apply_threads, default_threads
 from seqbench.registry import Registry
 from seqbench.runs.execute import ResolvedRun, RunRequest
-from seqbench.runs.store import RunStore
-from seqbench.training.device import (
-    ThreadChoice,
-    allowed_cpus,
-    current_threads,
-    thread_choice,
-    use_threads,
-)
+from seqbench.runs.options import Pool, RunOptions
+from seqbench.runs.result import RunResult
+from seqbench.training.context import EpochReport, Observer, RunContext
 
 Event = tuple[Any, ...]
 Emit = Callable[[Event], None]
@@ -40,14 +38,13 @@ Emit = Callable[[Event], None]
 
 @dataclass
 class Job:
-    """One run to execute, with everything a worker on any node needs."""
+    """One run to execute, with everything a worker on any node needs (its context's
+    observer is replaced there)."""
 
     index: int
     run: ResolvedRun
-    runs_dir: str
-    data_dir: str | None
-    max_minutes: float | None
-    device: str = "auto"
+    ctx: RunContext
+    options: RunOptions
 
     @property
     def request(self) -> RunRequest:
@@ -60,33 +57,33 @@ class Job:
 
 @dataclass
 class Outcome:
-    """How a job ended: status done|cached|failed, its metrics or its error."""
+    """How a job ended: status done|cached|failed, its result or its error."""
 
     status: str
-    metrics: dict[str, Any] | None = None
+    result: RunResult | None = None
     error: str | None = None
     traceback: str | None = None
     seconds: float = 0.0
 
 
-def cpu_cores() -> int:
-    """Cores this process may use (the affinity mask where the OS has one)."""
-    return len(allowed_cpus())
+@dataclass(frozen=True)
+class Forward(Observer):
+    """A job's observer in an executor: its epochs and notices as events for the caller."""
+
+    index: int
+    send: Emit
+
+    def on_epoch(self, report: EpochReport) -> None:
+        self.send(("epoch", self.index, report))
+
+    def on_log(self, message: str) -> None:
+        self.send(("log", self.index, message))
 
 
-def default_workers(n_jobs: int, mb_per_run: int = 2048) -> int:
-    """One worker per core, capped by available memory (~2 GB per run) and the number of jobs."""
-    try:
-        free_mb = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 2**20
-    except (ValueError, OSError, AttributeError):
-        free_mb = mb_per_run * cpu_cores()
-    return max(1, min(cpu_cores(), free_mb // mb_per_run, n_jobs))
+_DATA: dict[tuple[str, Path], Any] = {}
 
 
-_DATA: dict[tuple[str, str | None], Any] = {}
-
-
-def dataset(name: str, data_dir: str | None) -> Any:
+def dataset(name: str, data_dir: Path) -> Any:
     """Load a prepared dataset once per process (a worker runs many jobs on the same data)."""
     from seqbench.data.dataset import load_dataset
 
@@ -95,23 +92,19 @@ def dataset(name: str, data_dir: str | None) -> Any:
     return _DATA[name, data_dir]
 
 
-def run_job(job: Job, log: Callable[[str], None]) -> Outcome:
-    """Execute one job; any exception becomes a failed Outcome."""
+def run_job(job: Job, send: Emit, threads: ThreadChoice | None = None) -> Outcome:
+    """Execute one job with its events sent through `send` (and `threads`, when the executor
+    chose them); any exception becomes a failed Outcome."""
     from seqbench.runs.execute import execute
 
     t0 = time.perf_counter()
+    ctx = dataclasses.replace(
+        job.ctx, observer=Forward(job.index, send), threads=threads or job.ctx.threads
+    )
     try:
-        metrics = execute(
-            job.run,
-            store=RunStore(job.runs_dir),
-            data=dataset(job.request.dataset, job.data_dir),
-            device=job.device,
-            progress=False,
-            max_minutes=job.max_minutes,
-            log=log,
-        )
-        status = "cached" if metrics.pop("cached", False) else "done"
-        return Outcome(status, metrics, seconds=time.perf_counter() - t0)
+        data = dataset(job.request.dataset, ctx.data_dir)
+        result, cached = execute(job.run, ctx, job.options, data=data)
+        return Outcome("cached" if cached else "done", result, seconds=time.perf_counter() - t0)
     except Exception as e:
         return Outcome(
             "failed",
@@ -129,43 +122,24 @@ def describe_error(e: BaseException) -> str:
     return f"{type(e).__name__}: {msg}{where}"
 
 
-def set_threads(choice: ThreadChoice) -> None:
-    """Limit this process's torch (and OpenMP) threads: workers share the cores."""
-    os.environ["OMP_NUM_THREADS"] = str(choice.threads)
-    use_threads(choice)
-
-
 EXECUTORS: Registry[Callable[..., None]] = Registry("executor")
 
 
 @EXECUTORS.register("local")
-def local_executor(
-    jobs: list[Job],
-    *,
-    workers: int,
-    threads: int | None,
-    address: str | None,
-    gpus_per_run: float,
-    emit: Emit,
-) -> None:
-    """Run jobs in this process (workers=1) or in a pool of `spawn`ed worker processes.
+def local_executor(jobs: list[Job], threads: ThreadChoice | None, pool: Pool, emit: Emit) -> None:
+    """Run jobs in this process (one worker) or in a pool of `spawn`ed worker processes.
 
-    Each run gets `threads` torch threads (default: the cores other processes leave free,
+    Each run gets `threads` torch threads (None: the cores other processes leave free,
     divided among the workers; see `choose_threads`).
     """
-    if address:
+    if pool.address:
         raise ConfigError("--address applies to --executor ray only")
-    choice = thread_choice(threads, max(1, min(workers, len(jobs))))
+    workers = pool.size(len(jobs))
+    choice = threads or default_threads(max(1, min(workers, len(jobs))))
     if workers <= 1:
-        before = current_threads()
-        use_threads(choice)
-        try:
-            for job in jobs:
-                emit(("start", job.index))
-                outcome = run_job(job, lambda m, i=job.index: emit(("log", i, m)))
-                emit(("end", job.index, outcome))
-        finally:
-            use_threads(before)
+        for job in jobs:
+            emit(("start", job.index))
+            emit(("end", job.index, run_job(job, emit, choice)))
         return
     _run_pool(jobs, workers, choice, emit)
 
@@ -214,7 +188,7 @@ def _die_with_parent(parent: int) -> None:
 def _worker_main(conn: Connection, threads: ThreadChoice, parent: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and stops us
     _die_with_parent(parent)
-    set_threads(threads)
+    apply_threads(threads)
     while True:
         try:
             job = conn.recv()
@@ -223,8 +197,7 @@ def _worker_main(conn: Connection, threads: ThreadChoice, parent: int) -> None:
         if job is None:
             return
         conn.send(("start", job.index))
-        outcome = run_job(job, lambda m, i=job.index: conn.send(("log", i, m)))
-        conn.send(("end", job.index, outcome))
+        conn.send(("end", job.index, run_job(job, conn.send, threads)))
 
 
 def _run_pool(jobs: list[Job], workers: int, threads: ThreadChoice, emit: Emit) -> None:
@@ -268,24 +241,17 @@ def _drain(w: _Worker, emit: Emit) -> bool:
     return True
 
 
-def _ray_job(job: Job, threads: int) -> tuple[Outcome, list[str]]:
-    """Ray task body: same as a local worker; log lines come back with the outcome."""
-    set_threads(ThreadChoice(threads, "Ray CPUs per task"))
-    logs: list[str] = []
-    return run_job(job, logs.append), logs
+def _ray_job(job: Job, threads: int) -> tuple[Outcome, list[Event]]:
+    """Ray task body: same as a local worker; its events come back with the outcome."""
+    choice = ThreadChoice(threads, "Ray CPUs per task")
+    apply_threads(choice)
+    events: list[Event] = []
+    return run_job(job, events.append, choice), events
 
 
 @EXECUTORS.register("ray")
-def ray_executor(
-    jobs: list[Job],
-    *,
-    workers: int,
-    threads: int | None,
-    address: str | None,
-    gpus_per_run: float,
-    emit: Emit,
-) -> None:
-    """Run jobs as Ray tasks, each requesting `threads` CPUs, at most `workers` in flight.
+def ray_executor(jobs: list[Job], threads: ThreadChoice | None, pool: Pool, emit: Emit) -> None:
+    """Run jobs as Ray tasks, each requesting `threads` CPUs, at most `pool.size` in flight.
 
     `threads` defaults to the cluster's CPUs divided by the runs in flight.
 
@@ -298,26 +264,26 @@ def ray_executor(
     except ImportError:
         raise ConfigError("--executor ray needs Ray: pip install 'seqbench[ray]'") from None
     if not ray.is_initialized():
-        ray.init(address=address, include_dashboard=False, log_to_driver=False)
-    workers = max(1, min(workers, len(jobs)))
-    if not threads:
-        threads = max(1, int(ray.cluster_resources().get("CPU", 1)) // workers)
+        ray.init(address=pool.address, include_dashboard=False, log_to_driver=False)
+    workers = max(1, min(pool.size(len(jobs)), len(jobs)))
+    cpus = threads.threads if threads else int(ray.cluster_resources().get("CPU", 1)) // workers
+    cpus = max(1, cpus)
     task = ray.remote(_ray_job)
-    opts = {"num_cpus": threads, "num_gpus": gpus_per_run, "max_retries": 1}
+    opts = {"num_cpus": cpus, "num_gpus": pool.gpus_per_run, "max_retries": 1}
     queue = list(reversed(jobs))
     running: dict[Any, Job] = {}
     while queue or running:
         while queue and len(running) < workers:
             job = queue.pop()
-            running[task.options(**opts).remote(job, threads)] = job
+            running[task.options(**opts).remote(job, cpus)] = job
             emit(("start", job.index))
         ready, _ = ray.wait(list(running), num_returns=1)
         for ref in ready:
             job = running.pop(ref)
             try:
-                outcome, logs = ray.get(ref)
+                outcome, events = ray.get(ref)
             except Exception as e:  # the task's worker died or Ray failed to run it
-                outcome, logs = Outcome("failed", error=describe_error(e)), []
-            for line in logs:
-                emit(("log", job.index, line))
+                outcome, events = Outcome("failed", error=describe_error(e)), []
+            for event in events:
+                emit(event)
             emit(("end", job.index, outcome))

@@ -9,7 +9,6 @@ MRR exactly as the evaluator computed them.
 
 from __future__ import annotations
 
-import json
 from functools import cached_property
 from pathlib import Path
 
@@ -21,6 +20,7 @@ import pyarrow.parquet as pq
 import torch
 
 from seqbench.evaluation.metrics import METRICS, metrics_from_counts
+from seqbench.runs.result import RunResult, load_json
 from seqbench.runs.store import Run, RunFolder, RunStore
 
 #: per-user counts of an exported run: user, above, equal (int32, sorted by user)
@@ -84,8 +84,8 @@ def load_exported(folder: Path) -> dict[str, ExportedRun]:
     for path in sorted(folder.glob("*/")) if folder.is_dir() else []:
         run = RunFolder(path)
         if run.metrics.is_file() and run.config.is_file():
-            metrics = json.loads(run.metrics.read_text())
-            out[path.name] = ExportedRun(path, metrics, json.loads(run.config.read_text()))
+            result = RunResult.read(run.metrics)
+            out[path.name] = ExportedRun(path, result, load_json(run.config))
     return out
 
 

@@ -6,11 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable
-from pathlib import Path
-from typing import Any
 
-import pandas as pd
 import torch
 
 from seqbench import __version__
@@ -18,9 +14,11 @@ from seqbench.data.dataset import SeqDataset, load_dataset
 from seqbench.errors import ConfigError, DataError
 from seqbench.evaluation.evaluator import Evaluator, summarize
 from seqbench.evaluation.protocols import get_protocol
+from seqbench.machine import seed_everything, using_threads
 from seqbench.models.base import SeqModel, get_model
+from seqbench.runs.result import Evaluation
 from seqbench.runs.store import RunFolder, RunStore
-from seqbench.training.device import resolve_device, seed_everything
+from seqbench.training.context import RunContext
 
 SPLITS = ("test", "valid")
 
@@ -53,61 +51,55 @@ def load_model(store: RunStore, run_id: str, data: SeqDataset, device: torch.dev
 
 
 def reevaluate(
-    run_id: str,
-    protocol: str,
-    split: str = "test",
-    *,
-    store: RunStore | None = None,
-    data_root: str | Path | None = None,
-    device: str = "auto",
-    force: bool = False,
-    log: Callable[[str], None] = print,
-) -> tuple[dict[str, Any], pd.DataFrame | None]:
+    run_id: str, protocol: str, ctx: RunContext, split: str = "test", force: bool = False
+) -> tuple[Evaluation, bool]:
     """Evaluate the run's best weights on `split` under `protocol` and store the result beside
     the run; a stored result under the same protocol definition is returned unless `force`.
 
-    Returns the summary (metrics, protocol, split, timing) and the per-user metrics (None when
-    the stored result was returned).
+    Returns the evaluation and whether it was the stored one (its per-user metrics:
+    `RunStore.evaluation_per_user`).
     """
-    store = store or RunStore()
+    store = RunStore(ctx.runs_dir)
     check_run(store, run_id)
     if split not in SPLITS:
         raise ConfigError(f"--split must be one of {', '.join(SPLITS)}, got {split!r}")
     preset = get_protocol(protocol)
     stored = store.load_evaluation(run_id, protocol, split)
-    if stored is not None and not force and stored["protocol_spec"] == preset.to_dict():
-        return {**stored, "cached": True}, None
+    if stored is not None and not force and stored.protocol_spec == preset.to_dict():
+        return stored, True
     spec = store.load_config(run_id)
-    data = load_dataset(spec["dataset"], data_root)
+    data = load_dataset(spec["dataset"], ctx.data_dir)
     if data.checksum != spec["data_checksum"]:
         raise DataError(
             f"dataset {spec['dataset']} changed since run {run_id} was trained (checksum "
             f"{data.checksum[:12]}, was {spec['data_checksum'][:12]}): re-run the model"
         )
-    dev = resolve_device(device)
+    dev = ctx.torch_device()
     model = load_model(store, run_id, data, dev)
-    log(f"evaluating {run_id} on {split} under protocol {protocol}")
+    ctx.observer.on_log(f"evaluating {run_id} on {split} under protocol {protocol}")
     t0 = time.perf_counter()
     evaluator = Evaluator(data, split, preset, model.input_window, model.cfg.eval_batch_size, dev)
-    per_user = evaluator.run(model)
-    metrics = store.load_metrics(run_id)
-    result = {
-        "run_id": run_id,
-        "model": spec["model"],
-        "dataset": spec["dataset"],
-        "seed": spec["seed"],
-        "trained_protocol": metrics["protocol"],
-        "best_epoch": metrics["best_epoch"],
-        "protocol": protocol,
-        "protocol_spec": preset.to_dict(),
-        "split": split,
-        "metrics": summarize(per_user),
-        "n_users_evaluated": len(per_user),
-        "eval_seconds": round(time.perf_counter() - t0, 3),
-        "device": str(dev),
-        "threads": torch.get_num_threads(),
-        "data_checksum": data.checksum,
-        "version": __version__,
-    }
-    store.save_evaluation(run_id, result, per_user)
-    return result, per_user
+    with using_threads(ctx.threads):
+        per_user = evaluator.run(model)
+        threads = torch.get_num_threads()
+    trained = store.load_result(run_id)
+    result = Evaluation(
+        run_id=run_id,
+        model=spec["model"],
+        dataset=spec["dataset"],
+        seed=spec["seed"],
+        trained_protocol=trained.protocol,
+        best_epoch=trained.best_epoch,
+        protocol=protocol,
+        protocol_spec=preset.to_dict(),
+        split=split,
+        metrics=summarize(per_user),
+        n_users_evaluated=len(per_user),
+        eval_seconds=round(time.perf_counter() - t0, 3),
+        device=str(dev),
+        threads=threads,
+        data_checksum=data.checksum,
+        version=__version__,
+    )
+    store.save_evaluation(result, per_user)
+    return result, False

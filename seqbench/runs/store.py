@@ -28,6 +28,7 @@ import torch
 from seqbench import __version__
 from seqbench.io import atomic_path, write_json
 from seqbench.paths import runs_dir
+from seqbench.runs.result import Evaluation, RunResult, load_json
 
 PARTIAL_PREFIX = "."
 PARTIAL_SUFFIX = ".partial"
@@ -48,6 +49,9 @@ class RunSpec:
     ablate: dict[str, str] = dataclasses.field(default_factory=dict)
     precision: str = "fp32"
     version: str = __version__
+    #: the resolved config before --set and --ablate (recorded beside the identity, not in it,
+    #: so a departures note can compare the recorded values); None for runs stored before it
+    default_config: dict[str, Any] | None = None
 
     def identity(self) -> dict[str, Any]:
         """What the run id hashes; precision only when not fp32, so that the ids of runs
@@ -71,7 +75,11 @@ class RunSpec:
         return f"{self.dataset}-{self.model}-{hashlib.sha256(blob).hexdigest()[:12]}"
 
     def to_dict(self) -> dict[str, Any]:
-        return {**self.identity(), "ablate": self.ablate, "run_id": self.run_id}
+        """What the run folder records: the identity, then ablations, run id and defaults."""
+        out = {**self.identity(), "ablate": self.ablate, "run_id": self.run_id}
+        if self.default_config is not None:
+            out["default_config"] = self.default_config
+        return out
 
 
 @dataclass(frozen=True)
@@ -125,10 +133,10 @@ class RunFolder:
 
 @dataclass(frozen=True)
 class Run:
-    """One finished run as a report sees it (its metrics and its recorded identity)."""
+    """One finished run as a report sees it (its result and its recorded identity)."""
 
     path: Path
-    metrics: dict[str, Any]
+    result: RunResult
     config: dict[str, Any]
 
     @property
@@ -137,23 +145,23 @@ class Run:
 
     @property
     def run_id(self) -> str:
-        return str(self.metrics["run_id"])
+        return self.result.run_id
 
     @property
     def model(self) -> str:
-        return str(self.metrics["model"])
+        return self.result.model
 
     @property
     def dataset(self) -> str:
-        return str(self.metrics["dataset"])
+        return self.result.dataset
 
     @property
     def seed(self) -> int:
-        return int(self.metrics["seed"])
+        return self.result.seed
 
     @property
     def protocol(self) -> str:
-        return str(self.metrics["protocol"])
+        return self.result.protocol
 
     @property
     def protocol_spec(self) -> dict[str, Any]:
@@ -162,11 +170,11 @@ class Run:
 
     @property
     def checksum(self) -> str:
-        return str(self.metrics.get("data_checksum") or self.config.get("data_checksum", ""))
+        return str(self.result.data_checksum or self.config.get("data_checksum", ""))
 
     @property
     def ablate(self) -> dict[str, str]:
-        return {str(k): str(v) for k, v in (self.metrics.get("ablate") or {}).items()}
+        return {str(k): str(v) for k, v in self.result.ablate.items()}
 
     @property
     def settings(self) -> dict[str, Any]:
@@ -175,7 +183,7 @@ class Run:
 
     @property
     def test(self) -> dict[str, float]:
-        return dict(self.metrics["test"])
+        return dict(self.result.test)
 
     @property
     def finished_at(self) -> float:
@@ -224,11 +232,12 @@ class RunStore:
     def is_done(self, run_id: str) -> bool:
         return self.metrics_path(run_id).is_file()
 
-    def load_metrics(self, run_id: str) -> dict[str, Any]:
-        return json.loads(self.metrics_path(run_id).read_text())
+    def load_result(self, run_id: str) -> RunResult:
+        """The stored result of a finished run (a one-line ResultError if it is damaged)."""
+        return RunResult.read(self.metrics_path(run_id))
 
     def load_config(self, run_id: str) -> dict[str, Any]:
-        return json.loads(RunFolder(self.final(run_id)).config.read_text())
+        return load_json(RunFolder(self.final(run_id)).config)
 
     def per_user(self, run_id: str) -> pd.DataFrame:
         return pd.read_parquet(RunFolder(self.final(run_id)).per_user)
@@ -236,22 +245,24 @@ class RunStore:
     def history(self, run_id: str) -> pd.DataFrame:
         return pd.read_parquet(RunFolder(self.final(run_id)).history)
 
-    def save_evaluation(self, run_id: str, result: dict[str, Any], per_user: pd.DataFrame) -> Path:
+    def save_evaluation(self, evaluation: Evaluation, per_user: pd.DataFrame) -> Path:
         """Store a re-evaluation of a finished run beside it (per-user metrics first, then the
-        summary; both atomically); `result` names its protocol and split."""
-        folder = RunFolder(self.final(run_id))
-        protocol, split = result["protocol"], result["split"]
+        summary; both atomically)."""
+        folder = RunFolder(self.final(evaluation.run_id))
+        protocol, split = evaluation.protocol, evaluation.split
         with atomic_path(folder.evaluation_per_user(protocol, split)) as tmp:
             per_user.to_parquet(tmp, index=False)
-        write_json(folder.evaluation(protocol, split), result)
+        write_json(folder.evaluation(protocol, split), evaluation.to_json())
         return folder.evaluation(protocol, split)
 
-    def load_evaluation(
-        self, run_id: str, protocol: str, split: str = "test"
-    ) -> dict[str, Any] | None:
+    def load_evaluation(self, run_id: str, protocol: str, split: str = "test") -> Evaluation | None:
         """A stored re-evaluation of the run under `protocol`, or None."""
         path = RunFolder(self.final(run_id)).evaluation(protocol, split)
-        return json.loads(path.read_text()) if path.is_file() else None
+        return Evaluation.read(path) if path.is_file() else None
+
+    def evaluation_per_user(self, run_id: str, protocol: str, split: str = "test") -> pd.DataFrame:
+        """Per-user metrics of a stored re-evaluation."""
+        return pd.read_parquet(RunFolder(self.final(run_id)).evaluation_per_user(protocol, split))
 
     def export(self, run_id: str, dest: str | Path) -> RunFolder:
         """Copy a finished run's small files (config, metrics, history as CSV, re-evaluation
@@ -276,9 +287,8 @@ class RunStore:
             folder = RunFolder(p)
             if p.name.startswith(PARTIAL_PREFIX) or not folder.metrics.is_file():
                 continue
-            metrics = json.loads(folder.metrics.read_text())
-            config = json.loads(folder.config.read_text()) if folder.config.is_file() else {}
-            out.append(Run(p, metrics, config))
+            config = load_json(folder.config) if folder.config.is_file() else {}
+            out.append(Run(p, RunResult.read(folder.metrics), config))
         return out
 
     def start(self, spec: RunSpec, fresh: bool) -> RunFolder:
@@ -293,7 +303,7 @@ class RunStore:
     def finish(
         self,
         work: RunFolder,
-        metrics: dict[str, Any],
+        result: RunResult,
         per_user: pd.DataFrame,
         history: pd.DataFrame,
         best_state: dict[str, torch.Tensor],
@@ -305,8 +315,8 @@ class RunStore:
         torch.save(best_state, work.best)
         for checkpoint in work.checkpoints:
             checkpoint.unlink(missing_ok=True)
-        write_json(work.metrics, metrics)
-        final = self.final(metrics["run_id"])
+        write_json(work.metrics, result.to_json())
+        final = self.final(result.run_id)
         if final.exists():
             shutil.rmtree(final)
         os.replace(work.path, final)

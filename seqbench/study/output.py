@@ -4,7 +4,6 @@ generated block of the README."""
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -20,6 +19,7 @@ from seqbench.report.select import ReportError, Run
 from seqbench.report.significance import SignificanceOptions
 from seqbench.report.tables import Entry, Table, all_runs, unique
 from seqbench.runs.exported import ExportedRun, copy_exported, export
+from seqbench.runs.result import Evaluation
 from seqbench.runs.store import RunStore
 from seqbench.study.plan import Plan, StudyRun, TablePlan, table_plans
 from seqbench.study.spec import STUDY_FILE
@@ -48,7 +48,7 @@ class StudyOutput:
     runs: list[Run | None]
     tables: list[Built] = field(default_factory=list)
     #: (run id, protocol) -> the run's best weights re-evaluated on test under that protocol
-    evaluations: dict[tuple[str, str], dict] = field(default_factory=dict)
+    evaluations: dict[tuple[str, str], Evaluation] = field(default_factory=dict)
 
     @property
     def done(self) -> list[Run]:
@@ -84,7 +84,7 @@ def build(
     for run in out.done:
         for protocol in p.study.evaluate:
             if (path := run.folder.evaluation(protocol)).is_file():
-                out.evaluations[run.run_id, protocol] = json.loads(path.read_text())
+                out.evaluations[run.run_id, protocol] = Evaluation.read(path)
     by_id = {id(s): r for s, r in zip(p.runs, found, strict=True)}
     for tp in table_plans(p):
         missing = sorted({describe(s) for s in tp.runs if by_id[id(s)] is None})
@@ -207,9 +207,7 @@ def evaluation_lines(out: StudyOutput) -> list[str]:
         cells = [f"{run.test['HR@10']:.4f} / {run.test['NDCG@10']:.4f}"]
         for p in presets:
             e = out.evaluations.get((run.run_id, p))
-            cells.append(
-                f"{e['metrics']['HR@10']:.4f} / {e['metrics']['NDCG@10']:.4f}" if e else "–"
-            )
+            cells.append(f"{e.metrics['HR@10']:.4f} / {e.metrics['NDCG@10']:.4f}" if e else "–")
         lines.append(
             f"| {sr.label} | {sr.dataset} | {sr.request.seed} | " + " | ".join(cells) + " |"
         )
@@ -271,11 +269,11 @@ def readme_block(out: StudyOutput, folder: str) -> str:
         if run is None:
             lines.append(head + "| not run yet | | | | |")
             continue
-        m = run.metrics
+        m = run.result
         lines.append(
             head + f"| [`{run.run_id}`]({RUN_FILES}/{run.run_id}/) "
-            f"| {m['epochs_run']} ({m['best_epoch']}) | {m['stopped']} "
-            f"| {float(m['train_seconds']):,.0f} | {int(m['params']):,} |"
+            f"| {m.epochs_run} ({m.best_epoch}) | {m.stopped} "
+            f"| {float(m.train_seconds):,.0f} | {int(m.params):,} |"
         )
     return "\n".join(lines) + "\n"
 

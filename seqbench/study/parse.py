@@ -12,6 +12,7 @@ from seqbench.data.registry import get_spec as dataset_spec
 from seqbench.errors import ConfigError, DataError
 from seqbench.evaluation.metrics import METRICS
 from seqbench.evaluation.protocols import get_protocol
+from seqbench.machine import known_precision
 from seqbench.registry import closest
 from seqbench.report.layouts import LAYOUTS as REPORT_LAYOUTS
 from seqbench.report.render import FORMATS
@@ -28,7 +29,6 @@ from seqbench.study.spec import (
     StudyTable,
     scalar,
 )
-from seqbench.training.device import known_precision
 
 STUDY_KEYS = (
     "title",

@@ -13,9 +13,9 @@ from seqbench.errors import ConfigError, DataError
 from seqbench.evaluation.protocols import get_protocol
 from seqbench.models.base import MODELS, get_model, resolve_config
 from seqbench.registry import closest
+from seqbench.runs.batch import request_run_id
 from seqbench.runs.execute import RunRequest, check_ranges, protocol_settings
 from seqbench.runs.store import Run, RunStore
-from seqbench.runs.sweep import request_run_id
 from seqbench.study.spec import Budget, Point, Study, StudyModel, StudyTable
 
 
@@ -108,12 +108,12 @@ def plan(
                     req = RunRequest(
                         m.model,
                         name,
-                        dict(sets),
-                        dict(ablate),
-                        seed,
-                        study.protocol,
-                        budget.epochs,
-                        study.precision,
+                        sets=dict(sets),
+                        ablate=dict(ablate),
+                        seed=seed,
+                        protocol=study.protocol,
+                        epochs=budget.epochs,
+                        precision=study.precision,
                     )
                     out.runs.append(StudyRun(m, label, name, sets, ablate, req))
     if missing and not lenient:

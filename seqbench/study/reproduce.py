@@ -17,12 +17,14 @@ from pathlib import Path
 from seqbench.report.select import ReportError
 from seqbench.report.significance import SignificanceOptions
 from seqbench.report.tables import Table
-from seqbench.runs.sweep import SweepResult
+from seqbench.runs.batch import SweepObserver, SweepResult
+from seqbench.runs.options import Pool
 from seqbench.study.papers import PAPERS_DIR, STUDY_SUFFIX, all_specs, get_spec
 from seqbench.study.parse import load_study
 from seqbench.study.plan import Plan, plan
-from seqbench.study.run import Execution, run_study
+from seqbench.study.run import run_study
 from seqbench.study.spec import Budget, Study, from_paper
+from seqbench.training.context import RunContext
 
 
 def shipped_studies() -> dict[str, Path]:
@@ -66,7 +68,9 @@ class Reproduction:
 
 def reproduce(
     study: Study,
-    how: Execution,
+    ctx: RunContext,
+    pool: Pool = Pool(),
+    observer: SweepObserver | None = None,
     *,
     datasets: Sequence[str] | None = None,
     models: Sequence[str] | None = None,
@@ -86,7 +90,7 @@ def reproduce(
         study = dataclasses.replace(study, tables=tables)
     p = plan(
         study,
-        data_dir=how.data_dir,
+        data_dir=ctx.data_dir,
         lenient=True,
         datasets=list(datasets or []) or None,
         models=list(models or []) or None,
@@ -96,8 +100,13 @@ def reproduce(
         raise ReportError(
             "nothing to reproduce: " + ("; ".join(p.skipped) or "no models/datasets selected")
         )
+    threads = ctx.threads.threads if ctx.threads else None
     done = run_study(
-        p, how, lambda rs: budget_notes(p, budget, how.workers, how.threads, failures(rs))
+        p,
+        ctx,
+        pool,
+        observer,
+        lambda rs: budget_notes(p, budget, pool.workers, threads, failures(rs)),
     )
     failed = failures(done.results)
     tables = [b.table for b in done.output.tables if b.table is not None]

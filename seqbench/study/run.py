@@ -1,6 +1,7 @@
 """Run a planned study: train what the run store lacks (through the sweep machinery, so stored
 runs are reused and an interrupted study resumes), re-evaluate under the study's other presets,
-and build its tables. `seqbench study run` and `seqbench reproduce` both call `run_study`."""
+and build its tables (`seqbench study run` and `seqbench reproduce` both call `run_study`); or
+render its folder from what is stored (`render_study`)."""
 
 from __future__ import annotations
 
@@ -9,10 +10,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from seqbench.runs.batch import SweepObserver, SweepResult, run_requests
 from seqbench.runs.exported import load_exported
+from seqbench.runs.options import Pool, RunOptions
 from seqbench.runs.reevaluate import reevaluate
 from seqbench.runs.store import RunStore
-from seqbench.runs.sweep import SweepObserver, SweepResult, run_requests
 from seqbench.study.output import (
     RUN_FILES,
     StudyOutput,
@@ -22,18 +24,7 @@ from seqbench.study.output import (
     write_folder,
 )
 from seqbench.study.plan import Plan, run_ids
-
-
-@dataclass(frozen=True)
-class Execution:
-    """How a study's runs are executed: at once, threads per run, device, where to store them."""
-
-    workers: int = 1
-    threads: int | None = None
-    device: str = "auto"
-    runs_dir: str | None = None
-    data_dir: str | None = None
-    observer: SweepObserver | None = None
+from seqbench.training.context import RunContext
 
 
 @dataclass
@@ -54,31 +45,21 @@ class StudyResult:
 
 def run_study(
     p: Plan,
-    how: Execution,
+    ctx: RunContext,
+    pool: Pool = Pool(),
+    observer: SweepObserver | None = None,
     notes: Callable[[Sequence[SweepResult]], Sequence[str]] = lambda results: (),
-    log: Callable[[str], None] = print,
 ) -> StudyResult:
-    """Train the plan's missing runs, test each under the study's `evaluate` presets, and build
-    its tables; `notes(results)` go first in every table."""
+    """Train the plan's missing runs (`pool` workers; `observer` follows them), test each under
+    the study's `evaluate` presets, and build its tables; `notes(results)` go first in each."""
     t0 = time.perf_counter()
-    results = run_requests(
-        p.requests,
-        workers=how.workers,
-        threads=how.threads,
-        runs_dir=how.runs_dir,
-        data_dir=how.data_dir,
-        max_minutes=p.budget.minutes,
-        device=how.device,
-        observer=how.observer,
-    )
-    store = RunStore(how.runs_dir)
+    options = RunOptions(max_minutes=p.budget.minutes)
+    results = run_requests(p.requests, ctx=ctx, pool=pool, options=options, observer=observer)
     ids = [r.run_id if r.status != "failed" else None for r in results]
     for run_id in dict.fromkeys(i for i in ids if i is not None):
         for protocol in p.study.evaluate:
-            reevaluate(
-                run_id, protocol, store=store, data_root=how.data_dir, device=how.device, log=log
-            )
-    out = build(p, ids, store, notes(results))
+            reevaluate(run_id, protocol, ctx)
+    out = build(p, ids, RunStore(ctx.runs_dir), notes(results))
     return StudyResult(out, results, time.perf_counter() - t0)
 
 

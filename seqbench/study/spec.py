@@ -34,8 +34,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from seqbench.errors import ConfigError
+from seqbench.machine import check_precision, known_precision, resolve_device
 from seqbench.study.papers import TableSpec
-from seqbench.training.device import check_precision, known_precision, resolve_device
 
 STUDY_FILE = "study.yaml"
 #: the report layouts (seqbench.report.layouts.LAYOUTS) a study builds from its runs, in the

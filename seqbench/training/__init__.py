@@ -1,1 +1,1 @@
-"""Training: the one shared loop, checkpoints and devices."""
+"""Training: the one shared loop, checkpoints, and the context and observer runs train with."""

@@ -1,6 +1,7 @@
 """Epoch checkpoints: atomic, loaded with weights_only=True, and a fallback to the last good one.
 
-The caller names the two files (the run store owns the layout of a run folder).
+The caller names the two files (the run store owns the layout of a run folder): anything with
+`checkpoints`, such as the run store's RunFolder.
 """
 
 from __future__ import annotations
@@ -8,11 +9,18 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 
 from seqbench.io import atomic_path
+
+
+class CheckpointFiles(Protocol):
+    """Where a run keeps its epoch checkpoints: (latest, previous), newest first."""
+
+    @property
+    def checkpoints(self) -> tuple[Path, Path]: ...
 
 
 def save_checkpoint(latest: Path, previous: Path, state: dict[str, Any]) -> None:

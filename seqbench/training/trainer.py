@@ -10,23 +10,19 @@ from __future__ import annotations
 import contextlib
 import math
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import torch
-from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from seqbench.data.dataset import SeqDataset
 from seqbench.errors import SeqbenchError
 from seqbench.evaluation.evaluator import Evaluator, summarize
 from seqbench.evaluation.protocols import Protocol
+from seqbench.machine import PRECISIONS
 from seqbench.models.base import Batch, SeqModel
-from seqbench.runs.store import RunFolder
-from seqbench.training.checkpoint import load_checkpoint, save_checkpoint
-from seqbench.training.device import PRECISIONS
+from seqbench.training.checkpoint import CheckpointFiles, load_checkpoint, save_checkpoint
+from seqbench.training.context import EpochReport, RunContext
 from seqbench.training.micro import backward_batch
 
 
@@ -70,10 +66,33 @@ def lr_factor(step: int, total: int, warmup: float, schedule: str) -> float:
     return max(0.0, (total - step) / max(1, total - w))
 
 
+@dataclass(frozen=True)
+class TrainOptions:
+    """How this run trains, beside its config: its precision and an optional time budget."""
+
+    precision: str = "fp32"
+    max_minutes: float | None = None
+
+
+@dataclass
+class Progress:
+    """Where training stands: finished epochs' history, the best epoch, epochs without
+    improvement, training seconds, and the next epoch; what a checkpoint restores."""
+
+    history: list[dict[str, Any]] = field(default_factory=list)
+    best: dict[str, Any] = field(
+        default_factory=lambda: {"epoch": 0, "score": -math.inf, "valid": {}, "state": None}
+    )
+    bad: int = 0
+    seconds: float = 0.0
+    start: int = 1
+
+
 class Trainer:
     """Train a model with early stopping on the protocol's validation metric.
 
-    `work_dir` is the run's partial folder; the run store names the checkpoint files in it.
+    `files` names the checkpoint files (the run store's partial folder of the run); the
+    context gives the device and the observer that follows the epochs.
     """
 
     def __init__(
@@ -82,25 +101,22 @@ class Trainer:
         data: SeqDataset,
         protocol: Protocol,
         seed: int,
-        device: torch.device,
-        work_dir: Path,
-        progress: bool = True,
-        precision: str = "fp32",
-        max_minutes: float | None = None,
-        log: Callable[[str], None] = print,
+        files: CheckpointFiles,
+        ctx: RunContext,
+        options: TrainOptions = TrainOptions(),
     ) -> None:
-        self.model, self.data, self.protocol = model.to(device), data, protocol
-        self.cfg = model.cfg
-        self.seed, self.device = seed, device
-        self.checkpoints = RunFolder(work_dir).checkpoints
-        self.progress, self.max_minutes, self.log = progress, max_minutes, log
+        self.device = ctx.torch_device()
+        self.model, self.data, self.protocol = model.to(self.device), data, protocol
+        self.cfg, self.seed, self.options = model.cfg, seed, options
+        self.checkpoints = files.checkpoints
+        self.observer = ctx.observer
         # autocast dtype of the loss (the forward and backward): None trains in plain fp32
-        self.dtype = PRECISIONS[precision]
+        self.dtype = PRECISIONS[options.precision]
         self.valid = Evaluator(
-            data, "valid", protocol, model.input_window, self.cfg.eval_batch_size, device
+            data, "valid", protocol, model.input_window, self.cfg.eval_batch_size, self.device
         )
 
-    def _state(self, epoch: int, opt, gen, history, best, bad, seconds) -> dict[str, Any]:
+    def _state(self, epoch: int, opt, gen, p: Progress) -> dict[str, Any]:
         return {
             "epoch": epoch,
             "model": self.model.state_dict(),
@@ -108,102 +124,110 @@ class Trainer:
             "rng": torch.get_rng_state(),
             "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
             "gen": gen.get_state(),
-            "history": history,
-            "best": best,
-            "bad_epochs": bad,
-            "seconds": seconds,
+            "history": p.history,
+            "best": p.best,
+            "bad_epochs": p.bad,
+            "seconds": p.seconds,
             "extra": self.model.extra_state(),
         }
 
+    def _restore(self, opt, gen) -> Progress:
+        """Load the newest readable checkpoint into the model, optimiser and RNGs."""
+        state = load_checkpoint(self.checkpoints, self.observer.on_log)
+        if state is None:
+            return Progress()
+        self.model.load_state_dict(state["model"])
+        if opt is not None:
+            opt.load_state_dict(state["optimizer"])
+        torch.set_rng_state(state["rng"])
+        if state["cuda_rng"]:
+            torch.cuda.set_rng_state_all(state["cuda_rng"])
+        gen.set_state(state["gen"])
+        self.model.load_extra_state(state["extra"])
+        self.observer.on_log(f"resuming from epoch {state['epoch']} of {self.cfg.epochs}")
+        return Progress(
+            state["history"],
+            state["best"],
+            state["bad_epochs"],
+            state["seconds"],
+            state["epoch"] + 1,
+        )
+
     def fit(self, resume: bool = True) -> TrainResult:
         """Run (or resume) training; returns the best epoch's validation metrics and weights."""
-        cfg, model = self.cfg, self.model
-        opt = make_optimizer(model)
+        cfg = self.cfg
+        opt = make_optimizer(self.model)
         gen = torch.Generator().manual_seed(self.seed)
-        history: list[dict[str, Any]] = []
-        best: dict[str, Any] = {"epoch": 0, "score": -math.inf, "valid": {}, "state": None}
-        bad, start, seconds = 0, 1, 0.0
-        state = load_checkpoint(self.checkpoints, self.log) if resume else None
-        if state is not None:
-            model.load_state_dict(state["model"])
-            if opt is not None:
-                opt.load_state_dict(state["optimizer"])
-            torch.set_rng_state(state["rng"])
-            if state["cuda_rng"]:
-                torch.cuda.set_rng_state_all(state["cuda_rng"])
-            gen.set_state(state["gen"])
-            history, best, bad = state["history"], state["best"], state["bad_epochs"]
-            seconds, start = state["seconds"], state["epoch"] + 1
-            model.load_extra_state(state["extra"])
-            self.log(f"resuming from epoch {state['epoch']} of {cfg.epochs}")
+        p = self._restore(opt, gen) if resume else Progress()
         stopped = "max_epochs"
         if opt is None or cfg.epochs == 0:
             stopped = "no_training"
         # fp16 (CUDA) underflows without loss scaling; bf16 has fp32's exponent range
         scaler = torch.amp.GradScaler("cuda") if self.dtype is torch.float16 else None
-        with self._progress() as bar:
-            task = bar.add_task("train", total=cfg.epochs, completed=start - 1, info="")
-            for epoch in range(start, cfg.epochs + 1):
+        self.observer.on_start(cfg.epochs, p.start - 1)
+        try:
+            for epoch in range(p.start, cfg.epochs + 1):
                 if opt is None:
                     break
-                t0, c0 = time.perf_counter(), time.process_time()
-                parts = self._epoch(epoch, opt, gen, scaler, bar)
-                seconds += time.perf_counter() - t0
-                # CPU seconds of this epoch's training: robust to other load on the machine
-                cpu = time.process_time() - c0
-                row: dict[str, Any] = {"epoch": epoch, "seconds": seconds, "cpu_seconds": cpu}
-                row.update(parts)
-                if epoch % cfg.eval_every == 0 or epoch == cfg.epochs:
-                    valid = summarize(self.valid.run(model))
-                    row.update({f"valid_{k}": v for k, v in valid.items()})
-                    score = valid[self.protocol.select]
-                    if score > best["score"]:
-                        best = {
-                            "epoch": epoch,
-                            "score": score,
-                            "valid": valid,
-                            "state": {
-                                k: v.detach().cpu().clone() for k, v in model.state_dict().items()
-                            },
-                        }
-                        bad = 0
-                    else:
-                        bad += 1
-                history.append(row)
-                sel = self.protocol.select
-                info = f"loss {parts.get('loss', 0):.4f}  best {sel} {best['score']:.4f}"
-                bar.update(task, completed=epoch, info=info)
-                if not self.progress:  # one plain line per epoch (logs, files, pipes)
-                    wall = time.perf_counter() - t0
-                    self.log(
-                        f"epoch {epoch}/{cfg.epochs}  {self._epoch_info(row, best)}  {wall:.1f} s"
-                    )
-                save_checkpoint(
-                    *self.checkpoints, self._state(epoch, opt, gen, history, best, bad, seconds)
-                )
-                if bad >= cfg.patience:
+                self._fit_epoch(epoch, opt, gen, scaler, p)
+                save_checkpoint(*self.checkpoints, self._state(epoch, opt, gen, p))
+                if p.bad >= cfg.patience:
                     stopped = "early"
                     break
-                if self.max_minutes is not None and seconds / 60 >= self.max_minutes:
+                budget = self.options.max_minutes
+                if budget is not None and p.seconds / 60 >= budget:
                     stopped = "budget"
                     break
-        if best["state"] is None:
-            valid = summarize(self.valid.run(model))
-            best = {
-                "epoch": 0,
-                "score": valid[self.protocol.select],
-                "valid": valid,
-                "state": {k: v.detach().cpu().clone() for k, v in model.state_dict().items()},
-            }
-        return TrainResult(best["epoch"], best["valid"], history, seconds, stopped, best["state"])
+        finally:
+            self.observer.on_end()
+        best = p.best if p.best["state"] is not None else self._untrained_best()
+        return TrainResult(
+            best["epoch"], best["valid"], p.history, p.seconds, stopped, best["state"]
+        )
 
-    def _epoch(self, epoch: int, opt, gen, scaler, bar) -> dict[str, float]:
+    def _fit_epoch(self, epoch: int, opt, gen, scaler, p: Progress) -> None:
+        """Train one epoch, validate when due, keep the best weights, report the epoch."""
+        cfg, sel = self.cfg, self.protocol.select
+        t0, c0 = time.perf_counter(), time.process_time()
+        parts = self._epoch(epoch, opt, gen, scaler)
+        p.seconds += time.perf_counter() - t0
+        # CPU seconds of this epoch's training: robust to other load on the machine
+        cpu = time.process_time() - c0
+        row: dict[str, Any] = {"epoch": epoch, "seconds": p.seconds, "cpu_seconds": cpu}
+        row.update(parts)
+        if epoch % cfg.eval_every == 0 or epoch == cfg.epochs:
+            valid = summarize(self.valid.run(self.model))
+            row.update({f"valid_{k}": v for k, v in valid.items()})
+            score = valid[sel]
+            if score > p.best["score"]:
+                p.best = {"epoch": epoch, "score": score, "valid": valid, "state": self._weights()}
+                p.bad = 0
+            else:
+                p.bad += 1
+        p.history.append(row)
+        loss, wall = parts.get("loss", 0), time.perf_counter() - t0
+        report = EpochReport(
+            epoch, cfg.epochs, sel, loss, row.get(f"valid_{sel}"), p.best["score"],
+            p.best["epoch"], wall,
+        )  # fmt: skip
+        self.observer.on_epoch(report)
+
+    def _weights(self) -> dict[str, torch.Tensor]:
+        return {k: v.detach().cpu().clone() for k, v in self.model.state_dict().items()}
+
+    def _untrained_best(self) -> dict[str, Any]:
+        """The model as it is, validated: the result of a run without a trained epoch."""
+        valid = summarize(self.valid.run(self.model))
+        score = valid[self.protocol.select]
+        return {"epoch": 0, "score": score, "valid": valid, "state": self._weights()}
+
+    def _epoch(self, epoch: int, opt, gen, scaler) -> dict[str, float]:
         model, cfg = self.model, self.cfg
         model.train()
         batches = list(model.train_batches(self.data, gen))
         total_steps = cfg.epochs * len(batches)
         sums: dict[str, float] = {}
-        task = bar.add_task(f"epoch {epoch}", total=len(batches), info="")
+        self.observer.on_epoch_start(epoch, len(batches))
         for step, batch in enumerate(batches):
             for group in opt.param_groups:
                 group["lr"] = cfg.lr * lr_factor(
@@ -230,8 +254,7 @@ class Trainer:
             for k, v in parts.items():
                 sums[k] = sums.get(k, 0.0) + v
             if step % 20 == 0:
-                bar.update(task, completed=step + 1, info=f"loss {value:.4f}")
-        bar.remove_task(task)
+                self.observer.on_step(step + 1, value)
         return {k: v / max(1, len(batches)) for k, v in sums.items()}
 
     def _backward(self, batch: Batch, scaler) -> tuple[float, dict[str, float]]:
@@ -248,27 +271,3 @@ class Trainer:
         if self.dtype is None:
             return contextlib.nullcontext()
         return torch.autocast(self.device.type, dtype=self.dtype)
-
-    def _epoch_info(self, row: dict[str, Any], best: dict[str, Any]) -> str:
-        """Loss, this epoch's validation metric (when evaluated) and the best one so far."""
-        sel = self.protocol.select
-        info = f"loss {row.get('loss', 0):.4f}"
-        if f"valid_{sel}" in row:
-            info += f"  valid {sel} {row[f'valid_{sel}']:.4f}"
-        if best["epoch"]:
-            info += f"  best {best['score']:.4f} (epoch {best['epoch']})"
-        return info
-
-    def _progress(self) -> Progress:
-        """The epoch and step bars, drawn on stderr (stdout is for results)."""
-        return Progress(
-            TextColumn("[bold]{task.description}"),
-            BarColumn(),
-            TextColumn("{task.completed}/{task.total}"),
-            TimeElapsedColumn(),
-            TimeRemainingColumn(),
-            TextColumn("{task.fields[info]}"),
-            console=Console(stderr=True),
-            disable=not self.progress,
-            transient=False,
-        )

@@ -1,10 +1,15 @@
-"""Device choice, CPU thread policy and seeding."""
+"""Machine policy: device choice, precision checks, cores and the CPU thread policy, seeding.
+
+The bottom floor (imports only errors): training, runs and the CLI all ask it.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -201,19 +206,41 @@ def thread_choice(threads: int | None, workers: int = 1) -> ThreadChoice:
     return ThreadChoice(threads, "--threads") if threads else default_threads(workers)
 
 
-_CHOICE: ThreadChoice | None = None
+def forced_threads(threads: int | None) -> ThreadChoice | None:
+    """--threads N as a choice (None: not given, so the policy decides when the runs start)."""
+    return ThreadChoice(threads, "--threads") if threads else None
 
 
-def use_threads(choice: ThreadChoice) -> None:
-    """Set this process's torch threads and remember why (recorded with the runs it trains)."""
-    global _CHOICE
+def apply_threads(choice: ThreadChoice) -> None:
+    """Limit this process's torch (and OpenMP) threads, e.g. a worker sharing the cores."""
+    os.environ["OMP_NUM_THREADS"] = str(choice.threads)
     torch.set_num_threads(choice.threads)
-    _CHOICE = choice
 
 
-def current_threads() -> ThreadChoice:
-    """This process's torch threads and the reason they were chosen."""
-    n = torch.get_num_threads()
-    if _CHOICE is not None and _CHOICE.threads == n:
-        return _CHOICE
-    return ThreadChoice(n, "set by the caller")
+@contextlib.contextmanager
+def using_threads(choice: ThreadChoice | None) -> Iterator[ThreadChoice]:
+    """Run a block with `choice`'s torch threads (None: as the caller set them, said so);
+    yields the choice in force, and restores the caller's count after."""
+    before = torch.get_num_threads()
+    if choice is None:
+        yield ThreadChoice(before, "set by the caller")
+        return
+    torch.set_num_threads(choice.threads)
+    try:
+        yield choice
+    finally:
+        torch.set_num_threads(before)
+
+
+def cpu_cores() -> int:
+    """Cores this process may use (the affinity mask where the OS has one)."""
+    return len(allowed_cpus())
+
+
+def default_workers(n_jobs: int, mb_per_run: int = 2048) -> int:
+    """One worker per core, capped by available memory (~2 GB per run) and the number of jobs."""
+    try:
+        free_mb = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 2**20
+    except (ValueError, OSError, AttributeError):
+        free_mb = mb_per_run * cpu_cores()
+    return max(1, min(cpu_cores(), free_mb // mb_per_run, n_jobs))

@@ -1,0 +1,227 @@
+"""A finished run's result as one typed, frozen object, read and written in one place.
+
+The run store writes `RunResult.to_json()` when a run finishes and reads it back with
+`RunResult.read`; a damaged file is a one-line `ResultError` naming it, never a traceback.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from seqbench.errors import SeqbenchError
+
+
+class ResultError(SeqbenchError):
+    """A stored result (or re-evaluation) is damaged or not one this seqbench can read."""
+
+
+#: keys written by older seqbench versions' runs without them, and the value they mean
+LEGACY_DEFAULTS: dict[str, Any] = {
+    "budget_minutes": None,
+    "precision": "fp32",
+    "threads_reason": "",
+}
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return _is_int(value) or isinstance(value, float)
+
+
+def _is_metrics(value: Any) -> bool:
+    return isinstance(value, dict) and all(
+        isinstance(k, str) and _is_number(v) for k, v in value.items()
+    )
+
+
+def _is_names(value: Any) -> bool:
+    return isinstance(value, dict) and all(isinstance(k, str) for k in value)
+
+
+#: what each kind of field must hold, and how the error says it
+CHECKS: dict[type | str, tuple[Any, str]] = {
+    int: (_is_int, "an integer"),
+    float: (_is_number, "a number"),
+    str: (lambda v: isinstance(v, str), "a string"),
+    "float | None": (lambda v: v is None or _is_number(v), "a number or null"),
+    "metrics": (_is_metrics, "a mapping of metric names to numbers"),
+    "names": (_is_names, "a mapping of names to values"),
+}
+
+
+def load_json(path: Path) -> dict[str, Any]:
+    """The JSON object stored at `path`, or a ResultError naming the file and the problem."""
+    try:
+        obj = json.loads(path.read_text())
+    except OSError as e:
+        raise ResultError(f"{path}: cannot be read ({e.strerror or e})") from None
+    except ValueError as e:
+        raise ResultError(f"{path}: not valid JSON ({e}): delete the run to redo it") from None
+    if not isinstance(obj, dict):
+        raise ResultError(f"{path}: expected a JSON object, got {type(obj).__name__}")
+    return obj
+
+
+def check_fields(obj: dict[str, Any], kinds: dict[str, type | str], source: Path | str) -> None:
+    """Raise ResultError naming `source` and the first missing or mistyped field."""
+    missing = [k for k in kinds if k not in obj]
+    if missing:
+        raise ResultError(f"{source}: missing {', '.join(missing)}: delete the run to redo it")
+    for key, kind in kinds.items():
+        ok, words = CHECKS[kind]
+        if not ok(obj[key]):
+            raise ResultError(f"{source}: {key} must be {words}, got {obj[key]!r}")
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """Everything a finished run records: identity, metrics, how training ended, timings and
+    the machine it ran on. `to_json` is the stored file's content, key for key."""
+
+    run_id: str
+    model: str
+    dataset: str
+    protocol: str
+    seed: int
+    ablate: dict[str, Any]
+    best_epoch: int
+    epochs_run: int
+    stopped: str
+    budget_minutes: float | None
+    valid: dict[str, float]
+    test: dict[str, float]
+    n_users_evaluated: int
+    train_seconds: float
+    eval_seconds: float
+    params: int
+    peak_memory_mb: float
+    device: str
+    precision: str
+    threads: int
+    threads_reason: str
+    data_checksum: str
+    version: str
+
+    def to_json(self) -> dict[str, Any]:
+        """The stored form: every field under its own name."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, obj: dict[str, Any], source: Path | str) -> RunResult:
+        """Validate a stored result (`source` names it in errors); older runs' missing keys
+        take the values they meant (LEGACY_DEFAULTS)."""
+        obj = {**LEGACY_DEFAULTS, **obj}
+        check_fields(obj, FIELD_KINDS, source)
+        values = {k: obj[k] for k in FIELD_KINDS}
+        for key in ("valid", "test", "ablate"):
+            values[key] = dict(values[key])
+        return cls(**values)
+
+    @classmethod
+    def read(cls, path: Path) -> RunResult:
+        """The result stored at `path` (a one-line ResultError when it is damaged)."""
+        return cls.from_json(load_json(path), path)
+
+    def evaluated(self, protocol: str, test: dict[str, float]) -> RunResult:
+        """This run with test metrics measured under another protocol (a re-evaluation)."""
+        return dataclasses.replace(self, protocol=protocol, test=dict(test))
+
+    @property
+    def trained(self) -> bool:
+        """False for a model without training (e.g. popularity)."""
+        return self.stopped != "no_training"
+
+
+#: each stored field and its kind (checked by `from_json`)
+FIELD_KINDS: dict[str, type | str] = {
+    "run_id": str,
+    "model": str,
+    "dataset": str,
+    "protocol": str,
+    "seed": int,
+    "ablate": "names",
+    "best_epoch": int,
+    "epochs_run": int,
+    "stopped": str,
+    "budget_minutes": "float | None",
+    "valid": "metrics",
+    "test": "metrics",
+    "n_users_evaluated": int,
+    "train_seconds": float,
+    "eval_seconds": float,
+    "params": int,
+    "peak_memory_mb": float,
+    "device": str,
+    "precision": str,
+    "threads": int,
+    "threads_reason": str,
+    "data_checksum": str,
+    "version": str,
+}
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """A stored run's best weights evaluated on `split` under another protocol (`seqbench
+    evaluate`); stored beside the run, its per-user metrics with it."""
+
+    run_id: str
+    model: str
+    dataset: str
+    seed: int
+    trained_protocol: str
+    best_epoch: int
+    protocol: str
+    protocol_spec: dict[str, Any]
+    split: str
+    metrics: dict[str, float]
+    n_users_evaluated: int
+    eval_seconds: float
+    device: str
+    threads: int
+    data_checksum: str
+    version: str
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, obj: dict[str, Any], source: Path | str) -> Evaluation:
+        """Validate a stored re-evaluation (`source` names it in errors)."""
+        check_fields(obj, EVALUATION_KINDS, source)
+        values = {k: obj[k] for k in EVALUATION_KINDS}
+        for key in ("protocol_spec", "metrics"):
+            values[key] = dict(values[key])
+        return cls(**values)
+
+    @classmethod
+    def read(cls, path: Path) -> Evaluation:
+        return cls.from_json(load_json(path), path)
+
+
+#: each stored field of a re-evaluation and its kind
+EVALUATION_KINDS: dict[str, type | str] = {
+    "run_id": str,
+    "model": str,
+    "dataset": str,
+    "seed": int,
+    "trained_protocol": str,
+    "best_epoch": int,
+    "protocol": str,
+    "protocol_spec": "names",
+    "split": str,
+    "metrics": "metrics",
+    "n_users_evaluated": int,
+    "eval_seconds": float,
+    "device": str,
+    "threads": int,
+    "data_checksum": str,
+    "version": str,
+}
