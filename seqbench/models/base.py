@@ -19,8 +19,8 @@ from torch import nn
 from seqbench.data.dataset import SeqDataset
 from seqbench.errors import ConfigError
 from seqbench.models.departures import BATCHING, Departure
+from seqbench.models.pieces import piecewise
 from seqbench.registry import Registry
-from seqbench.training.micro import piecewise
 
 Batch = dict[str, torch.Tensor]
 
@@ -101,7 +101,7 @@ class SeqModel(nn.Module):
         per_position: bool = True,
     ) -> torch.Tensor:
         """`fn(seqs)`; while training under `batching=micro`, a `piecewise` model computes it
-        over length-sorted trimmed pieces (`micro.piecewise`: the same values, less padding)."""
+        over length-sorted trimmed pieces (`pieces.piecewise`: the same values, less padding)."""
         if self.training and self.piecewise and self.cfg.batching == "micro":
             return piecewise(fn, seqs, self.cfg.micro_overhead, per_position)
         return fn(seqs)
