@@ -149,8 +149,8 @@ def register(name: str):
 
 
 def get_model(name: str) -> type[SeqModel]:
-    import seqbench.models  # noqa: F401  (registers all models)
-
+    """The model registered as `name`. The registry is full: importing this module first runs
+    the package's `__init__`, which imports (and so registers) every model module."""
     return MODELS.get(name)
 
 
