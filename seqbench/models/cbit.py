@@ -32,8 +32,8 @@ from seqbench.data.dataset import SeqDataset
 from seqbench.data.sequences import iterate_rows
 from seqbench.errors import ConfigError
 from seqbench.models.base import Batch, register
-from seqbench.models.bert4rec import (
-    BERT_AXES,
+from seqbench.models.bert4rec import BERT_AXES
+from seqbench.models.bert4rec_s import (
     CBIT_CODE_DEPARTURES,
     CBIT_DATASET_DEFAULTS,
     BERT4RecS,

@@ -19,8 +19,8 @@ import torch
 from seqbench.data.dataset import SeqDataset
 from seqbench.models.augment import two_views
 from seqbench.models.base import Batch, register
-from seqbench.models.bert4rec import (
-    BERT_AXES,
+from seqbench.models.bert4rec import BERT_AXES
+from seqbench.models.bert4rec_s import (
     CBIT_CODE_DEPARTURES,
     CBIT_DATASET_DEFAULTS,
     BERT4RecS,
