@@ -19,6 +19,7 @@ from seqbench.data.sequences import gather_padded, iterate_rows, slide_windows, 
 from seqbench.models.base import Batch, ModelConfig, SeqModel, register
 from seqbench.models.departures import Departure
 from seqbench.models.layers import SeqEmbedding, TransformerEncoder, key_padding_mask
+from seqbench.models.pieces import NO_PLANS, Plans
 
 
 @dataclass
@@ -132,6 +133,7 @@ class BERT4Rec(SeqModel):
     ablations = ("window", *BERT_AXES)
     departures = BERT4REC_DEPARTURES
     micro_key = "labels"
+    row_keys = ("inputs",)
     dataset_defaults = {
         "beauty": {"mask_prob": 0.6, "max_len": 50},
         "toys": {"mask_prob": 0.6, "max_len": 50},
@@ -217,8 +219,9 @@ class BERT4Rec(SeqModel):
             seqs, c.mask_prob, self.mask_id, self.n_items, gen, c.mask_replace, force_last
         )
 
-    def loss(self, batch: Batch) -> tuple[torch.Tensor, dict[str, float]]:
-        loss = self.cloze_loss(self.encode_rows(self.encode, batch["inputs"]), batch["labels"])
+    def loss(self, batch: Batch, plans: Plans = NO_PLANS) -> tuple[torch.Tensor, dict[str, float]]:
+        h = self.encode_rows(self.encode, batch["inputs"], plans.get("inputs"))
+        loss = self.cloze_loss(h, batch["labels"])
         return loss, {"cloze": loss.item()}
 
     @property

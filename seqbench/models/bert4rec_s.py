@@ -139,7 +139,8 @@ class BERT4RecSConfig(BERT4RecConfig):
     gelu: Literal["exact", "tanh"] = "tanh"
 
 
-#: CBiT's per-dataset settings (window T and step, heads, dropout), shared by BERT4Rec_S, CBiT and CoSeBERT
+#: CBiT's per-dataset settings (window T and step, heads, dropout), shared by BERT4Rec_S,
+#: CBiT and CoSeBERT
 CBIT_DATASET_DEFAULTS = {
     "beauty": {"max_len": 15, "window_step": 1, "heads": 2, "dropout": 0.3},
     "toys": {"max_len": 20, "window_step": 1, "heads": 2, "dropout": 0.3},

@@ -4,11 +4,15 @@ A batch padded to its longest row wastes the positions its shorter rows pad. Sor
 by length and cutting them into pieces, each trimmed to its own longest row, removes most of
 that padding; `split_points` chooses the cuts. `piecewise` encodes rows this way and puts the
 outputs back in the input's row order, for models whose rows are encoded independently.
+Choosing the cuts reads the rows' lengths, so training plans them (`plan_rows`) on the CPU
+batch before it moves to the device, and the step (`encode_pieces`) only applies the plan.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
 
 import numpy as np
 import torch
@@ -45,6 +49,55 @@ def widths(seqs: torch.Tensor) -> torch.Tensor:
     return torch.where(real.any(1), seqs.shape[1] - first, 0)
 
 
+@dataclass(frozen=True)
+class RowPieces:
+    """How `encode_pieces` cuts the rows of one [B, T] tensor, decided on the host: the rows in
+    ascending width (`order`, `inverse` puts them back), each piece's end and trimmed width."""
+
+    order: torch.Tensor
+    inverse: torch.Tensor
+    ends: tuple[int, ...]
+    widths: tuple[int, ...]
+
+    def to(self, device: torch.device) -> RowPieces:
+        """The same plan with its row indices on `device` (its cuts stay Python ints)."""
+        order, inverse = (t.to(device, non_blocking=True) for t in (self.order, self.inverse))
+        return RowPieces(order, inverse, self.ends, self.widths)
+
+
+#: the planned pieces of a batch, by the key of the tensor they cut
+Plans = Mapping[str, RowPieces]
+NO_PLANS: Plans = MappingProxyType({})
+
+
+def plan_rows(seqs: torch.Tensor, overhead: int) -> RowPieces:
+    """The cuts `piecewise` makes in `seqs`'s rows. It reads values on the host: call it on the
+    CPU batch, before the move to the device."""
+    width = widths(seqs)
+    order = torch.argsort(width, stable=True)
+    ends = split_points(width[order].cpu().numpy(), overhead)
+    cuts = tuple(max(1, int(width[order[end - 1]])) for end in ends)
+    return RowPieces(order, torch.argsort(order), tuple(ends), cuts)
+
+
+def encode_pieces(
+    fn: Callable[[torch.Tensor], torch.Tensor],
+    seqs: torch.Tensor,
+    pieces: RowPieces,
+    per_position: bool = True,
+) -> torch.Tensor:
+    """`fn(seqs)` over the planned pieces (see `piecewise`): device ops and Python ints only."""
+    t = seqs.shape[1]
+    outs, begin = [], 0
+    for end, w in zip(pieces.ends, pieces.widths, strict=True):
+        out = fn(seqs[pieces.order[begin:end], t - w :])
+        if per_position:
+            out = F.pad(out, (0, 0) * (out.dim() - 2) + (t - w, 0))
+        outs.append(out)
+        begin = end
+    return torch.cat(outs)[pieces.inverse]
+
+
 def piecewise(
     fn: Callable[[torch.Tensor], torch.Tensor],
     seqs: torch.Tensor,
@@ -58,16 +111,4 @@ def piecewise(
     with zeros to the input's width) or one value per row (`per_position=False`). Rows come
     back in their input order, so a loss coupling the rows sees the same tensor.
     """
-    width = widths(seqs)
-    order = torch.argsort(width, stable=True)
-    t = seqs.shape[1]
-    outs, begin = [], 0
-    for end in split_points(width[order].cpu().numpy(), overhead):
-        rows = order[begin:end]
-        w = max(1, int(width[rows[-1]]))
-        out = fn(seqs[rows, t - w :])
-        if per_position:
-            out = F.pad(out, (0, 0) * (out.dim() - 2) + (t - w, 0))
-        outs.append(out)
-        begin = end
-    return torch.cat(outs)[torch.argsort(order)]
+    return encode_pieces(fn, seqs, plan_rows(seqs, overhead), per_position)
