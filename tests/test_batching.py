@@ -115,7 +115,7 @@ def test_split_points_minimise_padding_plus_overhead(overhead: int) -> None:
 
     import numpy as np
 
-    from seqbench.training.micro import split_points
+    from seqbench.models.pieces import split_points
 
     rng = np.random.default_rng(overhead)
     for _ in range(20):
@@ -176,7 +176,7 @@ def test_piecewise_encoding_gives_the_batch_loss_and_gradient(
 
 def test_piecewise_splits_and_restores_row_order() -> None:
     """Each row's output comes back in place, re-padded on the left with zeros."""
-    from seqbench.training.micro import piecewise
+    from seqbench.models.pieces import piecewise
 
     seqs = torch.tensor([[0, 0, 0, 5], [1, 2, 3, 4], [0, 0, 0, 0], [0, 7, 8, 9], [0, 0, 6, 6]])
     calls: list[int] = []

@@ -122,8 +122,8 @@ def test_bf16_trains_the_loss_in_bf16_and_scores_in_fp32(
     seen: dict[str, set] = {"loss": set(), "score": set()}
     loss, score = SASRec.loss, SASRec.score
 
-    def spy_loss(self: SASRec, batch: dict) -> tuple[torch.Tensor, dict[str, float]]:
-        out = loss(self, batch)
+    def spy_loss(self: SASRec, batch: dict, *plans) -> tuple[torch.Tensor, dict[str, float]]:
+        out = loss(self, batch, *plans)
         autocast = torch.is_autocast_enabled("cpu") and torch.get_autocast_dtype("cpu")
         seen["loss"].add((autocast, out[0].dtype))
         return out

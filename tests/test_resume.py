@@ -95,9 +95,9 @@ def test_nan_loss_names_epoch_and_step(synthetic_frames, tmp_path, monkeypatch) 
     calls = {"n": 0}
     real = SASRec.loss
 
-    def poisoned(self, batch):
+    def poisoned(self, batch, *plans):
         calls["n"] += 1
-        loss, parts = real(self, batch)
+        loss, parts = real(self, batch, *plans)
         return (loss * float("nan"), parts) if calls["n"] == 3 else (loss, parts)
 
     monkeypatch.setattr(SASRec, "loss", poisoned)

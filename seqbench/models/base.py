@@ -19,8 +19,8 @@ from torch import nn
 from seqbench.data.dataset import SeqDataset
 from seqbench.errors import ConfigError
 from seqbench.models.departures import BATCHING, Departure
+from seqbench.models.pieces import NO_PLANS, Plans, RowPieces, encode_pieces, plan_rows
 from seqbench.registry import Registry
-from seqbench.training.micro import piecewise
 
 Batch = dict[str, torch.Tensor]
 
@@ -72,6 +72,8 @@ class SeqModel(nn.Module):
     #: each row's encoder output depends only on its own items and is zero at its padding:
     #: under `batching=micro` a model whose loss couples rows encodes them in trimmed pieces
     piecewise: ClassVar[bool] = False
+    #: the batch keys of the [B, T] tensors `loss` encodes with `encode_rows`
+    row_keys: ClassVar[tuple[str, ...]] = ()
     #: False for models whose scores ignore the history (popularity)
     reads_history: ClassVar[bool] = True
 
@@ -98,20 +100,37 @@ class SeqModel(nn.Module):
         self,
         fn: Callable[[torch.Tensor], torch.Tensor],
         seqs: torch.Tensor,
+        pieces: RowPieces | None = None,
         per_position: bool = True,
     ) -> torch.Tensor:
         """`fn(seqs)`; while training under `batching=micro`, a `piecewise` model computes it
-        over length-sorted trimmed pieces (`micro.piecewise`: the same values, less padding)."""
+        over length-sorted trimmed pieces (`pieces.piecewise`: the same values, less padding),
+        cut as `pieces` planned on the host (planned here, from `seqs`, when not given)."""
         if self.training and self.piecewise and self.cfg.batching == "micro":
-            return piecewise(fn, seqs, self.cfg.micro_overhead, per_position)
+            if pieces is None:
+                pieces = plan_rows(seqs, self.cfg.micro_overhead)
+            return encode_pieces(fn, seqs, pieces, per_position)
         return fn(seqs)
+
+    def plan_rows(self, batch: Batch) -> Plans:
+        """Host side, on the CPU batch: how `encode_rows` will cut each tensor `loss` encodes
+        (none unless this model encodes in pieces under its config)."""
+        if not (self.piecewise and self.cfg.batching == "micro"):
+            return NO_PLANS
+        overhead = self.cfg.micro_overhead
+        return {k: plan_rows(v, overhead) for k, v in self.row_tensors(batch).items()}
+
+    def row_tensors(self, batch: Batch) -> dict[str, torch.Tensor]:
+        """The tensors `loss` passes to `encode_rows`, by the key it looks their plans up with."""
+        return {k: batch[k] for k in self.row_keys if k in batch}
 
     def train_batches(self, data: SeqDataset, gen: torch.Generator) -> Iterator[Batch]:
         """Yield the training batches of one epoch (all randomness from `gen`)."""
         raise NotImplementedError
 
-    def loss(self, batch: Batch) -> tuple[torch.Tensor, dict[str, float]]:
-        """Return the loss to minimise and its named parts for the history."""
+    def loss(self, batch: Batch, plans: Plans = NO_PLANS) -> tuple[torch.Tensor, dict[str, float]]:
+        """Return the loss to minimise and its named parts for the history; `plans` are the
+        host-planned cuts of the tensors it encodes with `encode_rows` (`plan_rows`)."""
         raise NotImplementedError
 
     def score(self, batch: Batch) -> torch.Tensor:
@@ -149,8 +168,8 @@ def register(name: str):
 
 
 def get_model(name: str) -> type[SeqModel]:
-    import seqbench.models  # noqa: F401  (registers all models)
-
+    """The model registered as `name`. The registry is full: importing this module first runs
+    the package's `__init__`, which imports (and so registers) every model module."""
     return MODELS.get(name)
 
 

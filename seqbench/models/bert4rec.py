@@ -1,7 +1,7 @@
-"""BERT4Rec (Sun et al., CIKM 2019) and BERT4Rec_S: bidirectional Transformer, cloze task.
+"""BERT4Rec (Sun et al., CIKM 2019): bidirectional Transformer trained on the cloze task.
 
-BERT4Rec_S is BERT4Rec trained on CBiT's slide windows, in the CBiT code's layout
-(pre-LN blocks, untied linear output layer) so that CBiT with no contrastive loss equals it.
+Also the BERT family's shared parts: the config switches, `cloze_mask`, the encoder/training
+axes and the evaluation-input departure (BERT4Rec_S, CBiT, CoSeBERT and NOVA-BERT build on it).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from seqbench.data.sequences import gather_padded, iterate_rows, slide_windows, 
 from seqbench.models.base import Batch, ModelConfig, SeqModel, register
 from seqbench.models.departures import Departure
 from seqbench.models.layers import SeqEmbedding, TransformerEncoder, key_padding_mask
+from seqbench.models.pieces import NO_PLANS, Plans
 
 
 @dataclass
@@ -122,106 +123,6 @@ BERT4REC_DEPARTURES = (
     ),
 )
 
-#: BERT4Rec_S and CBiT follow CBiT's public code (github hw-du/CBiT) where the paper is silent
-CBIT_CODE_DEPARTURES = (
-    EVAL_INPUT,
-    Departure(
-        "row with no masked item",
-        "silent",
-        "predicts nothing (no forced mask)",
-        "as the code",
-        "code",
-        "last_mask",
-        "--ablate last_mask=on",
-    ),
-    Departure(
-        "masked token",
-        "silent",
-        "BERT's 80/10/10: [mask] / random item / unchanged",
-        "as the code",
-        "code",
-        "mask_replace",
-        "--set mask_replace=false",
-    ),
-    Departure(
-        "embeddings",
-        "silent",
-        "item + position, PyTorch default init N(0, 1), no LayerNorm",
-        "as the code",
-        "code",
-        "emb",
-        "--ablate emb=bert (LayerNorm + truncated-normal 0.02)",
-    ),
-    Departure(
-        "block output dropout",
-        "silent",
-        "dropout on each block's output (part of the views' dropout augmentation)",
-        "as the code",
-        "code",
-        "block_dropout",
-        "--ablate block_dropout=off",
-    ),
-    Departure(
-        "padding positions",
-        "silent",
-        "computed like other positions (position embedding, attention over real items); "
-        "their outputs enter the flattened contrastive representation",
-        "as the code",
-        "code",
-        "pad_outputs",
-        "--ablate pad_outputs=zero (CBiT: also lets micro-batching encode trimmed pieces)",
-    ),
-    Departure(
-        "cloze softmax",
-        "softmax over items",
-        "over items and the padding column 0",
-        "as the code",
-        "code",
-        "pad_logit",
-        "--ablate pad_logit=exclude",
-    ),
-    Departure(
-        "GELU",
-        "silent",
-        "tanh approximation",
-        "as the code",
-        "code",
-        "gelu",
-        "--ablate gelu=exact",
-    ),
-    Departure(
-        "LayerNorm numerics",
-        "silent",
-        "unbiased std, eps 1e-6 added to the std",
-        "torch LayerNorm (biased variance, eps 1e-5 inside the root); differences ~1e-3",
-        "choice",
-    ),
-    Departure(
-        "epochs and selection",
-        "250 epochs, best validation NDCG@10",
-        "all 250 epochs, validates after epoch 100 and keeps the best validation NDCG@10",
-        "validates every epoch, keeps the best; no early stop (patience = 250)",
-        "paper",
-        "patience",
-        "--set patience=20",
-    ),
-    Departure(
-        "evaluation candidates",
-        "full ranking",
-        "blanks the scores of padding and of the last real item id N (meant: the mask "
-        "token); averages per-batch means of 256 users",
-        "never blanks a real item; mean over users",
-        "fix",
-    ),
-    Departure(
-        "initialisation seed",
-        "silent",
-        "model_init_seed = 0 for every run",
-        "the run's seed seeds the initialisation too",
-        "choice",
-    ),
-)
-
 
 @register("bert4rec")
 class BERT4Rec(SeqModel):
@@ -232,6 +133,7 @@ class BERT4Rec(SeqModel):
     ablations = ("window", *BERT_AXES)
     departures = BERT4REC_DEPARTURES
     micro_key = "labels"
+    row_keys = ("inputs",)
     dataset_defaults = {
         "beauty": {"mask_prob": 0.6, "max_len": 50},
         "toys": {"mask_prob": 0.6, "max_len": 50},
@@ -317,8 +219,9 @@ class BERT4Rec(SeqModel):
             seqs, c.mask_prob, self.mask_id, self.n_items, gen, c.mask_replace, force_last
         )
 
-    def loss(self, batch: Batch) -> tuple[torch.Tensor, dict[str, float]]:
-        loss = self.cloze_loss(self.encode_rows(self.encode, batch["inputs"]), batch["labels"])
+    def loss(self, batch: Batch, plans: Plans = NO_PLANS) -> tuple[torch.Tensor, dict[str, float]]:
+        h = self.encode_rows(self.encode, batch["inputs"], plans.get("inputs"))
+        loss = self.cloze_loss(h, batch["labels"])
         return loss, {"cloze": loss.item()}
 
     @property
@@ -331,52 +234,3 @@ class BERT4Rec(SeqModel):
         seqs = batch["seqs"][:, -self.input_window :]
         inputs = torch.cat([seqs, torch.full_like(seqs[:, :1], self.mask_id)], dim=1)
         return self.logits(self.encode(inputs)[:, -1])
-
-
-@dataclass
-class BERT4RecSConfig(BERT4RecConfig):
-    """BERT4Rec_S: CBiT's settings without the contrastive part (Beauty defaults)."""
-
-    d: int = 256
-    heads: int = 2
-    dropout: float = 0.3
-    max_len: int = 15
-    mask_prob: float = 0.15
-    window: Literal["off", "on"] = "on"
-    norm: Literal["post", "pre"] = "pre"
-    head: Literal["bert", "linear"] = "linear"
-    epochs: int = 250
-    #: CBiT's code trains every epoch and keeps the best validation epoch: no early stop
-    patience: int = 250
-    mask_replace: bool = True
-    last_mask: Literal["on", "off"] = "off"
-    emb: Literal["bert", "plain"] = "plain"
-    block_dropout: Literal["on", "off"] = "on"
-    pad_outputs: Literal["zero", "keep"] = "keep"
-    pad_logit: Literal["exclude", "include"] = "include"
-    gelu: Literal["exact", "tanh"] = "tanh"
-
-
-CBIT_DATASET_DEFAULTS = {
-    "beauty": {"max_len": 15, "window_step": 1, "heads": 2, "dropout": 0.3},
-    "toys": {"max_len": 20, "window_step": 1, "heads": 2, "dropout": 0.3},
-    "ml-1m": {"max_len": 40, "window_step": 10, "heads": 4, "dropout": 0.2},
-    "synthetic": {"epochs": 30, "max_len": 20, "window_step": 2, "d": 64},
-}
-
-
-@register("bert4rec_s")
-class BERT4RecS(BERT4Rec):
-    """BERT4Rec on slide windows (CBiT Section 4.1.1), CBiT's code layout."""
-
-    paper = "Du et al., CBiT, CIKM 2022 (BERT4Rec with slide windows)"
-    Config = BERT4RecSConfig
-    dataset_defaults = CBIT_DATASET_DEFAULTS
-    departures = CBIT_CODE_DEPARTURES
-
-    @property
-    def piecewise(self) -> bool:  # type: ignore[override]
-        """A subclass whose loss couples rows (no `micro_key`: CBiT, CoSeBERT) encodes them in
-        pieces only with zeroed padding outputs: kept ones (the code's) are part of the
-        flattened views and depend on the padded width."""
-        return self.micro_key is None and self.cfg.pad_outputs == "zero"

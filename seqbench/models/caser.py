@@ -20,6 +20,7 @@ from torch import nn
 from seqbench.data.dataset import SeqDataset
 from seqbench.data.sequences import NegativeSampler, gather_padded, iterate_rows, train_segments
 from seqbench.models.base import Batch, ModelConfig, SeqModel, register
+from seqbench.models.pieces import NO_PLANS, Plans
 
 
 @dataclass
@@ -117,7 +118,7 @@ class Caser(SeqModel):
             batch["negatives"] = self._sampler.sample(batch["segments"], shape, gen)
             yield batch
 
-    def loss(self, batch: Batch) -> tuple[torch.Tensor, dict[str, float]]:
+    def loss(self, batch: Batch, plans: Plans = NO_PLANS) -> tuple[torch.Tensor, dict[str, float]]:
         x = self.represent(batch["seqs"], batch["users"]).unsqueeze(2)  # [B, 2d, 1]
         items = torch.cat([batch["targets"], batch["negatives"]], 1)
         logits = torch.bmm(self.out(items), x).squeeze(2) + self.bias(items).squeeze(2)

@@ -32,8 +32,8 @@ from seqbench.data.dataset import SeqDataset
 from seqbench.data.sequences import iterate_rows
 from seqbench.errors import ConfigError
 from seqbench.models.base import Batch, register
-from seqbench.models.bert4rec import (
-    BERT_AXES,
+from seqbench.models.bert4rec import BERT_AXES
+from seqbench.models.bert4rec_s import (
     CBIT_CODE_DEPARTURES,
     CBIT_DATASET_DEFAULTS,
     BERT4RecS,
@@ -41,6 +41,7 @@ from seqbench.models.bert4rec import (
 )
 from seqbench.models.contrastive import nt_xent
 from seqbench.models.departures import Departure
+from seqbench.models.pieces import NO_PLANS, Plans
 
 
 @dataclass
@@ -172,16 +173,26 @@ class CBiT(BERT4RecS):
                 batch["negatives"] = other_items(labels, self.n_items, gen)
             yield batch
 
-    def encode_views(self, inputs: torch.Tensor) -> torch.Tensor:
+    def replays_views(self) -> bool:
+        """augment=cloze while training: each view is encoded alone from the same RNG state."""
+        return self.cfg.augment == "cloze" and self.training
+
+    def row_tensors(self, batch: Batch) -> dict[str, torch.Tensor]:
+        """The inputs, or each view's rows when the views are encoded one at a time."""
+        if not self.replays_views():
+            return {"inputs": batch["inputs"]}
+        return {f"view{v}": view for v, view in enumerate(batch["inputs"].chunk(self.views))}
+
+    def encode_views(self, inputs: torch.Tensor, plans: Plans = NO_PLANS) -> torch.Tensor:
         """Last-layer outputs [m·B, T, d]; augment=cloze replays one RNG state per view (its rows
         split into the same pieces, so each view draws the same dropout)."""
-        if self.cfg.augment != "cloze" or not self.training:
-            return self.encode_rows(self.encode, inputs)
+        if not self.replays_views():
+            return self.encode_rows(self.encode, inputs, plans.get("inputs"))
         state = rng_state(inputs.device)
         outs = []
-        for view in inputs.chunk(self.views):
+        for v, view in enumerate(inputs.chunk(self.views)):
             set_rng_state(inputs.device, state)
-            outs.append(self.encode_rows(self.encode, view))
+            outs.append(self.encode_rows(self.encode, view, plans.get(f"view{v}")))
         return torch.cat(outs)
 
     def cloze_sum(self, h: torch.Tensor, batch: Batch) -> torch.Tensor:
@@ -203,8 +214,8 @@ class CBiT(BERT4RecS):
         counts = torch.bincount(view, minlength=self.views).clamp_min(1)
         return (sums / counts).sum()
 
-    def loss(self, batch: Batch) -> tuple[torch.Tensor, dict[str, float]]:
-        h = self.encode_views(batch["inputs"])
+    def loss(self, batch: Batch, plans: Plans = NO_PLANS) -> tuple[torch.Tensor, dict[str, float]]:
+        h = self.encode_views(batch["inputs"], plans)
         main = self.cloze_sum(h, batch)
         if self.cfg.augment == "none":
             return main, {"cloze": main.item()}

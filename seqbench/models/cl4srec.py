@@ -21,7 +21,8 @@ from seqbench.models.augment import Augmenter, Op, two_views
 from seqbench.models.base import Batch, register
 from seqbench.models.contrastive import nt_xent
 from seqbench.models.layers import SeqEmbedding, TransformerEncoder
-from seqbench.models.sasrec import SASRec, SASRecConfig
+from seqbench.models.pieces import NO_PLANS, Plans
+from seqbench.models.sasrec import SASRec, SASRecConfig, check_items
 
 
 @dataclass
@@ -65,6 +66,7 @@ class CL4SRec(SASRec):
     paper = "Xie et al., Contrastive Learning for Sequential Recommendation, ICDE 2022"
     Config = CL4SRecConfig
     micro_key = None  # the contrastive loss couples the rows of a batch
+    row_keys = ("seqs", "views")
     ablations = ("augment",)
     dataset_defaults = {"synthetic": {"epochs": 30, "dropout": 0.2}}
 
@@ -98,11 +100,12 @@ class CL4SRec(SASRec):
     def train_batches(self, data: SeqDataset, gen: torch.Generator) -> Iterator[Batch]:
         for batch in super().train_batches(data, gen):
             batch["views"] = two_views(self.augmenter, batch["seqs"], self.cfg.max_len, gen)
+            check_items(batch, "views")
             yield batch
 
-    def loss(self, batch: Batch) -> tuple[torch.Tensor, dict[str, float]]:
-        rec, parts = super().loss(batch)
-        h = self.encode_rows(self.encode, batch["views"])
+    def loss(self, batch: Batch, plans: Plans = NO_PLANS) -> tuple[torch.Tensor, dict[str, float]]:
+        rec, parts = super().loss(batch, plans)
+        h = self.encode_rows(self.encode, batch["views"], plans.get("views"))
         cl = view_loss(h, self.cfg.cl_repr, self.cfg.tau)
         return rec + self.cfg.cl_weight * cl, {**parts, "cl": cl.item()}
 

@@ -19,8 +19,8 @@ import torch
 from seqbench.data.dataset import SeqDataset
 from seqbench.models.augment import two_views
 from seqbench.models.base import Batch, register
-from seqbench.models.bert4rec import (
-    BERT_AXES,
+from seqbench.models.bert4rec import BERT_AXES
+from seqbench.models.bert4rec_s import (
     CBIT_CODE_DEPARTURES,
     CBIT_DATASET_DEFAULTS,
     BERT4RecS,
@@ -30,6 +30,7 @@ from seqbench.models.cl4srec import view_loss
 from seqbench.models.coserec import COSEREC_BEAUTY, CoSeRecFields, coserec_augmenter
 from seqbench.models.departures import Departure
 from seqbench.models.item_similarity import training_similarity
+from seqbench.models.pieces import NO_PLANS, Plans
 
 
 @dataclass
@@ -48,6 +49,7 @@ class CoSeBERT(BERT4RecS):
     paper = "Du et al., CBiT, CIKM 2022 (CoSeRec's contrastive learning on BERT4Rec_S)"
     Config = CoSeBERTConfig
     micro_key = None  # the contrastive loss couples the rows of a batch
+    row_keys = ("inputs", "views")
     ablations = ("augment", "window", *BERT_AXES)
     departures = (
         *(d for d in CBIT_CODE_DEPARTURES if d.field != "pad_outputs"),
@@ -77,8 +79,8 @@ class CoSeBERT(BERT4RecS):
             batch["views"] = two_views(self.augmenter, batch["seqs"], self.cfg.max_len, gen)
             yield batch
 
-    def loss(self, batch: Batch) -> tuple[torch.Tensor, dict[str, float]]:
-        cloze, parts = super().loss(batch)
-        h = self.encode_rows(self.encode, batch["views"])
+    def loss(self, batch: Batch, plans: Plans = NO_PLANS) -> tuple[torch.Tensor, dict[str, float]]:
+        cloze, parts = super().loss(batch, plans)
+        h = self.encode_rows(self.encode, batch["views"], plans.get("views"))
         cl = view_loss(h, self.cfg.cl_repr, self.cfg.tau)
         return cloze + self.cfg.cl_weight * cl, {**parts, "cl": cl.item()}

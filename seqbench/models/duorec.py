@@ -35,7 +35,8 @@ from seqbench.models.base import Batch, ModelConfig, SeqModel, register
 from seqbench.models.contrastive import nt_xent
 from seqbench.models.departures import Departure
 from seqbench.models.layers import SeqEmbedding, TransformerEncoder
-from seqbench.models.sasrec import causal_item_mask
+from seqbench.models.pieces import NO_PLANS, Plans
+from seqbench.models.sasrec import causal_mask, check_items
 
 
 def prefix_instances(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -107,6 +108,7 @@ class DuoRec(SeqModel):
     paper = "Qiu et al., Contrastive Learning for Representation Degeneration, WSDM 2022"
     Config = DuoRecConfig
     piecewise = True  # positions and attention read only a row's own items
+    row_keys = ("seqs", "positives")
     ablations = ("contrast", "positions")
     departures = (
         Departure(
@@ -159,7 +161,7 @@ class DuoRec(SeqModel):
 
     def represent(self, seqs: torch.Tensor) -> torch.Tensor:
         """Encoder output at the last position [B, d]."""
-        h = self.encoder(self.emb(seqs), seqs, causal_item_mask(seqs)[:, None])
+        h = self.encoder(self.emb(seqs), seqs, causal_mask(seqs)[:, None])
         return h[:, -1]
 
     def gather(self, ids: torch.Tensor) -> torch.Tensor:
@@ -185,26 +187,28 @@ class DuoRec(SeqModel):
                 "seqs": self.gather(rows),
                 "targets": torch.from_numpy(targets[rows.numpy()]),
             }
+            check_items(batch, "seqs")
             if self.cfg.contrast in ("su", "both"):
                 batch["positives"] = self.gather(self._sampler.sample(rows, gen))
+                check_items(batch, "positives")
             yield batch
 
-    def loss(self, batch: Batch) -> tuple[torch.Tensor, dict[str, float]]:
+    def loss(self, batch: Batch, plans: Plans = NO_PLANS) -> tuple[torch.Tensor, dict[str, float]]:
         cfg = self.cfg
 
-        def represent(seqs: torch.Tensor) -> torch.Tensor:
-            return self.encode_rows(self.represent, seqs, per_position=False)
+        def represent(key: str) -> torch.Tensor:
+            return self.encode_rows(self.represent, batch[key], plans.get(key), per_position=False)
 
-        h = represent(batch["seqs"])
+        h = represent("seqs")
         ce = F.cross_entropy(h @ self.emb.item.weight[1:].T, batch["targets"] - 1)
         if cfg.contrast == "none":
             return ce, {"ce": ce.item()}
         if cfg.contrast == "un":
-            pair = (h, represent(batch["seqs"]))
+            pair = (h, represent("seqs"))
         elif cfg.contrast == "su":
-            pair = (h, represent(batch["positives"]))
+            pair = (h, represent("positives"))
         else:
-            pair = (represent(batch["seqs"]), represent(batch["positives"]))
+            pair = (represent("seqs"), represent("positives"))
         cl = nt_xent(torch.stack(pair), cfg.tau, reduce="mean", cosine=cfg.sim == "cos")
         return ce + cfg.weight * cl, {"ce": ce.item(), "cl": cl.item()}
 

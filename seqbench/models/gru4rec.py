@@ -20,6 +20,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from seqbench.data.dataset import SeqDataset
 from seqbench.data.sequences import iterate_rows, next_item_instances
 from seqbench.models.base import Batch, ModelConfig, SeqModel, register
+from seqbench.models.pieces import NO_PLANS, Plans
 
 
 @dataclass
@@ -83,7 +84,7 @@ class GRU4Rec(SeqModel):
             self._train, "seqs", self.cfg.batch_size, gen, self.cfg.batching == "grouped"
         )
 
-    def loss(self, batch: Batch) -> tuple[torch.Tensor, dict[str, float]]:
+    def loss(self, batch: Batch, plans: Plans = NO_PLANS) -> tuple[torch.Tensor, dict[str, float]]:
         h, _ = self.encode(batch["seqs"])
         targets = right_align(batch["targets"])[0][:, : h.shape[1]]
         where = targets != 0

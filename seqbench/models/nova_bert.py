@@ -26,6 +26,7 @@ from seqbench.models.bert4rec import EVAL_INPUT, BERT4Rec, BERT4RecConfig
 from seqbench.models.departures import Departure
 from seqbench.models.fusion import Fusion, FusionKind
 from seqbench.models.layers import key_padding_mask, with_self
+from seqbench.models.pieces import NO_PLANS, Plans
 from seqbench.models.side import SideFeatures, resolve_fields
 
 
@@ -141,7 +142,7 @@ class NovaBERT(BERT4Rec):
             x = block(x, mask, qk=fuse(x, sides)) * keep
         return self.encoder.final(x)
 
-    def loss(self, batch: Batch) -> tuple[torch.Tensor, dict[str, float]]:
+    def loss(self, batch: Batch, plans: Plans = NO_PLANS) -> tuple[torch.Tensor, dict[str, float]]:
         loss = self.cloze_loss(self.encode(batch["inputs"], batch["index"]), batch["labels"])
         return loss, {"cloze": loss.item()}
 

@@ -12,6 +12,14 @@ from seqbench.data.dataset import SeqDataset
 from seqbench.data.sequences import NegativeSampler, iterate_rows, next_item_instances
 from seqbench.models.base import Batch, ModelConfig, SeqModel, register
 from seqbench.models.layers import SeqEmbedding, TransformerEncoder
+from seqbench.models.pieces import NO_PLANS, Plans
+
+
+def check_item_ids(ids: torch.Tensor, message: str) -> None:
+    """Raise ValueError(message) if an id is negative (0 = padding). A host read: training
+    checks its batches with it where they are built, on the CPU."""
+    if ids.numel() and bool((ids < 0).any()):
+        raise ValueError(message)
 
 
 def causal_item_mask(item_ids: torch.Tensor) -> torch.Tensor:
@@ -20,8 +28,13 @@ def causal_item_mask(item_ids: torch.Tensor) -> torch.Tensor:
         raise ValueError("causal_item_mask: item_ids must be an int64 tensor")
     if item_ids.dim() != 2:
         raise ValueError(f"causal_item_mask: item_ids must be [B, T], got {item_ids.dim()}-D")
-    if item_ids.numel() and bool((item_ids < 0).any()):
-        raise ValueError("causal_item_mask: item ids must be non-negative (0 = padding)")
+    check_item_ids(item_ids, "causal_item_mask: item ids must be non-negative (0 = padding)")
+    return causal_mask(item_ids)
+
+
+def causal_mask(item_ids: torch.Tensor) -> torch.Tensor:
+    """`causal_item_mask` without its checks (no host read): for the encoders, whose training
+    batches are checked where they are built (`check_items`)."""
     with torch.no_grad():
         real = item_ids != 0
         t = item_ids.shape[1]
@@ -29,14 +42,17 @@ def causal_item_mask(item_ids: torch.Tensor) -> torch.Tensor:
         return real[:, :, None] & real[:, None, :] & tril
 
 
-def sampled_next_item_loss(
-    positive: torch.Tensor, negative: torch.Tensor, target_ids: torch.Tensor
-) -> torch.Tensor:
-    """Mean over valid targets (id != 0) of softplus(-r⁺) + softplus(r⁻); 0 when none valid.
+def check_items(batch: Batch, *keys: str) -> None:
+    """The value checks `causal_item_mask` and `sampled_next_item_loss` make, on a training
+    batch's item tensors `keys` as it is built (host reads of CPU tensors, not in the step)."""
+    for key in keys:
+        check_item_ids(batch[key], f"training batch: {key} must be non-negative item ids")
 
-    Ignored positions may hold NaN/Inf: they are masked with torch.where before any
-    arithmetic, so they reach neither the value nor the gradients.
-    """
+
+def check_loss_inputs(
+    positive: torch.Tensor, negative: torch.Tensor, target_ids: torch.Tensor
+) -> None:
+    """The types, shapes, dtypes and devices `sampled_next_item_loss` accepts (no host read)."""
     for name, x in (("positive", positive), ("negative", negative), ("target_ids", target_ids)):
         if not isinstance(x, torch.Tensor):
             raise ValueError(f"sampled_next_item_loss: {name} must be a tensor")
@@ -55,18 +71,40 @@ def sampled_next_item_loss(
             "sampled_next_item_loss: shape mismatch "
             f"{tuple(positive.shape)}, {tuple(negative.shape)}, {tuple(target_ids.shape)}"
         )
-    if target_ids.numel() and bool((target_ids < 0).any()):
-        raise ValueError("sampled_next_item_loss: target ids must be non-negative")
+
+
+def sampled_next_item_loss(
+    positive: torch.Tensor, negative: torch.Tensor, target_ids: torch.Tensor
+) -> torch.Tensor:
+    """Mean over valid targets (id != 0) of softplus(-r⁺) + softplus(r⁻); 0 when none valid.
+
+    Ignored positions may hold NaN/Inf: they are masked with torch.where before any
+    arithmetic, so they reach neither the value nor the gradients.
+    """
+    check_loss_inputs(positive, negative, target_ids)
+    check_item_ids(target_ids, "sampled_next_item_loss: target ids must be non-negative")
+    valid = target_ids != 0
+    if valid.any() and not bool(
+        torch.isfinite(positive[valid]).all() & torch.isfinite(negative[valid]).all()
+    ):
+        raise ValueError("sampled_next_item_loss: non-finite logits at valid positions")
+    return next_item_loss(positive, negative, target_ids)
+
+
+def next_item_loss(
+    positive: torch.Tensor, negative: torch.Tensor, target_ids: torch.Tensor
+) -> torch.Tensor:
+    """`sampled_next_item_loss` for the training step, with no host read: target ids are
+    checked where the batch is built, and non-finite logits at valid positions give NaN (the
+    trainer stops on a non-finite loss) instead of raising here."""
+    check_loss_inputs(positive, negative, target_ids)
     valid = target_ids != 0
     zero = torch.zeros((), dtype=positive.dtype, device=positive.device)
     pos = torch.where(valid, positive, zero)
     neg = torch.where(valid, negative, zero)
-    if valid.any() and not bool(
-        torch.isfinite(pos[valid]).all() & torch.isfinite(neg[valid]).all()
-    ):
-        raise ValueError("sampled_next_item_loss: non-finite logits at valid positions")
     per = (F.softplus(-pos) + F.softplus(neg)) * valid.to(positive.dtype)
-    return per.sum() / valid.sum().clamp(min=1).to(positive.dtype)
+    loss = per.sum() / valid.sum().clamp(min=1).to(positive.dtype)
+    return torch.where(torch.isfinite(pos).all() & torch.isfinite(neg).all(), loss, torch.nan)
 
 
 @dataclass
@@ -89,6 +127,7 @@ class SASRec(SeqModel):
     paper = "Kang & McAuley, Self-Attentive Sequential Recommendation, ICDM 2018"
     Config = SASRecConfig
     micro_key = "targets"
+    row_keys = ("seqs",)
     dataset_defaults = {
         "beauty": {"dropout": 0.5, "max_len": 50},
         "toys": {"dropout": 0.5, "max_len": 50},
@@ -107,7 +146,7 @@ class SASRec(SeqModel):
         self._sampler: NegativeSampler | None = None
 
     def encode(self, seqs: torch.Tensor) -> torch.Tensor:
-        return self.encoder(self.emb(seqs), seqs, causal_item_mask(seqs)[:, None])
+        return self.encoder(self.emb(seqs), seqs, causal_mask(seqs)[:, None])
 
     def train_batches(self, data: SeqDataset, gen: torch.Generator) -> Iterator[Batch]:
         if self._train is None:
@@ -116,14 +155,15 @@ class SASRec(SeqModel):
             self._train, "seqs", self.cfg.batch_size, gen, self.cfg.batching == "grouped"
         ):
             batch["negatives"] = self._sampler.sample(batch["rows"], batch["seqs"].shape, gen)
+            check_items(batch, "seqs", "targets")
             yield batch
 
-    def loss(self, batch: Batch) -> tuple[torch.Tensor, dict[str, float]]:
-        h = self.encode_rows(self.encode, batch["seqs"])
+    def loss(self, batch: Batch, plans: Plans = NO_PLANS) -> tuple[torch.Tensor, dict[str, float]]:
+        h = self.encode_rows(self.encode, batch["seqs"], plans.get("seqs"))
         w = self.emb.item.weight
         pos = (h * w[batch["targets"]]).sum(-1)
         neg = (h * w[batch["negatives"]]).sum(-1)
-        loss = sampled_next_item_loss(pos, neg, batch["targets"])
+        loss = next_item_loss(pos, neg, batch["targets"])
         return loss, {"bce": loss.item()}
 
     def score(self, batch: Batch) -> torch.Tensor:

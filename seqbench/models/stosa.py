@@ -30,7 +30,8 @@ from seqbench.errors import ConfigError
 from seqbench.models.base import Batch, ModelConfig, SeqModel, register
 from seqbench.models.departures import Departure
 from seqbench.models.layers import SeqEmbedding, with_self
-from seqbench.models.sasrec import causal_item_mask
+from seqbench.models.pieces import NO_PLANS, Plans
+from seqbench.models.sasrec import causal_mask, check_items
 from seqbench.models.wasserstein import wasserstein2, wasserstein2_matrix
 
 Tensor = torch.Tensor
@@ -281,7 +282,7 @@ class STOSA(SeqModel):
         last_only: the last layer computes only the last position ([B, 1, d] outputs), which is
         all that ranking needs and saves the T×T attention of that layer.
         """
-        mask = with_self(causal_item_mask(seqs))[:, None]
+        mask = with_self(causal_mask(seqs))[:, None]
         mean = F.elu(self.mean_emb(seqs))
         cov = elu1(self.cov_emb(seqs)) if self.stochastic else None
         for i, block in enumerate(self.blocks):
@@ -295,9 +296,10 @@ class STOSA(SeqModel):
             self._train, "seqs", self.cfg.batch_size, gen, self.cfg.batching == "grouped"
         ):
             batch["negatives"] = self._sampler.sample(batch["rows"], batch["seqs"].shape, gen)
+            check_items(batch, "seqs")
             yield batch
 
-    def loss(self, batch: Batch) -> tuple[Tensor, dict[str, float]]:
+    def loss(self, batch: Batch, plans: Plans = NO_PLANS) -> tuple[Tensor, dict[str, float]]:
         """BPR softplus(d⁺ − d⁻) + λ·max(0, d⁺ − d(j⁺, j⁻)), averaged over target positions."""
         mean, cov = self.encode(batch["seqs"])
         targets = batch["targets"]

@@ -8,68 +8,86 @@ batch's loss when each piece's mean is weighted by its share of those entries, s
 gradient equals the uniform batch's (dropout masks are drawn differently, nothing else).
 A model whose loss couples rows (in-batch negatives) cannot split its loss, but when each row's
 encoder output depends only on that row's items it can still encode the rows in such pieces
-(`piecewise`) and compute the coupled loss on the re-assembled outputs.
+(`models.pieces.piecewise`) and compute the coupled loss on the re-assembled outputs.
+Both splits read the rows' lengths, so they are decided on the host from the CPU batch before
+it moves to the device (`step_pieces`): the step gets device tensors and Python ints only.
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
+from dataclasses import dataclass
 
-import numpy as np
 import torch
-import torch.nn.functional as F
 
 from seqbench.data.sequences import take_rows
+from seqbench.models.base import Batch, SeqModel
+from seqbench.models.pieces import Plans, split_points
 
-Batch = dict[str, torch.Tensor]
-
-
-def split_points(lengths: np.ndarray, overhead: int) -> list[int]:
-    """Piece boundaries over ascending `lengths` minimising padded positions + overhead/piece.
-
-    Exact dynamic programme: cost(j) = min_i cost(i) + (j − i)·lengths[j−1] + overhead, where
-    a piece of rows i..j−1 is padded to its longest row, lengths[j−1]. Returns the end index
-    of each piece (the last is len(lengths)).
-    """
-    n = len(lengths)
-    cost = np.zeros(n + 1)
-    start = np.zeros(n + 1, dtype=np.int64)
-    for j in range(1, n + 1):
-        i = np.arange(j)
-        total = cost[:j] + (j - i) * float(lengths[j - 1]) + overhead
-        best = int(np.argmin(total))
-        cost[j], start[j] = total[best], best
-    ends = []
-    j = n
-    while j > 0:
-        ends.append(j)
-        j = int(start[j])
-    return ends[::-1]
+CPU = torch.device("cpu")
 
 
-def backward_batch(
-    model: torch.nn.Module,
-    batch: Batch,
+@dataclass(frozen=True)
+class Piece:
+    """One piece of a training step: its tensors on the device, the weight of its mean loss
+    and the host-planned cuts of the rows its loss encodes in pieces (`SeqModel.plan_rows`)."""
+
+    batch: Batch
+    weight: float
+    plans: Plans
+
+
+def move(batch: Batch, device: torch.device) -> Batch:
+    """The batch's tensors on `device`."""
+    return {k: v.to(device, non_blocking=True) for k, v in batch.items()}
+
+
+def step_pieces(model: SeqModel, batch: Batch, device: torch.device = CPU) -> list[Piece]:
+    """Host side, on the CPU `batch`: split it (`training_pieces`), plan each piece's row cuts,
+    then move the pieces to `device`. Every split decision reads CPU tensors, so the step that
+    runs the pieces reads no device tensor to make one."""
+    pieces = []
+    for piece, weight in training_pieces(model, batch):
+        plans = {k: p.to(device) for k, p in model.plan_rows(piece).items()}
+        pieces.append(Piece(move(piece, device), weight, plans))
+    return pieces
+
+
+def backward_pieces(
+    model: SeqModel,
+    pieces: list[Piece],
     autocast: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext,
     scaler: torch.amp.GradScaler | None = None,
 ) -> tuple[float, dict[str, float]]:
-    """Accumulate the gradient of `batch`'s loss the way the trainer does: over its
-    `training_pieces`, each piece's mean loss (computed under `autocast`, cast to fp32)
-    weighted by its share. Returns the batch's loss value and its weighted named parts."""
+    """Accumulate the gradient of a batch's loss from its `pieces`: each piece's mean loss
+    (computed under `autocast`, cast to fp32) weighted by its share. Returns the batch's loss
+    value and its weighted named parts."""
     value, parts = 0.0, {}
-    for piece, weight in training_pieces(model, batch):
+    for piece in pieces:
         with autocast():
-            loss, piece_parts = model.loss(piece)
-        loss = loss.float() * weight
+            loss, piece_parts = model.loss(piece.batch, piece.plans)
+        loss = loss.float() * piece.weight
         (scaler.scale(loss) if scaler is not None else loss).backward()
         value += loss.detach().item()
         for k, v in piece_parts.items():
-            parts[k] = parts.get(k, 0.0) + weight * v
+            parts[k] = parts.get(k, 0.0) + piece.weight * v
     return value, parts
 
 
-def training_pieces(model: torch.nn.Module, batch: Batch) -> list[tuple[Batch, float]]:
+def backward_batch(
+    model: SeqModel,
+    batch: Batch,
+    autocast: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext,
+    scaler: torch.amp.GradScaler | None = None,
+    device: torch.device = CPU,
+) -> tuple[float, dict[str, float]]:
+    """The trainer's step on a CPU `batch`: split and planned on the host, moved to `device`,
+    then `backward_pieces`. Returns the batch's loss value and its weighted named parts."""
+    return backward_pieces(model, step_pieces(model, batch, device), autocast, scaler)
+
+
+def training_pieces(model: SeqModel, batch: Batch) -> list[tuple[Batch, float]]:
     """How the trainer runs a batch: micro-batches under `batching=micro` for a model with a
     `micro_key`, else the whole batch with weight 1."""
     cfg, key = model.cfg, model.micro_key
@@ -80,6 +98,7 @@ def training_pieces(model: torch.nn.Module, batch: Batch) -> list[tuple[Batch, f
 
 def micro_batches(batch: Batch, key: str, overhead: int) -> list[tuple[Batch, float]]:
     """Length-sorted pieces of `batch` (each trimmed) and the weight of each piece's mean loss.
+    It reads the rows' lengths: call it on the CPU batch, before the move to the device.
 
     `overhead` is what one more piece costs, in padded positions (the time of its extra
     kernel launches). Weights are each piece's count of non-zero `batch[key]` entries over
@@ -97,38 +116,3 @@ def micro_batches(batch: Batch, key: str, overhead: int) -> list[tuple[Batch, fl
         if count:
             pieces.append((piece, count / max(1, total)))
     return pieces
-
-
-def widths(seqs: torch.Tensor) -> torch.Tensor:
-    """Columns from each row's first non-padding item to the end (0 for an all-padding row)."""
-    real = seqs != 0
-    first = real.to(torch.int8).argmax(1)
-    return torch.where(real.any(1), seqs.shape[1] - first, 0)
-
-
-def piecewise(
-    fn: Callable[[torch.Tensor], torch.Tensor],
-    seqs: torch.Tensor,
-    overhead: int,
-    per_position: bool = True,
-) -> torch.Tensor:
-    """`fn(seqs)` computed over length-sorted pieces of the rows, each trimmed to its widest row.
-
-    Exact for an `fn` whose output for a row depends only on that row's items, with outputs
-    `[b, L, ...]` that are zero at padding positions (`per_position`: re-padded on the left
-    with zeros to the input's width) or one value per row (`per_position=False`). Rows come
-    back in their input order, so a loss coupling the rows sees the same tensor.
-    """
-    width = widths(seqs)
-    order = torch.argsort(width, stable=True)
-    t = seqs.shape[1]
-    outs, begin = [], 0
-    for end in split_points(width[order].cpu().numpy(), overhead):
-        rows = order[begin:end]
-        w = max(1, int(width[rows[-1]]))
-        out = fn(seqs[rows, t - w :])
-        if per_position:
-            out = F.pad(out, (0, 0) * (out.dim() - 2) + (t - w, 0))
-        outs.append(out)
-        begin = end
-    return torch.cat(outs)[torch.argsort(order)]

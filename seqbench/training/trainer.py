@@ -42,10 +42,6 @@ class TrainResult:
     best_state: dict[str, torch.Tensor] = field(repr=False)
 
 
-def move(batch: Batch, device: torch.device) -> Batch:
-    return {k: v.to(device, non_blocking=True) for k, v in batch.items()}
-
-
 def make_optimizer(model: SeqModel) -> torch.optim.Optimizer | None:
     params = [p for p in model.parameters() if p.requires_grad]
     if not params:
@@ -233,7 +229,6 @@ class Trainer:
                 group["lr"] = cfg.lr * lr_factor(
                     (epoch - 1) * len(batches) + step, total_steps, cfg.warmup, cfg.lr_schedule
                 )
-            batch = move(batch, self.device)
             opt.zero_grad(set_to_none=True)
             value, parts = self._backward(batch, scaler)
             if not math.isfinite(value):
@@ -262,8 +257,9 @@ class Trainer:
 
         With `batching=micro` and a model that allows it, the batch runs as length-sorted
         pieces whose mean losses are weighted by their share of targets: the batch's loss.
+        The CPU batch is split on the host, then moved to the device (`micro.step_pieces`).
         """
-        return backward_batch(self.model, batch, self._autocast, scaler)
+        return backward_batch(self.model, batch, self._autocast, scaler, self.device)
 
     def _autocast(self) -> contextlib.AbstractContextManager:
         """The loss in the run's precision: matmuls in bf16/fp16; autocast keeps the

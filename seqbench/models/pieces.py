@@ -1,0 +1,114 @@
+"""Length-sorted pieces of a batch's rows: where to cut them, and encoding rows piece by piece.
+
+A batch padded to its longest row wastes the positions its shorter rows pad. Sorting the rows
+by length and cutting them into pieces, each trimmed to its own longest row, removes most of
+that padding; `split_points` chooses the cuts. `piecewise` encodes rows this way and puts the
+outputs back in the input's row order, for models whose rows are encoded independently.
+Choosing the cuts reads the rows' lengths, so training plans them (`plan_rows`) on the CPU
+batch before it moves to the device, and the step (`encode_pieces`) only applies the plan.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+
+def split_points(lengths: np.ndarray, overhead: int) -> list[int]:
+    """Piece boundaries over ascending `lengths` minimising padded positions + overhead/piece.
+
+    Exact dynamic programme: cost(j) = min_i cost(i) + (j − i)·lengths[j−1] + overhead, where
+    a piece of rows i..j−1 is padded to its longest row, lengths[j−1]. Returns the end index
+    of each piece (the last is len(lengths)).
+    """
+    n = len(lengths)
+    cost = np.zeros(n + 1)
+    start = np.zeros(n + 1, dtype=np.int64)
+    for j in range(1, n + 1):
+        i = np.arange(j)
+        total = cost[:j] + (j - i) * float(lengths[j - 1]) + overhead
+        best = int(np.argmin(total))
+        cost[j], start[j] = total[best], best
+    ends = []
+    j = n
+    while j > 0:
+        ends.append(j)
+        j = int(start[j])
+    return ends[::-1]
+
+
+def widths(seqs: torch.Tensor) -> torch.Tensor:
+    """Columns from each row's first non-padding item to the end (0 for an all-padding row)."""
+    real = seqs != 0
+    first = real.to(torch.int8).argmax(1)
+    return torch.where(real.any(1), seqs.shape[1] - first, 0)
+
+
+@dataclass(frozen=True)
+class RowPieces:
+    """How `encode_pieces` cuts the rows of one [B, T] tensor, decided on the host: the rows in
+    ascending width (`order`, `inverse` puts them back), each piece's end and trimmed width."""
+
+    order: torch.Tensor
+    inverse: torch.Tensor
+    ends: tuple[int, ...]
+    widths: tuple[int, ...]
+
+    def to(self, device: torch.device) -> RowPieces:
+        """The same plan with its row indices on `device` (its cuts stay Python ints)."""
+        order, inverse = (t.to(device, non_blocking=True) for t in (self.order, self.inverse))
+        return RowPieces(order, inverse, self.ends, self.widths)
+
+
+#: the planned pieces of a batch, by the key of the tensor they cut
+Plans = Mapping[str, RowPieces]
+NO_PLANS: Plans = MappingProxyType({})
+
+
+def plan_rows(seqs: torch.Tensor, overhead: int) -> RowPieces:
+    """The cuts `piecewise` makes in `seqs`'s rows. It reads values on the host: call it on the
+    CPU batch, before the move to the device."""
+    width = widths(seqs)
+    order = torch.argsort(width, stable=True)
+    ends = split_points(width[order].cpu().numpy(), overhead)
+    cuts = tuple(max(1, int(width[order[end - 1]])) for end in ends)
+    return RowPieces(order, torch.argsort(order), tuple(ends), cuts)
+
+
+def encode_pieces(
+    fn: Callable[[torch.Tensor], torch.Tensor],
+    seqs: torch.Tensor,
+    pieces: RowPieces,
+    per_position: bool = True,
+) -> torch.Tensor:
+    """`fn(seqs)` over the planned pieces (see `piecewise`): device ops and Python ints only."""
+    t = seqs.shape[1]
+    outs, begin = [], 0
+    for end, w in zip(pieces.ends, pieces.widths, strict=True):
+        out = fn(seqs[pieces.order[begin:end], t - w :])
+        if per_position:
+            out = F.pad(out, (0, 0) * (out.dim() - 2) + (t - w, 0))
+        outs.append(out)
+        begin = end
+    return torch.cat(outs)[pieces.inverse]
+
+
+def piecewise(
+    fn: Callable[[torch.Tensor], torch.Tensor],
+    seqs: torch.Tensor,
+    overhead: int,
+    per_position: bool = True,
+) -> torch.Tensor:
+    """`fn(seqs)` computed over length-sorted pieces of the rows, each trimmed to its widest row.
+
+    Exact for an `fn` whose output for a row depends only on that row's items, with outputs
+    `[b, L, ...]` that are zero at padding positions (`per_position`: re-padded on the left
+    with zeros to the input's width) or one value per row (`per_position=False`). Rows come
+    back in their input order, so a loss coupling the rows sees the same tensor.
+    """
+    return encode_pieces(fn, seqs, plan_rows(seqs, overhead), per_position)
