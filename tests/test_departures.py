@@ -221,3 +221,24 @@ def test_report_note_names_switched_departures(tmp_path) -> None:
     note = departures_note([run("cbit", last_mask="on", batching="grouped"), run("cbit")])
     assert "last_mask=on (row with no masked item)" in note
     assert "batching=grouped (batch composition)" in note
+
+
+def test_runs_record_their_switched_departures_and_the_note_reads_them(tmp_path) -> None:
+    """A run records which declared departures it switched (beside, not in, its identity), and
+    the report note reads that record: it needs no model class (here one never registered)."""
+    from types import SimpleNamespace
+
+    from seqbench.report.notes import departures_note
+    from seqbench.runs.execute import RunRequest
+
+    card = SimpleNamespace(checksum="0" * 64)
+    plain = RunRequest("cbit", "beauty").resolve(card).spec
+    moved = RunRequest("cbit", "beauty", ablate={"last_mask": "on"}).resolve(card).spec
+    assert plain.departures == [] and plain.to_dict()["departures"] == []
+    assert moved.departures == ["last_mask=on (row with no masked item)"]
+    assert "departures" not in moved.identity()
+
+    recorded = SimpleNamespace(model="outside_model", config={"departures": ["x=1 (a topic)"]})
+    assert departures_note([recorded]) == (
+        "Switched from seqbench's declared defaults: outside_model: x=1 (a topic)."
+    )

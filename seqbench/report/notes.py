@@ -23,25 +23,35 @@ def protocol_note(runs: Sequence[Run]) -> str:
 
 
 def departures_note(runs: Sequence[Run]) -> str:
-    """Name the declared departures whose switch a run moved off the model's default."""
-    import seqbench.models  # noqa: F401  (registers all models)
-    from seqbench.models.base import MODELS, resolve_config
-    from seqbench.models.departures import switched
-
+    """Name the declared departures whose switch a run moved off the model's default, as the
+    run recorded them (runs stored before seqbench recorded them: derived from the model)."""
     moved: dict[str, set[str]] = {}
     for run in runs:
-        if run.model not in MODELS:
-            continue
-        cls = MODELS.get(run.model)
-        patience = run.protocol_spec.get("patience")
-        layer = {} if patience is None else {"patience": patience}
-        default = dataclasses.asdict(resolve_config(cls, run.dataset, protocol=layer))
-        found = switched(cls.declared_departures(), run.settings, default)
-        moved.setdefault(run.model, set()).update(found)
+        found = run.config.get("departures")
+        if found is None:
+            found = derived_departures(run)
+        moved.setdefault(run.model, set()).update(found or ())
     parts = [f"{m}: {'; '.join(sorted(v))}" for m, v in sorted(moved.items()) if v]
     if not parts:
         return "Every run uses seqbench's declared defaults (`seqbench models MODEL` lists them)."
     return "Switched from seqbench's declared defaults: " + " | ".join(parts) + "."
+
+
+def derived_departures(run: Run) -> list[str] | None:
+    """The switched departures of a run that did not record them, from its model's declared
+    departures and its default config (None for a model not registered)."""
+    from seqbench.models.base import MODELS, resolve_config
+    from seqbench.models.departures import switched
+
+    if run.model not in MODELS:
+        return None
+    cls = MODELS.get(run.model)
+    default = run.config.get("default_config")
+    if default is None:
+        patience = run.protocol_spec.get("patience")
+        layer = {} if patience is None else {"patience": patience}
+        default = dataclasses.asdict(resolve_config(cls, run.dataset, protocol=layer))
+    return switched(cls.declared_departures(), run.settings, default)
 
 
 def seeds_note(cells: Iterable[tuple[str, str, int]]) -> str | None:

@@ -19,6 +19,7 @@ from seqbench.evaluation.evaluator import Evaluator, summarize
 from seqbench.evaluation.protocols import Protocol, get_protocol
 from seqbench.machine import ThreadChoice, check_precision, seed_everything, using_threads
 from seqbench.models.base import ModelConfig, SeqModel, get_model, resolve_config
+from seqbench.models.departures import switched
 from seqbench.runs.options import RunOptions
 from seqbench.runs.result import RunResult
 from seqbench.runs.store import RunFolder, RunSpec, RunStore
@@ -61,17 +62,19 @@ class RunRequest:
         layer = protocol_settings(protocol)
         cfg = resolve_config(cls, self.dataset, sets, self.ablate, layer)
         check_ranges(cfg, [cls.key_aliases.get(k, k) for k in sets])
-        default = resolve_config(cls, self.dataset, protocol=layer)
+        values = dataclasses.asdict(cfg)
+        default = dataclasses.asdict(resolve_config(cls, self.dataset, protocol=layer))
         spec = RunSpec(
             model=self.model,
             dataset=self.dataset,
-            config=dataclasses.asdict(cfg),
+            config=values,
             protocol=protocol.to_dict(),
             seed=self.seed,
             data_checksum=data.checksum,
             ablate={k: str(v) for k, v in self.ablate.items()},
             precision=self.precision,
-            default_config=dataclasses.asdict(default),
+            default_config=default,
+            departures=switched(cls.declared_departures(), values, default),
         )
         return ResolvedRun(self, cls, cfg, protocol, spec)
 

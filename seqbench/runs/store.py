@@ -52,6 +52,9 @@ class RunSpec:
     #: the resolved config before --set and --ablate (recorded beside the identity, not in it,
     #: so a departures note can compare the recorded values); None for runs stored before it
     default_config: dict[str, Any] | None = None
+    #: the declared departures this run's config switched off the default ('field=value
+    #: (topic)'), recorded beside the identity; None for runs stored before it
+    departures: list[str] | None = None
 
     def identity(self) -> dict[str, Any]:
         """What the run id hashes; precision only when not fp32, so that the ids of runs
@@ -79,6 +82,8 @@ class RunSpec:
         out = {**self.identity(), "ablate": self.ablate, "run_id": self.run_id}
         if self.default_config is not None:
             out["default_config"] = self.default_config
+        if self.departures is not None:
+            out["departures"] = self.departures
         return out
 
 
