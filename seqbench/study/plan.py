@@ -6,15 +6,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from seqbench.data.dataset import dataset_path
 from seqbench.errors import ConfigError, DataError
-from seqbench.evaluation.protocols import get_protocol
-from seqbench.models.base import MODELS, get_model, resolve_config
+from seqbench.models.base import MODELS
 from seqbench.registry import closest
 from seqbench.runs.batch import request_run_id
-from seqbench.runs.execute import RunRequest, check_ranges, protocol_settings
+from seqbench.runs.execute import RunRequest
 from seqbench.runs.store import Run, RunStore
 from seqbench.study.spec import Budget, Point, Study, StudyModel, StudyTable
 
@@ -74,8 +72,8 @@ def plan(
 ) -> Plan:
     """Expand the study into runs: datasets × models × configurations × seeds, in that order.
 
-    Every configuration is checked with `resolve_config` (unknown model, key, value or
-    ablation axis). Strict (default): the first problem, or an unprepared dataset when
+    Every run is checked by `RunRequest.resolve`, the one validator (unknown model, key, value
+    or ablation axis). Strict (default): the first problem, or an unprepared dataset when
     `need_data`, raises a one-line error naming the study file. `lenient` (reproduce) leaves
     such runs out and says why in `Plan.skipped`. `budget` replaces the study's.
     """
@@ -83,7 +81,6 @@ def plan(
     chosen = _pick(study.datasets, datasets, "datasets")
     wanted = list(_pick({m.label: m.model for m in study.models}, models, "models"))
     out = Plan(study, [], wanted, budget=budget)
-    layer = protocol_settings(get_protocol(study.protocol))
     missing = []
     for dlabel, name in chosen.items():
         if need_data and not (dataset_path(name, data_dir) / "card.json").is_file():
@@ -93,29 +90,15 @@ def plan(
                     f"{dlabel}: dataset {name!r} not prepared (`seqbench prepare {name}`)"
                 )
                 continue
-        for m in study.models:
-            if m.label not in wanted:
-                continue
-            problem = _check(m, name, budget, layer)
+        for m in (m for m in study.models if m.label in wanted):
+            runs = _runs(study, m, name, budget)
+            problem = _problem(m, runs)
             if problem is not None:
                 if not lenient:
                     raise ConfigError(f"{study.where}: models.{m.label} on {name}: {problem}")
                 out.skipped.append(f"{m.label} on {dlabel}: {problem}")
                 continue
-            for sets, ablate in m.points():
-                label = m.entry_label(sets, ablate)
-                for seed in m.seeds or study.seeds:
-                    req = RunRequest(
-                        m.model,
-                        name,
-                        sets=dict(sets),
-                        ablate=dict(ablate),
-                        seed=seed,
-                        protocol=study.protocol,
-                        epochs=budget.epochs,
-                        precision=study.precision,
-                    )
-                    out.runs.append(StudyRun(m, label, name, sets, ablate, req))
+            out.runs += runs
     if missing and not lenient:
         name = missing[0]
         raise DataError(
@@ -125,18 +108,34 @@ def plan(
     return out
 
 
-def _check(m: StudyModel, dataset: str, budget: Budget, layer: dict[str, Any]) -> str | None:
-    """Why a model's configurations cannot run on this dataset (unregistered model, unknown
-    key, bad value or axis), or None."""
-    try:
-        cls = get_model(m.model)
-    except ConfigError:
+def _runs(study: Study, m: StudyModel, dataset: str, budget: Budget) -> list[StudyRun]:
+    """The runs of one model of the study on one dataset: configurations × seeds."""
+    out = []
+    for sets, ablate in m.points():
+        label = m.entry_label(sets, ablate)
+        for seed in m.seeds or study.seeds:
+            req = RunRequest(
+                m.model,
+                dataset,
+                sets=dict(sets),
+                ablate=dict(ablate),
+                seed=seed,
+                protocol=study.protocol,
+                epochs=budget.epochs,
+                precision=study.precision,
+            )
+            out.append(StudyRun(m, label, dataset, sets, ablate, req))
+    return out
+
+
+def _problem(m: StudyModel, runs: list[StudyRun]) -> str | None:
+    """Why a model's runs cannot be made (unregistered model; unknown key, bad value or axis, as
+    `RunRequest.resolve` finds it), or None."""
+    if m.model not in MODELS:
         return f"seqbench model {m.model!r} is not registered ({closest(m.model, MODELS.names())})"
-    epochs = {} if budget.epochs is None else {"epochs": str(budget.epochs)}
     try:
-        for sets, ablate in m.points():
-            cfg = resolve_config(cls, dataset, {**sets, **epochs}, ablate, layer)
-            check_ranges(cfg, [cls.key_aliases.get(k, k) for k in [*sets, *epochs]])
+        for r in runs:
+            r.request.resolve(_Card(""))
     except ConfigError as e:
         return str(e)
     return None
