@@ -215,6 +215,45 @@ def evaluation_lines(out: StudyOutput) -> list[str]:
     return [*lines, "", f"Presets: {protocols}.", ""]
 
 
+def table_lines(out: StudyOutput) -> list[str]:
+    """Each table of the README block: its title, links to its files and its markdown."""
+    lines: list[str] = []
+    for b in out.tables:
+        t = b.plan.table
+        lines += [f"### {t.title}", ""]
+        if b.table is None:
+            lines += [f"_Not rendered: {b.reason}._", ""]
+            continue
+        links = " · ".join(
+            f"[{FORMATS.get(fmt).display}]({t.name}.{FORMATS.get(fmt).suffix})" for fmt in t.formats
+        )
+        figure = f" · [figure]({t.name}.png)" if b.table.figure is not None else ""
+        lines += [f"Files: {links}{figure}", "", render(b.table, "markdown").rstrip(), ""]
+    return lines
+
+
+def run_lines(out: StudyOutput) -> list[str]:
+    """The README block's list of runs: each planned run's id, epochs, stop, time, params."""
+    lines = [
+        "### Runs",
+        "",
+        "| model | dataset | seed | run | epochs (best) | stopped | train s | params |",
+        "|---|---|---|---|---:|---|---:|---:|",
+    ]
+    for sr, run in zip(out.plan.runs, out.runs, strict=True):
+        head = f"| {sr.label} | {sr.dataset} | {sr.request.seed} "
+        if run is None:
+            lines.append(head + "| not run yet | | | | |")
+            continue
+        m = run.result
+        lines.append(
+            head + f"| [`{run.run_id}`]({RUN_FILES}/{run.run_id}/) "
+            f"| {m.epochs_run} ({m.best_epoch}) | {m.stopped} "
+            f"| {float(m.train_seconds):,.0f} | {int(m.params):,} |"
+        )
+    return lines
+
+
 def readme_block(out: StudyOutput, folder: str) -> str:
     """The generated part of a study's README: what was run under which budget, how to
     re-create it, each table (markdown, with links to the other formats) and the runs."""
@@ -246,35 +285,9 @@ def readme_block(out: StudyOutput, folder: str) -> str:
         "```",
         "",
     ]
-    for b in out.tables:
-        t = b.plan.table
-        lines += [f"### {t.title}", ""]
-        if b.table is None:
-            lines += [f"_Not rendered: {b.reason}._", ""]
-            continue
-        links = " · ".join(
-            f"[{FORMATS.get(fmt).display}]({t.name}.{FORMATS.get(fmt).suffix})" for fmt in t.formats
-        )
-        figure = f" · [figure]({t.name}.png)" if b.table.figure is not None else ""
-        lines += [f"Files: {links}{figure}", "", render(b.table, "markdown").rstrip(), ""]
+    lines += table_lines(out)
     lines += evaluation_lines(out)
-    lines += [
-        "### Runs",
-        "",
-        "| model | dataset | seed | run | epochs (best) | stopped | train s | params |",
-        "|---|---|---|---|---:|---|---:|---:|",
-    ]
-    for sr, run in zip(p.runs, out.runs, strict=True):
-        head = f"| {sr.label} | {sr.dataset} | {sr.request.seed} "
-        if run is None:
-            lines.append(head + "| not run yet | | | | |")
-            continue
-        m = run.result
-        lines.append(
-            head + f"| [`{run.run_id}`]({RUN_FILES}/{run.run_id}/) "
-            f"| {m.epochs_run} ({m.best_epoch}) | {m.stopped} "
-            f"| {float(m.train_seconds):,.0f} | {int(m.params):,} |"
-        )
+    lines += run_lines(out)
     return "\n".join(lines) + "\n"
 
 
