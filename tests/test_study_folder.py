@@ -85,7 +85,7 @@ def test_folder_rerenders_byte_identical_without_store_or_data(
             assert run.history.empty
         else:
             pd.testing.assert_frame_equal(run.history, hist, check_exact=True)
-        assert (toy["root"] / "metrics" / run_id / RANKS).stat().st_size < 20_000
+        assert (toy["root"] / "metrics" / run_id / RANKS).stat().st_size < 4_000
     # a fresh clone: no run store, no prepared data
     shutil.rmtree(toy["runs"])
     shutil.rmtree(toy["data"])
@@ -124,3 +124,13 @@ def test_ranks_are_compact_ints(toy: dict[str, Path]) -> None:
         assert list(ranks.columns) == ["user", "above", "equal"]
         assert all(ranks[c].dtype == np.int32 for c in ranks.columns)
         assert ranks["user"].is_monotonic_increasing
+
+
+def test_the_store_wins_over_the_committed_copy(toy: dict[str, Path]) -> None:
+    study(toy)
+    run = next(p for p in (toy["root"] / "metrics").iterdir() if "-sasrec-" in p.name)
+    stored = (toy["runs"] / run.name / "metrics.json").read_bytes()
+    (run / "metrics.json").write_bytes(stored.replace(b'"seed"', b'"seed" ', 1))
+    (run / RANKS).unlink()
+    study(toy, "--render-only")
+    assert (run / "metrics.json").read_bytes() == stored and (run / RANKS).is_file()

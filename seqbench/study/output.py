@@ -168,7 +168,8 @@ def write_folder(
             written.append(path)
     if out.done:  # (with no run stored yet, earlier files stay until there is one)
         with atomic_dir(folder / RUN_FILES) as tmp:
-            for run in unique([*out.done, *preserve]):
+            done = {r.run_id for r in out.done}
+            for run in [*out.done, *(r for r in preserve if r.run_id not in done)]:
                 if isinstance(run, ExportedRun):
                     copy_exported(run, tmp / run.run_id)
                 else:
