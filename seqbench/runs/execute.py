@@ -56,6 +56,11 @@ class RunRequest:
 
         Raises ConfigError for an unknown model, protocol, key or value.
         """
+        return self.identify(data.checksum)
+
+    def identify(self, checksum: str) -> ResolvedRun:
+        """The request resolved for prepared data of this content checksum (the only part of
+        the data a run's identity takes): the one validator of a request."""
         cls = get_model(self.model)
         protocol = get_protocol(self.protocol)
         sets = self.overrides()
@@ -70,7 +75,7 @@ class RunRequest:
             config=values,
             protocol=protocol.to_dict(),
             seed=self.seed,
-            data_checksum=data.checksum,
+            data_checksum=checksum,
             ablate={k: str(v) for k, v in self.ablate.items()},
             precision=self.precision,
             default_config=default,

@@ -135,7 +135,7 @@ def _problem(m: StudyModel, runs: list[StudyRun]) -> str | None:
         return f"seqbench model {m.model!r} is not registered ({closest(m.model, MODELS.names())})"
     try:
         for r in runs:
-            r.request.resolve(_Card(""))
+            r.request.identify("")
     except ConfigError as e:
         return str(e)
     return None
@@ -223,13 +223,6 @@ def statuses(p: Plan, store: RunStore, data_dir: str | None) -> list[tuple[str |
     return out
 
 
-@dataclass(frozen=True)
-class _Card:
-    """Just the identity a run takes from its prepared data: the card's content checksum."""
-
-    checksum: str
-
-
 def run_ids(
     p: Plan, store: RunStore, data_dir: str | None, committed: Mapping[str, Run]
 ) -> list[str | None]:
@@ -241,7 +234,7 @@ def run_ids(
     out: list[str | None] = []
     for r, (run_id, status) in zip(p.runs, statuses(p, store, data_dir), strict=True):
         if status != "done":
-            ids = (r.request.resolve(_Card(c)).run_id for c in sorted(sums.get(r.dataset, ())))
+            ids = (r.request.identify(c).run_id for c in sorted(sums.get(r.dataset, ())))
             run_id = next((i for i in ids if i in committed), None)
         out.append(run_id)
     return out
