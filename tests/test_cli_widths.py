@@ -169,15 +169,7 @@ def test_model_list_reads_at_width(
 @pytest.mark.parametrize(
     "width",
     [
-        pytest.param(
-            80,
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="the registry's longest words (name amazon2018-<category> 21, variant "
-                "SASRec/BERT4Rec/RecBole 23, source amazon2014-ratings 18, 'prepared' 8) and "
-                "the borders need 83 columns; test_cli_hygiene pins the four bordered columns",
-            ),
-        ),
+        80,
         120,
     ],
 )

@@ -82,8 +82,9 @@ def datasets(
             prefix = name[: -len(TEMPLATE_MARK)]
             expanded = [n for n in dataset_names(expand=True) if n.startswith(prefix)]
             example = get_spec(expanded[0])
+            category = example.name.removeprefix(prefix)
             variant = (
-                f"template for {len(expanded)} categories, e.g. {example.name}: {example.variant}"
+                f"template for {len(expanded)} categories, e.g. {category} ({example.variant})"
             )
             table.add_row(name, variant, example.source_label, "")
             continue
@@ -99,7 +100,7 @@ def _prepared(card: dict[str, Any] | None) -> str:
         return "no"
     users, items, actions, avg, sparsity = stat_cells(card["stats"])
     return (
-        f"yes: {users} users · {items} items · {actions} actions · avg.length {avg} · "
+        f"yes: {users} users · {items} items · {actions} actions · avg. length {avg} · "
         f"sparsity {sparsity}"
     )
 
