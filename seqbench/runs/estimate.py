@@ -86,17 +86,17 @@ def estimate(run: ResolvedRun, data: SeqDataset, ctx: RunContext) -> Estimate:
         trainer = Trainer(model, data, run.protocol, run.request.seed, Unsaved(), quiet, options)
         gen = torch.Generator().manual_seed(run.request.seed)
         model.train()
-        t0 = time.perf_counter()
-        batches = list(model.train_batches(data, gen))
-        build = time.perf_counter() - t0
         opt, scaler = make_optimizer(model), trainer.scaler()
+        t0 = time.perf_counter()
+        # a model without trainable parameters (e.g. item similarity) trains no epoch
+        batches = list(model.train_batches(data, gen)) if opt is not None and run.cfg.epochs else []
+        build = time.perf_counter() - t0
         order = torch.randperm(len(batches), generator=torch.Generator().manual_seed(0)).tolist()
         timed, seconds = 0, 0.0
         for i, index in enumerate(itertools.islice(itertools.cycle(order), MAX_STEPS + 1)):
             _sync(trainer.device)
             t0 = time.perf_counter()
-            if opt is not None:
-                trainer.step(batches[index], opt, scaler, f"timed step {i + 1}")
+            trainer.step(batches[index], opt, scaler, f"timed step {i + 1}")
             _sync(trainer.device)
             if i > 0:  # the first step warms up (allocations, kernels)
                 timed, seconds = timed + 1, seconds + time.perf_counter() - t0
