@@ -37,6 +37,20 @@ ShowProgress = Annotated[
     bool | None,
     typer.Option(help="progress bars [default: on a terminal; else a line per epoch]"),
 ]
+#: experiment tracking of the runs a command trains (seqbench.runs.tracking)
+Track = Annotated[
+    str | None,
+    typer.Option(
+        help='log each run trained to mlflow|tensorboard|wandb (pip install -e ".[NAME]")'
+    ),
+]
+TrackTo = Annotated[
+    str | None,
+    typer.Option(
+        help="where --track logs: MLflow tracking URI [./mlruns], TensorBoard folder "
+        "[<runs dir>/<run id>/tb], W&B folder [./wandb]"
+    ),
+]
 
 
 def log(message: str) -> None:

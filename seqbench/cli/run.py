@@ -7,17 +7,30 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from seqbench.cli.app import DataDir, RunsDir, ShowProgress, app, console, positive, run_observer
+from seqbench.cli.app import (
+    DataDir,
+    RunsDir,
+    ShowProgress,
+    Track,
+    TrackTo,
+    app,
+    console,
+    positive,
+    run_observer,
+)
 from seqbench.cli.fit import fit
+from seqbench.data.dataset import load_dataset
 from seqbench.errors import ConfigError
 from seqbench.evaluation.metrics import METRICS
 from seqbench.evaluation.protocols import PROTOCOLS
 from seqbench.machine import ThreadChoice, check_precision, resolve_device, thread_choice
 from seqbench.models.base import get_model
+from seqbench.runs.estimate import Estimate, estimate
 from seqbench.runs.execute import RunRequest, default_dataset, execute
 from seqbench.runs.options import RunOptions
 from seqbench.runs.result import RunResult
 from seqbench.runs.store import RunStore
+from seqbench.runs.tracking import tracking_for
 from seqbench.training.context import RunContext
 
 
@@ -65,7 +78,16 @@ def run(
     ] = None,
     force: Annotated[bool, typer.Option(help="retrain even if the run is stored")] = False,
     resume: Annotated[bool, typer.Option(help="continue an interrupted run")] = True,
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run",
+            help="print the config, size and an estimate of time and memory; train nothing",
+        ),
+    ] = False,
     progress: ShowProgress = None,
+    track: Track = None,
+    track_to: TrackTo = None,
     data_dir: DataDir = None,
     runs_dir: RunsDir = None,
 ) -> None:
@@ -82,6 +104,7 @@ def run(
         runs_dir=runs_dir,
         data_dir=data_dir,
         observer=run_observer(progress),
+        tracking=tracking_for(track, track_to),
     )
     options = RunOptions(force=force, resume=resume, max_minutes=budget_minutes)
     for s in seed or [0]:
@@ -95,8 +118,51 @@ def run(
             epochs=epochs,
             precision=precision,
         )
+        if dry_run:
+            show_dry_run(req, ctx)
+            continue
         result, cached = execute(req, ctx, options)
         show_result(result, cached, RunStore(ctx.runs_dir))
+
+
+def show_dry_run(req: RunRequest, ctx: RunContext) -> None:
+    """What a run would be (config, size, work per epoch) and its estimated cost; nothing is
+    trained or stored."""
+    data = load_dataset(req.dataset, ctx.data_dir)
+    run = req.resolve(data)
+    stored = (
+        " (stored: the run would return it)" if RunStore(ctx.runs_dir).is_done(run.run_id) else ""
+    )
+    console.print(
+        f"{req.model} on {req.dataset} · protocol {req.protocol} · seed {req.seed} · dry run: "
+        f"nothing is trained or stored\nrun {run.run_id}{stored}",
+        soft_wrap=True,
+    )
+    config = " ".join(f"{k}={v}" for k, v in run.spec.config.items())
+    console.print(f"resolved config: {config}", highlight=False, markup=False)
+    est = estimate(run, data, ctx)
+    console.print(
+        f"{est.params:,} parameters · per epoch: {est.instances()}\n"
+        f"{show_estimate(est)}\n({est.method()})",
+        highlight=False,
+        markup=False,
+    )
+
+
+def show_estimate(est: Estimate) -> str:
+    """'≈ 3.25 s/step → 286 s per epoch; 250 epochs ≈ 19.9 h; peak memory ≈ 1,234 MB'."""
+    return (
+        f"estimate: ≈ {est.step_seconds:.3g} s/step → {duration(est.epoch_seconds)} per epoch; "
+        f"{est.epochs} epoch{'s' if est.epochs != 1 else ''} ≈ {duration(est.total_seconds)}; "
+        f"peak memory ≈ {est.peak_memory_mb:,.0f} MB"
+    )
+
+
+def duration(seconds: float) -> str:
+    """'0.47 s', '45 s', '12.5 min', '19.9 h'."""
+    if seconds < 120:
+        return f"{seconds:.2g} s" if seconds < 10 else f"{seconds:.0f} s"
+    return f"{seconds / 60:.1f} min" if seconds < 7200 else f"{seconds / 3600:.1f} h"
 
 
 def show_result(m: RunResult, cached: bool, store: RunStore) -> None:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -17,6 +18,8 @@ from seqbench.cli.app import (
     RunsDir,
     ShowProgress,
     StudyPrecision,
+    Track,
+    TrackTo,
     app,
     bars,
     console,
@@ -26,21 +29,26 @@ from seqbench.cli.app import (
 )
 from seqbench.cli.fit import fit
 from seqbench.cli.report import split_list, write_output
+from seqbench.cli.run import duration
 from seqbench.cli.sweep import SweepDisplay
 from seqbench.errors import ConfigError
 from seqbench.machine import forced_threads
 from seqbench.report.render import FORMATS, format_for
 from seqbench.report.significance import SignificanceOptions
+from seqbench.runs.batch import resolve_request
+from seqbench.runs.estimate import Estimate, estimate
+from seqbench.runs.executors import dataset
 from seqbench.runs.options import Pool
 from seqbench.runs.store import RunStore
+from seqbench.runs.tracking import tracking_for
 from seqbench.study.output import display_path, study_notes, write_folder
 from seqbench.study.parse import load_study, study_file
-from seqbench.study.plan import Plan, plan, statuses
+from seqbench.study.plan import Plan, StudyRun, plan, statuses
 from seqbench.study.reproduce import get_study, listing
 from seqbench.study.reproduce import reproduce as run_reproduction
 from seqbench.study.run import Rendering, StudyResult, render_study, run_study
-from seqbench.study.spec import Budget, with_precision
-from seqbench.training.context import LogObserver, RunContext
+from seqbench.study.spec import Budget, Study, with_precision
+from seqbench.training.context import LogObserver, RunContext, Tracking
 
 study_app = typer.Typer(
     help="Studies as data: a results folder's study.yaml names its runs, budget and tables.",
@@ -83,6 +91,42 @@ def show_plan(folder: str, p: Plan, store: RunStore, data_dir: str | None) -> in
     if missing:
         console.print(f"`seqbench study run {folder}` trains the {len(missing)} missing")
     return len(missing)
+
+
+def show_estimates(p: Plan, rows: list[tuple[str | None, str]], ctx: RunContext) -> None:
+    """The missing runs' size and estimated cost on this machine (`seqbench run --dry-run`'s
+    figures), a row per configuration with the seeds that share it."""
+    table = Table(title="missing runs: size, work per epoch, estimated cost (total: all epochs)")
+    columns = ("model", "dataset", "seeds", "params", "sequences", "s/epoch", "total", "MB")
+    for col in columns:
+        table.add_column(col, justify="left" if col in ("model", "dataset", "seeds") else "right")
+    seen: dict[str, tuple[StudyRun, list[int], Estimate]] = {}
+    for r, (_, status) in zip(p.runs, rows, strict=True):
+        if status != "missing":
+            continue
+        run = resolve_request(r.request, ctx.data_dir)
+        key = dataclasses.replace(run.spec, seed=0).run_id
+        if key not in seen:
+            est = estimate(run, dataset(r.request.dataset, ctx.data_dir), ctx)
+            seen[key] = (r, [], est)
+        seen[key][1].append(r.request.seed)
+    for r, seeds, e in seen.values():
+        table.add_row(
+            escape(r.label), r.dataset, ",".join(map(str, seeds)), f"{e.params:,}", f"{e.rows:,}",
+            f"{e.epoch_seconds:,.1f}", duration(e.total_seconds), f"{e.peak_memory_mb:,.0f}",
+        )  # fmt: skip
+    if seen:
+        console.print(fit(table, console))
+        console.print(f"({next(iter(seen.values()))[2].method()})", soft_wrap=True, markup=False)
+
+
+def study_tracking(study: Study, track: str | None, track_to: str | None) -> Tracking | None:
+    """--track (with --track-to) over the study's `tracking:`; --track-to alone moves the
+    study's tracker's target."""
+    own = study.tracking
+    if track is not None or own is None:
+        return tracking_for(track, track_to)
+    return tracking_for(own.tracker, track_to or own.to)
 
 
 def print_rendering(title: str, where: str, done: Rendering) -> None:
@@ -159,6 +203,8 @@ def run(
     device: Annotated[str, typer.Option(help="auto|cpu|cuda|mps")] = "auto",
     precision: StudyPrecision = None,
     progress: ShowProgress = None,
+    track: Track = None,
+    track_to: TrackTo = None,
     runs_dir: RunsDir = None,
     data_dir: DataDir = None,
 ) -> None:
@@ -172,8 +218,17 @@ def run(
     if render_only:
         print_rendering(study.title, where, render_study(p, path, runs_dir, data_dir))
         return
+    ctx = RunContext.create(
+        device=device,
+        threads=forced_threads(threads or study.threads),
+        runs_dir=runs_dir,
+        data_dir=data_dir,
+        observer=LogObserver(log),
+        tracking=study_tracking(study, track, track_to),
+    )
     if dry_run:
         missing = show_plan(where, p, store, data_dir)
+        show_estimates(p, statuses(p, store, data_dir), ctx)
         console.print(
             f"dry run: would train {missing} run(s) ({study.budget.describe()}; precision "
             f"{study.precision}), then write "
@@ -181,13 +236,6 @@ def run(
             soft_wrap=True,
         )
         return
-    ctx = RunContext.create(
-        device=device,
-        threads=forced_threads(threads or study.threads),
-        runs_dir=runs_dir,
-        data_dir=data_dir,
-        observer=LogObserver(log),
-    )
     pool = Pool(workers=workers or study.workers)
     done = run_study(
         p, ctx, pool, SweepDisplay(console_err, bars(progress)), lambda rs: study_notes(p)

@@ -18,6 +18,8 @@ from seqbench.cli.app import (
     DataDir,
     RunsDir,
     ShowProgress,
+    Track,
+    TrackTo,
     app,
     bars,
     console,
@@ -33,6 +35,7 @@ from seqbench.runs.batch import STATUSES, SweepObserver, SweepResult, label
 from seqbench.runs.execute import RunRequest, default_dataset
 from seqbench.runs.executors import Outcome, Pool
 from seqbench.runs.sweep import SweepDefinition, run_sweep
+from seqbench.runs.tracking import tracking_for
 from seqbench.training.context import EpochReport, RunContext
 
 
@@ -201,6 +204,8 @@ def sweep(
         typer.Option(help="training precision: fp32 | bf16 (CPU with bf16, CUDA) | fp16 (CUDA)"),
     ] = "fp32",
     progress: ShowProgress = None,
+    track: Track = None,
+    track_to: TrackTo = None,
     data_dir: DataDir = None,
     runs_dir: RunsDir = None,
 ) -> None:
@@ -225,7 +230,11 @@ def sweep(
     )
     t0 = time.perf_counter()
     ctx = RunContext.create(
-        device=device, threads=forced_threads(threads), runs_dir=runs_dir, data_dir=data_dir
+        device=device,
+        threads=forced_threads(threads),
+        runs_dir=runs_dir,
+        data_dir=data_dir,
+        tracking=tracking_for(track, track_to),
     )
     pool = Pool(executor, workers, address, gpus_per_run)
     outcome = run_sweep(definition, ctx, pool, name, SweepDisplay(console_err, bars(progress)))

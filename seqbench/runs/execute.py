@@ -23,6 +23,7 @@ from seqbench.models.departures import switched
 from seqbench.runs.options import RunOptions
 from seqbench.runs.result import RunResult
 from seqbench.runs.store import RunFolder, RunSpec, RunStore
+from seqbench.runs.tracking import TrackedRun, track
 from seqbench.training.context import RunContext
 from seqbench.training.trainer import Trainer, TrainOptions, TrainResult
 
@@ -158,7 +159,8 @@ def execute(
     data: SeqDataset | None = None,
 ) -> tuple[RunResult, bool]:
     """Run (or fetch the stored result of) one request: its result, and whether it came from
-    the store (cached) rather than being trained now.
+    the store (cached) rather than being trained now. A run trained now is logged to
+    `ctx.tracking` once stored (a tracker's failure is a warning through the observer).
 
     A ResolvedRun (resolved earlier, e.g. by a sweep) must have been resolved on this data.
     """
@@ -184,8 +186,14 @@ def execute(
         work = store.start(run.spec, fresh=force)
         with using_threads(ctx.threads) as threads:
             result, trained, test = _train_and_test(run, data, work, ctx, options, threads)
-        store.finish(work, result, test, pd.DataFrame(trained.history), trained.best_state)
-        return result, False
+        history = pd.DataFrame(trained.history)
+        store.finish(work, result, test, history, trained.best_state)
+    # the run is complete in the store before any tracker sees it
+    tracked = TrackedRun(result, run.spec, history, data.card, store.final(run_id))
+    warning = track(ctx.tracking, tracked)
+    if warning:
+        ctx.observer.on_log(warning)
+    return result, False
 
 
 def _train_and_test(

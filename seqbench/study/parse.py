@@ -17,6 +17,7 @@ from seqbench.registry import closest
 from seqbench.report.layouts import LAYOUTS as REPORT_LAYOUTS
 from seqbench.report.render import FORMATS
 from seqbench.report.stats import CORRECTIONS, TESTS
+from seqbench.runs.tracking import TRACKERS
 from seqbench.study.papers import get_spec
 from seqbench.study.spec import (
     DEFAULT_FORMATS,
@@ -29,6 +30,7 @@ from seqbench.study.spec import (
     StudyTable,
     scalar,
 )
+from seqbench.training.context import Tracking
 
 STUDY_KEYS = (
     "title",
@@ -42,6 +44,7 @@ STUDY_KEYS = (
     "precision",
     "prepare",
     "evaluate",
+    "tracking",
     "models",
     "tables",
 )
@@ -249,6 +252,18 @@ def _counts(spec: dict[str, Any], where: str) -> tuple[int | None, int]:
     return threads, workers
 
 
+def parse_tracking(raw: Any, where: str) -> Tracking | None:
+    """`tracking: mlflow` or `tracking: {tracker: tensorboard, to: FOLDER}` (None: absent)."""
+    if raw is None:
+        return None
+    at = f"{where}: tracking"
+    spec = {"tracker": raw} if isinstance(raw, str) else _mapping(raw, at, ("tracker", "to"))
+    tracker = str(spec.get("tracker", ""))
+    if tracker not in TRACKERS:
+        raise ConfigError(f"{at}: tracker {tracker or 'missing'} (one of {', '.join(TRACKERS)})")
+    return Tracking(tracker, str(spec["to"]) if spec.get("to") is not None else None)
+
+
 def parse_study(raw: Any, where: str) -> Study:
     """A study from its YAML document; every mistake is a one-line ConfigError naming `where`
     (the file) and the key."""
@@ -294,6 +309,7 @@ def parse_study(raw: Any, where: str) -> Study:
         prepare=prepare,
         evaluate=evaluate,
         precision=known_precision(str(spec.get("precision", "fp32")), f"{where}: precision:"),
+        tracking=parse_tracking(spec.get("tracking"), where),
     )
 
 

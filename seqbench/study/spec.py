@@ -14,6 +14,8 @@ what is missing and `output` writes the folder.
     threads: 1                      # torch threads per run (optional)
     precision: fp32                 # training precision of every run: fp32|bf16|fp16 (optional)
     evaluate: [seqbench, duorec]    # also test each run's best weights under these (optional)
+    tracking: mlflow                # log each run trained (optional; or {tracker: tensorboard,
+                                    # to: FOLDER}), as `seqbench run --track … --track-to …`
     prepare: {beauty: seqbench prepare beauty --raw-dir ../shared/data/s3rec}   # optional
     models:
       sasrec: {sets: {patience: 100}}
@@ -36,6 +38,7 @@ from typing import Any
 from seqbench.errors import ConfigError
 from seqbench.machine import check_precision, known_precision, resolve_device
 from seqbench.study.papers import TableSpec
+from seqbench.training.context import Tracking
 
 STUDY_FILE = "study.yaml"
 #: the report layouts (seqbench.report.layouts.LAYOUTS) a study builds from its runs, in the
@@ -138,6 +141,7 @@ class Study:
     prepare: dict[str, str] = field(default_factory=dict)
     evaluate: tuple[str, ...] = ()
     precision: str = "fp32"
+    tracking: Tracking | None = None
 
     def prepare_command(self, dataset: str) -> str:
         return self.prepare.get(dataset, f"seqbench prepare {dataset}")

@@ -79,16 +79,28 @@ class LogObserver(Observer):
 
 
 @dataclass(frozen=True)
+class Tracking:
+    """Where a run is logged once the store holds it (seqbench.runs.tracking): the tracker
+    (mlflow|tensorboard|wandb) and its target (an MLflow tracking URI, a TensorBoard folder, a
+    W&B directory; None: the tracker's default)."""
+
+    tracker: str
+    to: str | None = None
+
+
+@dataclass(frozen=True)
 class RunContext:
     """The execution context of runs: the device asked for (auto|cpu|cuda|mps, resolved where
     the run trains), torch threads (None: the policy decides when the runs start), the run
-    store and prepared-data roots, and the progress observer."""
+    store and prepared-data roots, the progress observer and the experiment tracking (None:
+    none)."""
 
     device: str = "auto"
     threads: ThreadChoice | None = None
     runs_dir: Path = field(default_factory=paths.runs_dir)
     data_dir: Path = field(default_factory=paths.data_dir)
     observer: Observer = field(default_factory=Observer)
+    tracking: Tracking | None = None
 
     @classmethod
     def create(
@@ -99,6 +111,7 @@ class RunContext:
         runs_dir: str | Path | None = None,
         data_dir: str | Path | None = None,
         observer: Observer | None = None,
+        tracking: Tracking | None = None,
     ) -> RunContext:
         """A context from the CLI's options (paths: flag, else environment, else default)."""
         return cls(
@@ -107,6 +120,7 @@ class RunContext:
             paths.runs_dir(runs_dir),
             paths.data_dir(data_dir),
             observer or Observer(),
+            tracking,
         )
 
     def torch_device(self) -> torch.device:

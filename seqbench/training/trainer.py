@@ -158,8 +158,7 @@ class Trainer:
         stopped = "max_epochs"
         if opt is None or cfg.epochs == 0:
             stopped = "no_training"
-        # fp16 (CUDA) underflows without loss scaling; bf16 has fp32's exponent range
-        scaler = torch.amp.GradScaler("cuda") if self.dtype is torch.float16 else None
+        scaler = self.scaler()
         self.observer.on_start(cfg.epochs, p.start - 1)
         try:
             for epoch in range(p.start, cfg.epochs + 1):
@@ -229,28 +228,36 @@ class Trainer:
                 group["lr"] = cfg.lr * lr_factor(
                     (epoch - 1) * len(batches) + step, total_steps, cfg.warmup, cfg.lr_schedule
                 )
-            opt.zero_grad(set_to_none=True)
-            value, parts = self._backward(batch, scaler)
-            if not math.isfinite(value):
-                raise TrainingError(
-                    f"loss became {value} at epoch {epoch}, step {step + 1}: lower --set lr=…, "
-                    "or set grad_clip"
-                )
-            if scaler is not None:
-                scaler.unscale_(opt)
-            if cfg.grad_clip > 0:
-                torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-            if scaler is not None:
-                scaler.step(opt)
-                scaler.update()
-            else:
-                opt.step()
-            parts = {"loss": value, **parts, **model.after_step(parts)}
+            value, parts = self.step(batch, opt, scaler, f"epoch {epoch}, step {step + 1}")
             for k, v in parts.items():
                 sums[k] = sums.get(k, 0.0) + v
             if step % 20 == 0:
                 self.observer.on_step(step + 1, value)
         return {k: v / max(1, len(batches)) for k, v in sums.items()}
+
+    def step(self, batch: Batch, opt, scaler, where: str) -> tuple[float, dict[str, float]]:
+        """One optimiser step on `batch` (`where` names it if the loss is not finite): the
+        loss value and its parts, with the model's after-step values."""
+        opt.zero_grad(set_to_none=True)
+        value, parts = self._backward(batch, scaler)
+        if not math.isfinite(value):
+            raise TrainingError(
+                f"loss became {value} at {where}: lower --set lr=…, or set grad_clip"
+            )
+        if scaler is not None:
+            scaler.unscale_(opt)
+        if self.cfg.grad_clip > 0:
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.grad_clip)
+        if scaler is not None:
+            scaler.step(opt)
+            scaler.update()
+        else:
+            opt.step()
+        return value, {"loss": value, **parts, **self.model.after_step(parts)}
+
+    def scaler(self) -> torch.amp.GradScaler | None:
+        """fp16 (CUDA) underflows without loss scaling; bf16 has fp32's exponent range."""
+        return torch.amp.GradScaler("cuda") if self.dtype is torch.float16 else None
 
     def _backward(self, batch: Batch, scaler) -> tuple[float, dict[str, float]]:
         """The batch's loss value and parts; gradients accumulated into the parameters.

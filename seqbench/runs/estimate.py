@@ -1,0 +1,124 @@
+"""A run's cost before it trains (`--dry-run`): parameters, training instances per epoch, and
+an estimate of seconds per epoch and memory on this machine from a few timed real steps.
+
+The estimate times real optimiser steps (forward, backward, update) of the run's own model,
+config, precision, device and threads on batches drawn at random from its first epoch, after
+one warm-up step, and multiplies their mean by the epoch's steps. It leaves out validation
+(one ranking pass every `eval_every` epochs) and assumes the machine stays as busy as it was.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from seqbench.data.dataset import SeqDataset
+from seqbench.machine import ThreadChoice, seed_everything, using_threads
+from seqbench.runs.execute import ResolvedRun, peak_memory_mb
+from seqbench.training.context import RunContext
+from seqbench.training.trainer import Trainer, TrainOptions, make_optimizer
+
+#: timed steps: at most this many, at least MIN_STEPS, stopping once SECONDS have passed
+MAX_STEPS, MIN_STEPS, SECONDS = 10, 3, 30.0
+
+
+@dataclass(frozen=True)
+class Unsaved:
+    """The checkpoint files of a dry run, which finishes no epoch and so writes none."""
+
+    checkpoints: tuple[Path, Path] = (Path("unused"), Path("unused.prev"))
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """What one run costs: its size, one epoch's work, and the timed steps' figures."""
+
+    params: int
+    steps: int
+    rows: int
+    targets: int | None
+    epochs: int
+    timed_steps: int
+    step_seconds: float
+    batch_seconds: float
+    peak_memory_mb: float
+    device: str
+    threads: ThreadChoice
+
+    @property
+    def epoch_seconds(self) -> float:
+        """The timed steps' mean × the epoch's steps, plus building the epoch's batches."""
+        return self.step_seconds * self.steps + self.batch_seconds
+
+    @property
+    def total_seconds(self) -> float:
+        """The configured epochs (early stopping or a time budget may end it sooner)."""
+        return self.epoch_seconds * self.epochs
+
+    def instances(self) -> str:
+        """'88 steps · 22,363 sequences · 153,776 targets' per epoch."""
+        targets = f" · {self.targets:,} targets" if self.targets is not None else ""
+        return f"{self.steps:,} steps · {self.rows:,} sequences{targets}"
+
+    def method(self) -> str:
+        """How the figures were made, in words."""
+        return (
+            f"estimate, not a measurement: the mean of {self.timed_steps} real training steps "
+            f"(random batches of epoch 1, after 1 warm-up step) on {self.device} with "
+            f"{self.threads} × {self.steps:,} steps, plus building the epoch's batches "
+            f"({self.batch_seconds:.2g} s); validation not included; memory: this "
+            "process's peak resident size (+ CUDA allocations) after those steps"
+        )
+
+
+def estimate(run: ResolvedRun, data: SeqDataset, ctx: RunContext) -> Estimate:
+    """Time a few real training steps of `run` (nothing is stored); see the module docstring."""
+    with using_threads(ctx.threads) as threads:
+        seed_everything(run.request.seed)
+        model = run.model_cls(run.cfg, data)
+        quiet = dataclasses.replace(ctx, tracking=None)
+        options = TrainOptions(run.request.precision)
+        trainer = Trainer(model, data, run.protocol, run.request.seed, Unsaved(), quiet, options)
+        gen = torch.Generator().manual_seed(run.request.seed)
+        model.train()
+        opt, scaler = make_optimizer(model), trainer.scaler()
+        t0 = time.perf_counter()
+        # a model without trainable parameters (e.g. item similarity) trains no epoch
+        batches = list(model.train_batches(data, gen)) if opt is not None and run.cfg.epochs else []
+        build = time.perf_counter() - t0
+        order = torch.randperm(len(batches), generator=torch.Generator().manual_seed(0)).tolist()
+        timed, seconds = 0, 0.0
+        for i, index in enumerate(itertools.islice(itertools.cycle(order), MAX_STEPS + 1)):
+            _sync(trainer.device)
+            t0 = time.perf_counter()
+            trainer.step(batches[index], opt, scaler, f"timed step {i + 1}")
+            _sync(trainer.device)
+            if i > 0:  # the first step warms up (allocations, kernels)
+                timed, seconds = timed + 1, seconds + time.perf_counter() - t0
+            if timed >= MIN_STEPS and seconds >= SECONDS:
+                break
+        key = model.micro_key
+        return Estimate(
+            params=sum(p.numel() for p in model.parameters()),
+            steps=len(batches),
+            rows=sum(len(next(iter(b.values()))) for b in batches),
+            targets=int(sum((b[key] != 0).sum() for b in batches)) if key else None,
+            epochs=run.cfg.epochs,
+            timed_steps=timed,
+            step_seconds=seconds / max(1, timed),
+            batch_seconds=build,
+            peak_memory_mb=peak_memory_mb(trainer.device),
+            device=str(trainer.device),
+            threads=threads,
+        )
+
+
+def _sync(device: torch.device) -> None:
+    """Wait for queued device work, so a step's time is its own."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
