@@ -9,6 +9,7 @@ import typer
 
 from seqbench.cli.app import (
     DataDir,
+    Plugins,
     RunsDir,
     app,
     console_err,
@@ -136,6 +137,7 @@ def report(
     ] = None,
     runs_dir: RunsDir = None,
     data_dir: DataDir = None,
+    plugin: Plugins = None,
 ) -> None:
     """Tables in the papers' layouts from stored runs, with paired significance tests."""
     fmt = format_for(out, format_)

@@ -14,6 +14,7 @@ from rich.table import Table
 
 from seqbench.cli.app import (
     DataDir,
+    Plugins,
     RunsDir,
     ShowProgress,
     StudyPrecision,
@@ -130,6 +131,7 @@ def show(
     precision: StudyPrecision = None,
     runs_dir: RunsDir = None,
     data_dir: DataDir = None,
+    plugin: Plugins = None,
 ) -> None:
     """List the study's runs (done / missing) and tables without training anything."""
     study = with_precision(load_study(folder), precision)
@@ -161,6 +163,7 @@ def run(
     progress: ShowProgress = None,
     runs_dir: RunsDir = None,
     data_dir: DataDir = None,
+    plugin: Plugins = None,
 ) -> None:
     """Train what the run store lacks (as `seqbench run` does), then write the study's folder."""
     path = study_file(folder).parent
@@ -232,6 +235,7 @@ def reproduce(
     progress: ShowProgress = None,
     runs_dir: RunsDir = None,
     data_dir: DataDir = None,
+    plugin: Plugins = None,
 ) -> None:
     """Run a paper's table as a study (one budget for all models) next to the published values."""
     if list_ or not spec:

@@ -16,6 +16,7 @@ from rich.table import Table
 
 from seqbench.cli.app import (
     DataDir,
+    Plugins,
     RunsDir,
     ShowProgress,
     app,
@@ -203,6 +204,7 @@ def sweep(
     progress: ShowProgress = None,
     data_dir: DataDir = None,
     runs_dir: RunsDir = None,
+    plugin: Plugins = None,
 ) -> None:
     """Run every configuration of MODEL (cached runs are skipped; rerun to resume)."""
     check_precision(precision, resolve_device(device))  # once, not in every run

@@ -19,6 +19,7 @@ from seqbench.evaluation.evaluator import Evaluator, summarize
 from seqbench.evaluation.protocols import Protocol, get_protocol
 from seqbench.machine import ThreadChoice, check_precision, seed_everything, using_threads
 from seqbench.models.base import ModelConfig, SeqModel, get_model, resolve_config
+from seqbench.plugins import origin
 from seqbench.runs.options import RunOptions
 from seqbench.runs.result import RunResult
 from seqbench.runs.store import RunFolder, RunSpec, RunStore
@@ -72,6 +73,7 @@ class RunRequest:
             ablate={k: str(v) for k, v in self.ablate.items()},
             precision=self.precision,
             default_config=dataclasses.asdict(default),
+            code=None if (found := origin(cls)) is None else found.identity(),
         )
         return ResolvedRun(self, cls, cfg, protocol, spec)
 

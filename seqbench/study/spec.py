@@ -15,6 +15,7 @@ what is missing and `output` writes the folder.
     precision: fp32                 # training precision of every run: fp32|bf16|fp16 (optional)
     evaluate: [seqbench, duorec]    # also test each run's best weights under these (optional)
     prepare: {beauty: seqbench prepare beauty --raw-dir ../shared/data/s3rec}   # optional
+    plugins: [my_model.py]          # outside models: modules or files beside it (optional)
     models:
       sasrec: {sets: {patience: 100}}
       stosa: {}                     # label: {model, sets, ablate, seeds}; model defaults to
@@ -138,6 +139,8 @@ class Study:
     prepare: dict[str, str] = field(default_factory=dict)
     evaluate: tuple[str, ...] = ()
     precision: str = "fp32"
+    #: plugins its models need (loaded when the study is read; run contexts carry them)
+    plugins: tuple[str, ...] = ()
 
     def prepare_command(self, dataset: str) -> str:
         return self.prepare.get(dataset, f"seqbench prepare {dataset}")

@@ -16,6 +16,7 @@ import torch
 
 from seqbench import paths
 from seqbench.machine import ThreadChoice, resolve_device
+from seqbench.plugins import load_plugins, loaded
 
 
 @dataclass(frozen=True)
@@ -82,13 +83,15 @@ class LogObserver(Observer):
 class RunContext:
     """The execution context of runs: the device asked for (auto|cpu|cuda|mps, resolved where
     the run trains), torch threads (None: the policy decides when the runs start), the run
-    store and prepared-data roots, and the progress observer."""
+    store and prepared-data roots, the progress observer, and the plugins loaded where it was
+    built (workers load them before their first job, so they see the same models)."""
 
     device: str = "auto"
     threads: ThreadChoice | None = None
     runs_dir: Path = field(default_factory=paths.runs_dir)
     data_dir: Path = field(default_factory=paths.data_dir)
     observer: Observer = field(default_factory=Observer)
+    plugins: tuple[str, ...] = field(default_factory=loaded)
 
     @classmethod
     def create(
@@ -100,14 +103,20 @@ class RunContext:
         data_dir: str | Path | None = None,
         observer: Observer | None = None,
     ) -> RunContext:
-        """A context from the CLI's options (paths: flag, else environment, else default)."""
+        """A context from the CLI's options (paths: flag, else environment, else default),
+        carrying every plugin loaded in this process."""
         return cls(
             device,
             threads,
             paths.runs_dir(runs_dir),
             paths.data_dir(data_dir),
             observer or Observer(),
+            loaded(),
         )
+
+    def load_plugins(self) -> None:
+        """Import this context's plugins here (a worker process or a Ray task)."""
+        load_plugins(self.plugins)
 
     def torch_device(self) -> torch.device:
         """The device runs train on here (a one-line error when it is unavailable)."""
