@@ -144,6 +144,11 @@ class SeqModel(nn.Module):
         """
         raise NotImplementedError
 
+    def unused_parameters(self) -> frozenset[str]:
+        """Parameters built but not used by the loss under this config (no gradient by design;
+        `seqbench check` accepts exactly these)."""
+        return frozenset()
+
     def after_step(self, parts: dict[str, float]) -> dict[str, float]:
         """Hook after each optimiser step (e.g. CBiT's θ update); returns values to log."""
         return {}
