@@ -149,3 +149,16 @@ def test_an_installed_package_registers_through_the_entry_point(tmp_path: Path, 
         assert listing.count("plugin mlp_pkg.model") == 2, listing
     finally:
         subprocess.run([sys.executable, "-m", "pip", "uninstall", "-y", "-q", "mlp-pkg"])
+
+
+@pytest.mark.slow
+def test_a_plugin_file_reaches_ray_tasks(tmp_path: Path, env) -> None:
+    """--plugin FILE.py on the local Ray executor: each task loads the file before its job."""
+    (tmp_path / "my_mlp.py").write_text(render_template("my_mlp", "my_mlp.py"))
+    assert seqbench(["prepare", "synthetic"], tmp_path, env).returncode == 0
+    sweep = ["sweep", "my_mlp", "--plugin", "my_mlp.py", "-d", "synthetic", "--grid"]
+    sweep += ["hidden=32,64", "--budget-epochs", "1", "--threads", "1", "--executor", "ray"]
+    proc = seqbench(sweep, tmp_path, env)
+    assert proc.returncode == 0, proc.stderr
+    listing = seqbench(["runs", "--model", "my_mlp"], tmp_path, env).stdout
+    assert listing.count("plugin seqbench_plugin_my_mlp") == 2, (proc.stdout, listing)
