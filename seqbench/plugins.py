@@ -214,7 +214,7 @@ def source_digest(cls: type[SeqModel]) -> str:
 
 def describe_origin(config: dict) -> str:
     """'plugin mypkg.mlp (source 1a2b3c4d5e6f, version 0.1)' from a run's recorded identity
-    (its config.json); '' for a built-in model."""
+    (the run folder's config); '' for a built-in model."""
     code = config.get("code")
     if not isinstance(code, dict):
         return ""
