@@ -5,17 +5,19 @@ which holds the version, counts as the bottom floor). tests/test_layers.py reads
 
     errors, paths, io, registry, machine
     data
-    models, evaluation
+    models, evaluation, plugins
     training
-    runs
+    runs, testing
     report
     study
-    cli
+    cli, api
     __main__
 
-`machine` is the machine policy (cores, threads, devices, precision, seeding); `study` composes
-runs and reports into a results folder or a paper's table (its specs are the YAML files of
-seqbench/papers/).
+`plugins` loads outside models (entry points, --plugin, $SEQBENCH_PLUGINS); `testing` is the
+model contract check (`seqbench check`, `check_model` for pytest); `api` is the Python API the
+CLI's commands share (`seqbench.api.run`, `runs`, `report`). `machine` is the machine policy
+(cores, threads, devices, precision, seeding); `study` composes runs and reports into a results
+folder or a paper's table (its specs are the YAML files of seqbench/papers/).
 """
 
 __version__ = "0.2.0"

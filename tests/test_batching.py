@@ -1,5 +1,7 @@
-"""Batching: micro-batches give the uniform batch's loss and gradient; the three modes differ as
-declared (uniform and micro draw the same rows per batch, grouped draws rows of similar length).
+"""Batching: the three modes differ as declared (uniform and micro draw the same rows per
+batch, grouped draws rows of similar length). That micro-batches and piecewise encoding give
+the uniform batch's loss and gradient is a check of the model contract (seqbench.testing),
+run on every registered model by tests/test_check_model.py; CBiT's piecewise variants here.
 """
 
 from __future__ import annotations
@@ -11,17 +13,16 @@ import torch
 
 from seqbench.data.dataset import SeqDataset
 from seqbench.data.sequences import next_item_instances
-from seqbench.data.synthetic import generate
 from seqbench.models.base import MODELS, get_model, resolve_config
-from seqbench.training.micro import micro_batches
+from seqbench.testing import Probe, check_model, train_data
 
 get_model("sasrec")
 
 
 @pytest.fixture(scope="module")
 def data() -> SeqDataset:
-    inter, items = generate(n_users=120, n_items=90, min_len=3, max_len=40, seed=5)
-    return SeqDataset.from_frames("synthetic", inter, items, {"checksum": "batching"})
+    """The data of the contract's training checks."""
+    return train_data()
 
 
 def build(name: str, data: SeqDataset, **sets: str):
@@ -42,32 +43,6 @@ def test_models_with_a_micro_key() -> None:
     assert {"sasrec", "stosa", "gru4rec", "bert4rec", "bert4rec_s", "nova_bert"} <= set(MICRO)
     for coupled in ("cbit", "cosebert", "cl4srec", "coserec", "duorec", "caser"):
         assert MODELS.get(coupled).micro_key is None, coupled
-
-
-@pytest.mark.parametrize("name", MICRO)
-def test_micro_batches_give_the_batch_loss_and_gradient(name: str, data: SeqDataset) -> None:
-    """Independent oracle: one forward/backward of the whole (untrimmed-by-piece) batch."""
-    model = build(name, data, batching="uniform")
-    model.train()  # dropout is 0: train mode is deterministic here
-    batch = next(iter(model.train_batches(data, torch.Generator().manual_seed(3))))
-    loss, _ = model.loss(batch)
-    loss.backward()
-    whole = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
-    model.zero_grad(set_to_none=True)
-    pieces = micro_batches(batch, model.micro_key, 7)
-    assert len(pieces) > 2
-    assert sum(w for _, w in pieces) == pytest.approx(1.0)
-    widths = [p["seqs"].shape[1] for p, _ in pieces]
-    assert widths == sorted(widths) and widths[0] < batch["seqs"].shape[1]
-    total = 0.0
-    for piece, weight in pieces:
-        part, _ = model.loss(piece)
-        (part * weight).backward()
-        total += part.item() * weight
-    assert total == pytest.approx(loss.item(), rel=1e-5)
-    for n, p in model.named_parameters():
-        if n in whole:
-            torch.testing.assert_close(p.grad, whole[n], rtol=1e-4, atol=1e-6)
 
 
 def test_uniform_and_micro_draw_the_same_rows_grouped_does_not(data: SeqDataset) -> None:
@@ -134,11 +109,9 @@ def test_split_points_minimise_padding_plus_overhead(overhead: int) -> None:
         assert cost(ends) == best
 
 
+#: piecewise configurations besides each model's defaults (which tests/test_check_model.py
+#: checks): CBiT encodes in pieces only with zeroed padding outputs
 PIECEWISE = [
-    ("cl4srec", {}),
-    ("coserec", {}),
-    ("duorec", {}),
-    ("cosebert", {}),
     ("cbit", {"pad_outputs": "zero"}),
     ("cbit", {"pad_outputs": "zero", "augment": "cloze"}),
 ]
@@ -146,32 +119,19 @@ PIECEWISE = [
 
 @pytest.mark.parametrize(("name", "sets"), PIECEWISE)
 def test_piecewise_encoding_gives_the_batch_loss_and_gradient(
-    name: str, sets: dict[str, str], data: SeqDataset
+    name: str, sets: dict[str, str]
 ) -> None:
-    """Oracle: the same coupled loss with every row encoded in one untrimmed pass (uniform)."""
-    model = build(name, data, batching="uniform", **sets)
-    model.train()
-    batch = next(iter(model.train_batches(data, torch.Generator().manual_seed(4))))
-    grads, state = [], model.extra_state()
-    for mode in ("uniform", "micro"):
-        model.cfg = dataclasses.replace(model.cfg, batching=mode, micro_overhead=7)
-        model.load_extra_state(state)  # CBiT's θ moves with each loss (theta_step=current)
-        model.zero_grad(set_to_none=True)
-        torch.manual_seed(1)  # augmentations drawn inside the loss see the same stream
-        loss, _ = model.loss(batch)
-        loss.backward()
-        grads.append(
-            (
-                loss.item(),
-                {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None},
-            )
-        )
-    assert model.piecewise
-    (whole, g_whole), (pieces, g_pieces) = grads
-    assert pieces == pytest.approx(whole, rel=1e-5, abs=1e-6)
-    assert g_whole.keys() == g_pieces.keys()
-    for n in g_whole:
-        torch.testing.assert_close(g_pieces[n], g_whole[n], rtol=1e-4, atol=1e-6, msg=n)
+    """Oracle: the same coupled loss with every row encoded in one untrimmed pass (uniform);
+    the comparison is the contract's piecewise check (seqbench.testing)."""
+    report = check_model(get_model(name), sets, only=("piecewise gradient",))
+    (check,) = report.checks
+    assert check.status == "pass", str(report)
+
+
+def test_defaults_cover_the_piecewise_models() -> None:
+    """The models whose defaults encode in pieces: the contract check covers these."""
+    piecewise = {n for n in MODELS.names() if Probe(MODELS.get(n)).trainer().piecewise}
+    assert {"cl4srec", "coserec", "duorec", "cosebert"} <= piecewise
 
 
 def test_piecewise_splits_and_restores_row_order() -> None:

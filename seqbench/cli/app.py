@@ -8,6 +8,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
+from seqbench.plugins import load_plugins
 from seqbench.training.context import EpochReport, LogObserver, Observer
 
 app = typer.Typer(
@@ -33,6 +34,25 @@ StudyPrecision = Annotated[
 #: the options every command that reads prepared data, the run store or trains shares
 RunsDir = Annotated[str | None, typer.Option(help="run store [default: ./results/runs]")]
 DataDir = Annotated[str | None, typer.Option(help="prepared data [default: ./data]")]
+
+
+def _load_plugins(specs: list[str] | None) -> list[str] | None:
+    """--plugin callback: load installed entry points, $SEQBENCH_PLUGINS and the given plugins
+    while the options are parsed, so the command and the run context see their models."""
+    load_plugins(specs or ())
+    return specs
+
+
+#: the option of every command that resolves a model (run contexts carry what was loaded)
+Plugins = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--plugin",
+        callback=_load_plugins,
+        help="outside model: a module or a .py file registering one (repeatable; also "
+        "$SEQBENCH_PLUGINS and installed `seqbench.models` entry points)",
+    ),
+]
 ShowProgress = Annotated[
     bool | None,
     typer.Option(help="progress bars [default: on a terminal; else a line per epoch]"),

@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from seqbench.cli.app import DataDir, RunsDir, app, console, log
+from seqbench.cli.app import DataDir, Plugins, RunsDir, app, console, log
 from seqbench.evaluation.metrics import METRICS
 from seqbench.machine import thread_choice
 from seqbench.runs.reevaluate import reevaluate
@@ -25,6 +25,7 @@ def evaluate(
     force: Annotated[bool, typer.Option(help="evaluate again even if stored")] = False,
     runs_dir: RunsDir = None,
     data_dir: DataDir = None,
+    plugin: Plugins = None,
 ) -> None:
     """Test a stored run's best weights under another protocol preset; kept beside the run."""
     ctx = RunContext.create(

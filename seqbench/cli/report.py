@@ -7,24 +7,22 @@ from typing import Annotated
 
 import typer
 
+from seqbench.api import ReportRequest, build_report
 from seqbench.cli.app import (
     DataDir,
+    Plugins,
     RunsDir,
     app,
     console_err,
 )
 from seqbench.errors import ConfigError
 from seqbench.evaluation.metrics import METRICS
-from seqbench.evaluation.protocols import PROTOCOLS
 from seqbench.io import atomic_path
-from seqbench.report.layouts import LAYOUTS, Layout, TableOptions
+from seqbench.report.layouts import LAYOUTS, Layout
 from seqbench.report.plots import save_figure
 from seqbench.report.render import format_for, render
-from seqbench.report.select import evaluated_under as reevaluated
-from seqbench.report.select import select_runs
 from seqbench.report.significance import SignificanceOptions
 from seqbench.report.tables import Table
-from seqbench.runs.store import load_runs
 
 
 def split_list(values: list[str] | None) -> list[str] | None:
@@ -136,52 +134,27 @@ def report(
     ] = None,
     runs_dir: RunsDir = None,
     data_dir: DataDir = None,
+    plugin: Plugins = None,
 ) -> None:
     """Tables in the papers' layouts from stored runs, with paired significance tests."""
     fmt = format_for(out, format_)
-    chosen = LAYOUTS.get(layout)
     metric_list = split_list(metrics)
-    check_metrics(metric_list, chosen)
-    tests = SignificanceOptions(test, alpha, correction)
-    tests.validate()
-    if protocol is not None:
-        PROTOCOLS.get(protocol)
-    options = TableOptions(
-        tests=tests,
+    check_metrics(metric_list, LAYOUTS.get(layout))
+    request = ReportRequest(
+        layout=layout,
+        datasets=split_list(datasets),
+        models=split_list(models),
+        metrics=metric_list,
+        run_ids=set(split_list(runs)) if runs else None,
+        sweep=sweep,
+        protocol=protocol,
+        evaluated_under=evaluated_under,
+        tests=SignificanceOptions(test, alpha, correction),
         baseline=baseline,
         budget_columns=budget_columns,
         param=param,
-        data_dir=data_dir,
     )
-    wanted_datasets, wanted_models = split_list(datasets), split_list(models)
-    selection = None
-    if not chosen.cards:
-        stored = load_runs(runs_dir)
-        run_ids = None
-        if runs:
-            run_ids = set(split_list(runs))
-            missing = sorted(run_ids - {r.run_id for r in stored})
-            if missing:
-                raise ConfigError(
-                    f"--runs: no finished run {', '.join(missing)} in the run store "
-                    f"{runs_dir or 'results/runs'} (list them with `seqbench runs`)"
-                )
-        if sweep is not None:
-            from seqbench.runs.manifest import sweep_run_ids
-
-            in_sweep = set(sweep_run_ids(sweep, runs_dir))
-            run_ids = in_sweep if run_ids is None else run_ids & in_sweep
-        selection = select_runs(
-            stored,
-            datasets=wanted_datasets,
-            models=wanted_models,
-            protocol=protocol,
-            run_ids=run_ids,
-        )
-        if evaluated_under is not None:
-            PROTOCOLS.get(evaluated_under)
-            selection.runs = reevaluated(selection.runs, evaluated_under)
-        for note in selection.notes:
-            console_err.print(f"[yellow]note:[/yellow] {note}", highlight=False, soft_wrap=True)
-    table = chosen.report(selection, wanted_datasets, wanted_models, metric_list, options)
-    write_output([table], fmt, out, plot)
+    built, notes = build_report(request, runs_dir, data_dir)
+    for note in notes:
+        console_err.print(f"[yellow]note:[/yellow] {note}", highlight=False, soft_wrap=True)
+    write_output([built.table], fmt, out, plot)

@@ -9,6 +9,7 @@ from rich.table import Table
 
 from seqbench.cli.app import (
     DataDir,
+    Plugins,
     RunsDir,
     ShowProgress,
     Track,
@@ -90,6 +91,7 @@ def run(
     track_to: TrackTo = None,
     data_dir: DataDir = None,
     runs_dir: RunsDir = None,
+    plugin: Plugins = None,
 ) -> None:
     """Train MODEL, select the epoch by validation, evaluate on test with full ranking."""
     if amp:
@@ -204,6 +206,7 @@ def models(
     model: Annotated[
         str | None, typer.Argument(help="show this model's defaults and declared departures")
     ] = None,
+    plugin: Plugins = None,
 ) -> None:
     """List registered models, or one model's defaults, axes and departures from its paper/code."""
     import seqbench.models  # noqa: F401
@@ -222,9 +225,11 @@ def runs(
         str | None, typer.Option("--dataset", "-d", help="only this dataset")
     ] = None,
     runs_dir: RunsDir = None,
+    plugin: Plugins = None,
 ) -> None:
     """List stored runs with their test metrics; the run id (dataset-model-hash) comes with its
-    protocol and ablations beneath it, so the table fits an 80-column terminal."""
+    protocol and ablations (and a plugin model's origin) beneath it, so the table fits an
+    80-column terminal."""
     table = Table(title="runs")
     table.add_column("run id\nprotocol · ablate")
     for col in ("seed", "epoch", "HR@10", "NDCG@10"):
@@ -233,8 +238,9 @@ def runs(
         if (model and r.model != model) or (dataset and r.dataset != dataset):
             continue
         ablate = ", ".join(f"{k}={v}" for k, v in r.ablate.items())
+        origin = f"\n{r.origin}" if r.origin else ""
         table.add_row(
-            f"{r.run_id}\n{r.protocol}" + (f" · {ablate}" if ablate else ""),
+            f"{r.run_id}\n{r.protocol}" + (f" · {ablate}" if ablate else "") + origin,
             str(r.seed),
             f"{r.result.best_epoch}/{r.result.epochs_run}",
             f"{r.test['HR@10']:.4f}",

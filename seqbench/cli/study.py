@@ -15,6 +15,7 @@ from rich.table import Table
 
 from seqbench.cli.app import (
     DataDir,
+    Plugins,
     RunsDir,
     ShowProgress,
     StudyPrecision,
@@ -174,6 +175,7 @@ def show(
     precision: StudyPrecision = None,
     runs_dir: RunsDir = None,
     data_dir: DataDir = None,
+    plugin: Plugins = None,
 ) -> None:
     """List the study's runs (done / missing) and tables without training anything."""
     study = with_precision(load_study(folder), precision)
@@ -207,6 +209,7 @@ def run(
     track_to: TrackTo = None,
     runs_dir: RunsDir = None,
     data_dir: DataDir = None,
+    plugin: Plugins = None,
 ) -> None:
     """Train what the run store lacks (as `seqbench run` does), then write the study's folder."""
     path = study_file(folder).parent
@@ -280,6 +283,7 @@ def reproduce(
     progress: ShowProgress = None,
     runs_dir: RunsDir = None,
     data_dir: DataDir = None,
+    plugin: Plugins = None,
 ) -> None:
     """Run a paper's table as a study (one budget for all models) next to the published values."""
     if list_ or not spec:

@@ -16,6 +16,7 @@ from rich.table import Table
 
 from seqbench.cli.app import (
     DataDir,
+    Plugins,
     RunsDir,
     ShowProgress,
     Track,
@@ -208,6 +209,7 @@ def sweep(
     track_to: TrackTo = None,
     data_dir: DataDir = None,
     runs_dir: RunsDir = None,
+    plugin: Plugins = None,
 ) -> None:
     """Run every configuration of MODEL (cached runs are skipped; rerun to resume)."""
     check_precision(precision, resolve_device(device))  # once, not in every run

@@ -76,6 +76,8 @@ class SeqModel(nn.Module):
     row_keys: ClassVar[tuple[str, ...]] = ()
     #: False for models whose scores ignore the history (popularity)
     reads_history: ClassVar[bool] = True
+    #: a plugin model's declared version (part of its run id with its source); '' for none
+    version: ClassVar[str] = ""
 
     def __init__(self, cfg: ModelConfig, data: SeqDataset) -> None:
         super().__init__()
@@ -142,6 +144,11 @@ class SeqModel(nn.Module):
         """
         raise NotImplementedError
 
+    def unused_parameters(self) -> frozenset[str]:
+        """Parameters built but not used by the loss under this config (no gradient by design;
+        `seqbench check` accepts exactly these)."""
+        return frozenset()
+
     def after_step(self, parts: dict[str, float]) -> dict[str, float]:
         """Hook after each optimiser step (e.g. CBiT's θ update); returns values to log."""
         return {}
@@ -158,9 +165,21 @@ MODELS: Registry[type[SeqModel]] = Registry("model")
 
 
 def register(name: str):
-    """Class decorator: register a model under `name` (its CLI name)."""
+    """Class decorator: register a model under `name` (its CLI name); a one-line ConfigError
+    for a class that is not a SeqModel or a name another model has."""
 
     def deco(cls: type[SeqModel]) -> type[SeqModel]:
+        if not (isinstance(cls, type) and issubclass(cls, SeqModel)):
+            raise ConfigError(
+                f"model {name!r}: {getattr(cls, '__qualname__', cls)!r} is not a subclass of "
+                "seqbench.models.SeqModel: subclass it (see examples/my_model.py)"
+            )
+        if name in MODELS:
+            taken = MODELS.get(name)
+            raise ConfigError(
+                f"model name {name!r} is taken by {taken.__module__}.{taken.__qualname__}: "
+                "register yours under another name"
+            )
         cls.name = name
         return MODELS.register(name)(cls)
 
@@ -169,7 +188,13 @@ def register(name: str):
 
 def get_model(name: str) -> type[SeqModel]:
     """The model registered as `name`. The registry is full: importing this module first runs
-    the package's `__init__`, which imports (and so registers) every model module."""
+    the package's `__init__`, which imports (and so registers) every model module. A model
+    from a plugin is here once the plugin is loaded (seqbench.plugins)."""
+    if name not in MODELS:
+        try:
+            MODELS.get(name)
+        except ConfigError as e:
+            raise ConfigError(f"{e}; a model of your own: load it with --plugin FILE.py") from None
     return MODELS.get(name)
 
 

@@ -111,6 +111,12 @@ class NovaBERT(BERT4Rec):
             Fusion(cfg.fusion, cfg.d, len(self.side_fields)) for _ in range(n_fusions)
         )
 
+    def unused_parameters(self) -> frozenset[str]:
+        """values=id in mode nova: positions enter as side information, not the position table."""
+        if self.cfg.mode == "nova" and self.cfg.values == "id":
+            return frozenset({"emb.pos.weight"})
+        return frozenset()
+
     def train_batches(self, data: SeqDataset, gen: torch.Generator) -> Iterator[Batch]:
         if self._train is None:
             starts, ends = train_segments(data, min_len=2)

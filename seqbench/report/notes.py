@@ -54,6 +54,15 @@ def derived_departures(run: Run) -> list[str] | None:
     return switched(cls.declared_departures(), run.settings, default)
 
 
+def origins_note(runs: Sequence[Run]) -> str | None:
+    """Where each plugin model of the table came from (module, source hash, version), if any:
+    a reader can tell an outside model from seqbench's and which code made its numbers."""
+    found = sorted({(r.model, r.origin) for r in runs if r.origin})
+    if not found:
+        return None
+    return "Outside models: " + "; ".join(f"{m} from {o}" for m, o in found) + "."
+
+
 def seeds_note(cells: Iterable[tuple[str, str, int]]) -> str | None:
     """Name the cells (label, dataset, number of seeds) that average several seeds, if any."""
     several = sorted({c for c in cells if c[2] > 1})
@@ -70,8 +79,9 @@ def entry_seeds(entries: Sequence[Entry]) -> list[tuple[str, str, int]]:
 
 def measured_notes(seeds: Iterable[tuple[str, str, int]], runs: Sequence[Run]) -> list[str]:
     """The seeds note (when a cell averages several), the protocol and the departures."""
-    note = seeds_note(seeds)
-    return [*([note] if note else []), protocol_note(runs), departures_note(runs)]
+    note, origins = seeds_note(seeds), origins_note(runs)
+    extra = [origins] if origins else []
+    return [*([note] if note else []), protocol_note(runs), departures_note(runs), *extra]
 
 
 def closing_notes(
@@ -96,6 +106,8 @@ def closing_notes(
     notes += budget_notes(entries, datasets, budget_columns, labels)
     notes.append(protocol_note(runs))
     notes.append(departures_note(runs))
+    if origins := origins_note(runs):
+        notes.append(origins)
     return notes
 
 

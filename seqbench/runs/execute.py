@@ -20,6 +20,7 @@ from seqbench.evaluation.protocols import Protocol, get_protocol
 from seqbench.machine import ThreadChoice, check_precision, seed_everything, using_threads
 from seqbench.models.base import ModelConfig, SeqModel, get_model, resolve_config
 from seqbench.models.departures import switched
+from seqbench.plugins import origin
 from seqbench.runs.options import RunOptions
 from seqbench.runs.result import RunResult
 from seqbench.runs.store import RunFolder, RunSpec, RunStore
@@ -81,6 +82,7 @@ class RunRequest:
             precision=self.precision,
             default_config=default,
             departures=switched(cls.declared_departures(), values, default),
+            code=None if (found := origin(cls)) is None else found.identity(),
         )
         return ResolvedRun(self, cls, cfg, protocol, spec)
 

@@ -14,6 +14,7 @@ import ctypes
 import dataclasses
 import multiprocessing as mp
 import os
+import pickle
 import signal
 import threading
 import time
@@ -26,6 +27,7 @@ from typing import Any
 
 from seqbench.errors import ConfigError
 from seqbench.machine import ThreadChoice, apply_threads, default_threads
+from seqbench.plugins import load_plugins
 from seqbench.registry import Registry
 from seqbench.runs.execute import ResolvedRun, RunRequest
 from seqbench.runs.options import Pool, RunOptions
@@ -147,9 +149,10 @@ def local_executor(jobs: list[Job], threads: ThreadChoice | None, pool: Pool, em
 class _Worker:
     """A spawned process that runs the jobs sent over its pipe, one at a time."""
 
-    def __init__(self, ctx: Any, threads: ThreadChoice) -> None:
+    def __init__(self, ctx: Any, threads: ThreadChoice, plugins: tuple[str, ...]) -> None:
         self.conn, child = ctx.Pipe()
-        self.proc = ctx.Process(target=_worker_main, args=(child, threads, os.getpid()))
+        args = (child, threads, os.getpid(), plugins)
+        self.proc = ctx.Process(target=_worker_main, args=args)
         self.proc.daemon = True
         self.proc.start()
         child.close()
@@ -185,10 +188,14 @@ def _die_with_parent(parent: int) -> None:
     threading.Thread(target=watch, daemon=True).start()
 
 
-def _worker_main(conn: Connection, threads: ThreadChoice, parent: int) -> None:
+def _worker_main(
+    conn: Connection, threads: ThreadChoice, parent: int, plugins: tuple[str, ...]
+) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and stops us
     _die_with_parent(parent)
     apply_threads(threads)
+    # before the first job is unpickled: it may name a model class from a plugin file
+    load_plugins(plugins)
     while True:
         try:
             job = conn.recv()
@@ -203,7 +210,8 @@ def _worker_main(conn: Connection, threads: ThreadChoice, parent: int) -> None:
 def _run_pool(jobs: list[Job], workers: int, threads: ThreadChoice, emit: Emit) -> None:
     ctx = mp.get_context("spawn")
     queue = list(reversed(jobs))
-    pool = [_Worker(ctx, threads) for _ in range(min(workers, len(jobs)))]
+    plugins = jobs[0].ctx.plugins if jobs else ()
+    pool = [_Worker(ctx, threads, plugins) for _ in range(min(workers, len(jobs)))]
     try:
         for w in pool:
             w.send(queue.pop())
@@ -218,7 +226,7 @@ def _run_pool(jobs: list[Job], workers: int, threads: ThreadChoice, emit: Emit) 
                     error = f"worker process died (exit code {code}; killed or out of memory?)"
                     emit(("end", w.job.index, Outcome("failed", error=error)))
                     w.stop()
-                    w = pool[i] = _Worker(ctx, threads)
+                    w = pool[i] = _Worker(ctx, threads, plugins)
                 if w.job is None and queue:
                     w.send(queue.pop())
         for w in pool:
@@ -241,12 +249,14 @@ def _drain(w: _Worker, emit: Emit) -> bool:
     return True
 
 
-def _ray_job(job: Job, threads: int) -> tuple[Outcome, list[Event]]:
-    """Ray task body: same as a local worker; its events come back with the outcome."""
+def _ray_job(plugins: tuple[str, ...], job: bytes, threads: int) -> tuple[Outcome, list[Event]]:
+    """Ray task body: same as a local worker; its events come back with the outcome. The job
+    arrives pickled, to be read once the plugins that define its model class are loaded."""
     choice = ThreadChoice(threads, "Ray CPUs per task")
     apply_threads(choice)
+    load_plugins(plugins)
     events: list[Event] = []
-    return run_job(job, events.append, choice), events
+    return run_job(pickle.loads(job), events.append, choice), events
 
 
 @EXECUTORS.register("ray")
@@ -275,7 +285,8 @@ def ray_executor(jobs: list[Job], threads: ThreadChoice | None, pool: Pool, emit
     while queue or running:
         while queue and len(running) < workers:
             job = queue.pop()
-            running[task.options(**opts).remote(job, cpus)] = job
+            blob = pickle.dumps(job)
+            running[task.options(**opts).remote(job.ctx.plugins, blob, cpus)] = job
             emit(("start", job.index))
         ready, _ = ray.wait(list(running), num_returns=1)
         for ref in ready:

@@ -28,6 +28,7 @@ import torch
 from seqbench import __version__
 from seqbench.io import atomic_path, write_json
 from seqbench.paths import runs_dir
+from seqbench.plugins import describe_origin
 from seqbench.runs.result import Evaluation, RunResult, load_json
 
 PARTIAL_PREFIX = "."
@@ -55,10 +56,12 @@ class RunSpec:
     #: the declared departures this run's config switched off the default ('field=value
     #: (topic)'), recorded beside the identity; None for runs stored before it
     departures: list[str] | None = None
+    #: a plugin model's origin (module, source sha256, declared version); None for built-ins
+    code: dict[str, str] | None = None
 
     def identity(self) -> dict[str, Any]:
-        """What the run id hashes; precision only when not fp32, so that the ids of runs
-        stored before --precision existed (all fp32) stay the same."""
+        """What the run id hashes; precision only when not fp32 and code only for a plugin
+        model, so that the ids of runs stored before either existed stay the same."""
         out = {
             "model": self.model,
             "dataset": self.dataset,
@@ -70,6 +73,8 @@ class RunSpec:
         }
         if self.precision != "fp32":
             out["precision"] = self.precision
+        if self.code is not None:
+            out["code"] = self.code
         return out
 
     @property
@@ -180,6 +185,12 @@ class Run:
     @property
     def ablate(self) -> dict[str, str]:
         return {str(k): str(v) for k, v in self.result.ablate.items()}
+
+    @property
+    def origin(self) -> str:
+        """Where a plugin model's code came from ('plugin mypkg.mlp (source …)'); '' for a
+        built-in model."""
+        return describe_origin(self.config)
 
     @property
     def settings(self) -> dict[str, Any]:

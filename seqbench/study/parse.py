@@ -13,6 +13,7 @@ from seqbench.errors import ConfigError, DataError
 from seqbench.evaluation.metrics import METRICS
 from seqbench.evaluation.protocols import get_protocol
 from seqbench.machine import known_precision
+from seqbench.plugins import PluginError, load_plugins
 from seqbench.registry import closest
 from seqbench.report.layouts import LAYOUTS as REPORT_LAYOUTS
 from seqbench.report.render import FORMATS
@@ -45,6 +46,7 @@ STUDY_KEYS = (
     "prepare",
     "evaluate",
     "tracking",
+    "plugins",
     "models",
     "tables",
 )
@@ -264,6 +266,18 @@ def parse_tracking(raw: Any, where: str) -> Tracking | None:
     return Tracking(tracker, str(spec["to"]) if spec.get("to") is not None else None)
 
 
+def _plugins(raw: Any, where: str) -> tuple[str, ...]:
+    """Load the study's `plugins:` (modules, or .py files relative to the study file) now, so
+    its models resolve; the plugins every run of this process has loaded."""
+    if raw is None:
+        return ()
+    specs = _names(raw, f"{where}: plugins")
+    try:
+        return load_plugins(specs, Path(where).parent)
+    except PluginError as e:
+        raise ConfigError(f"{where}: plugins: {e}") from None
+
+
 def parse_study(raw: Any, where: str) -> Study:
     """A study from its YAML document; every mistake is a one-line ConfigError naming `where`
     (the file) and the key."""
@@ -271,6 +285,7 @@ def parse_study(raw: Any, where: str) -> Study:
     for key in ("protocol", "datasets", "budget", "models", "tables"):
         if key not in spec:
             raise ConfigError(f"{where}: missing key {key!r}")
+    plugins = _plugins(spec.get("plugins"), where)
     protocol = str(spec["protocol"])
     _protocols((protocol,), f"{where}: protocol")
     datasets = _datasets(spec["datasets"], where)
@@ -310,6 +325,7 @@ def parse_study(raw: Any, where: str) -> Study:
         evaluate=evaluate,
         precision=known_precision(str(spec.get("precision", "fp32")), f"{where}: precision:"),
         tracking=parse_tracking(spec.get("tracking"), where),
+        plugins=plugins,
     )
 
 

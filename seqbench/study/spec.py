@@ -17,6 +17,7 @@ what is missing and `output` writes the folder.
     tracking: mlflow                # log each run trained (optional; or {tracker: tensorboard,
                                     # to: FOLDER}), as `seqbench run --track … --track-to …`
     prepare: {beauty: seqbench prepare beauty --raw-dir ../shared/data/s3rec}   # optional
+    plugins: [my_model.py]          # outside models: modules or files beside it (optional)
     models:
       sasrec: {sets: {patience: 100}}
       stosa: {}                     # label: {model, sets, ablate, seeds}; model defaults to
@@ -142,6 +143,8 @@ class Study:
     evaluate: tuple[str, ...] = ()
     precision: str = "fp32"
     tracking: Tracking | None = None
+    #: plugins its models need (loaded when the study is read; run contexts carry them)
+    plugins: tuple[str, ...] = ()
 
     def prepare_command(self, dataset: str) -> str:
         return self.prepare.get(dataset, f"seqbench prepare {dataset}")

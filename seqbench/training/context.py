@@ -16,6 +16,7 @@ import torch
 
 from seqbench import paths
 from seqbench.machine import ThreadChoice, resolve_device
+from seqbench.plugins import load_plugins, loaded
 
 
 @dataclass(frozen=True)
@@ -92,8 +93,9 @@ class Tracking:
 class RunContext:
     """The execution context of runs: the device asked for (auto|cpu|cuda|mps, resolved where
     the run trains), torch threads (None: the policy decides when the runs start), the run
-    store and prepared-data roots, the progress observer and the experiment tracking (None:
-    none)."""
+    store and prepared-data roots, the progress observer, the experiment tracking (None: none),
+    and the plugins loaded where it was built (workers load them before their first job, so
+    they see the same models)."""
 
     device: str = "auto"
     threads: ThreadChoice | None = None
@@ -101,6 +103,7 @@ class RunContext:
     data_dir: Path = field(default_factory=paths.data_dir)
     observer: Observer = field(default_factory=Observer)
     tracking: Tracking | None = None
+    plugins: tuple[str, ...] = field(default_factory=loaded)
 
     @classmethod
     def create(
@@ -113,7 +116,8 @@ class RunContext:
         observer: Observer | None = None,
         tracking: Tracking | None = None,
     ) -> RunContext:
-        """A context from the CLI's options (paths: flag, else environment, else default)."""
+        """A context from the CLI's options (paths: flag, else environment, else default),
+        carrying every plugin loaded in this process."""
         return cls(
             device,
             threads,
@@ -121,7 +125,12 @@ class RunContext:
             paths.data_dir(data_dir),
             observer or Observer(),
             tracking,
+            loaded(),
         )
+
+    def load_plugins(self) -> None:
+        """Import this context's plugins here (a worker process or a Ray task)."""
+        load_plugins(self.plugins)
 
     def torch_device(self) -> torch.device:
         """The device runs train on here (a one-line error when it is unavailable)."""

@@ -1,0 +1,77 @@
+"""MyMlp: an MLP over the embeddings of a user's last `window` items (a seqbench plugin).
+
+    seqbench check my_mlp --plugin my_mlp.py                  # the model contract, < 1 minute
+    seqbench run my_mlp --plugin my_mlp.py -d synthetic       # train, validate, test
+The contract `seqbench check` verifies:
+- `score(batch)` returns [B, N+1] finite scores of all items (column 0 is padding) computed
+  from each row's own history in batch["seqs"] (left-padded, its last `input_window` items):
+  never from the other rows of the batch (no normalising over it), never from the target.
+- all randomness comes from torch's global RNG (the run seeds it) or the `gen` given to
+  `train_batches`: the same seed gives the same run, another seed another initialisation.
+- `loss(batch)` returns (scalar loss, {name: float}) with a gradient for every parameter.
+- `micro_key`: the batch key whose non-zero entries the loss is a mean over, rows independent
+  (seqbench may then split a batch into micro-batches with the same gradient); else None.
+Its run id hashes this file and `version`: edit either and runs are trained anew.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from seqbench.data.dataset import SeqDataset
+from seqbench.data.sequences import iterate_rows, next_item_instances
+from seqbench.models import ModelConfig, SeqModel, register
+
+
+@dataclass
+class MyMlpConfig(ModelConfig):
+    """Hyper-parameters (`--set key=value`); ModelConfig has epochs, lr, batch_size, d, ..."""
+
+    window: int = 5
+    hidden: int = 128
+
+
+@register("my_mlp")
+class MyMlp(SeqModel):
+    paper = "an MLP over the last items (seqbench's template)"
+    version = "0.1"
+    Config = MyMlpConfig
+    micro_key = "targets"
+    dataset_defaults = {"synthetic": {"epochs": 10, "lr": 3e-3, "batch_size": 128}}
+
+    def __init__(self, cfg: MyMlpConfig, data: SeqDataset) -> None:
+        super().__init__(cfg, data)
+        self.item = nn.Embedding(data.n_items + 1, cfg.d, padding_idx=0)
+        self.mlp = nn.Sequential(
+            nn.Linear(cfg.window * cfg.d, cfg.hidden), nn.GELU(), nn.Dropout(cfg.dropout),
+            nn.Linear(cfg.hidden, cfg.d),
+        )  # fmt: skip
+        self._rows: dict[str, torch.Tensor] | None = None
+
+    @property
+    def input_window(self) -> int:
+        return self.cfg.window
+
+    def encode(self, seqs: torch.Tensor) -> torch.Tensor:
+        """[B, T] left-padded items → [B, T, d]: at each position, the MLP of the last items."""
+        windows = F.pad(seqs, (self.cfg.window - 1, 0)).unfold(1, self.cfg.window, 1)
+        return self.mlp(self.item(windows).flatten(2))
+
+    def train_batches(self, data: SeqDataset, gen: torch.Generator) -> Iterator[dict]:
+        if self._rows is None:  # each user's last max_len training items, next-item targets
+            self._rows = next_item_instances(data, self.cfg.max_len)[0]
+        yield from iterate_rows(self._rows, "seqs", self.cfg.batch_size, gen)
+
+    def loss(self, batch: dict, plans=None) -> tuple[torch.Tensor, dict[str, float]]:
+        where = batch["targets"] != 0
+        logits = self.encode(batch["seqs"])[where] @ self.item.weight[1:].T
+        loss = F.cross_entropy(logits, batch["targets"][where] - 1)
+        return loss, {}
+
+    def score(self, batch: dict) -> torch.Tensor:
+        return self.encode(batch["seqs"])[:, -1] @ self.item.weight.T
