@@ -257,6 +257,10 @@ TARGETS = [
     ),
 ]
 CASES = [(t, d) for t in TARGETS for d in t.damages]
+#: cases whose file is absent by design of the store, not damaged: a run folder without
+#: metrics.json is unfinished (it is trained again, as a sweep does), and a re-evaluation
+#: without its summary was never finished (`report` names the run to evaluate)
+UNFINISHED = {("metrics.json", "missing"): (0, False), ("evaluation", "missing"): (2, False)}
 
 
 def test_the_matrix_has_its_stated_size() -> None:
@@ -283,20 +287,22 @@ def test_one_damaged_file(
         path.write_text("host x pid 1\n")
     DAMAGES[damage](path)
 
+    code, names = UNFINISHED.get((target.name, damage), (target.code, target.name != "lock"))
     got = cli(*target.reader(store, a, b))
-    assert got.code == target.code, got
+    assert got.code == code, got
     naming = [line for line in got.err.splitlines() if str(path) in line]
-    assert len(naming) == (0 if target.name == "lock" else 1), got.err
+    assert len(naming) == names, got.err
     if got.code:
         (error,) = [line for line in got.err.splitlines() if line.strip()]
-        assert error.startswith("error:") and str(path) in error, got.err
+        assert error.startswith("error:") and (str(path) in error or a in error), got.err
 
+    damaged = target.in_run and (target.name, damage) not in UNFINISHED
     listed = cli("runs")
-    assert listed.code == 0 and b in listed.out.replace("\n", ""), listed
+    assert listed.code == (1 if damaged else 0) and b in listed.out.replace("\n", ""), listed
     assert a in listed.out.replace("\n", ""), listed
     reported = cli("report", "--format", "markdown")
     assert reported.code == 0 and "gru4rec" in reported.out, reported
-    if target.in_run:
+    if damaged:
         (note,) = [line for line in listed.err.splitlines() if str(path) in line]
         assert "damaged" in note and a in note, listed.err
         assert "damaged" in listed.out and "sasrec |" not in reported.out, (listed, reported)

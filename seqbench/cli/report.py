@@ -24,7 +24,7 @@ from seqbench.report.select import evaluated_under as reevaluated
 from seqbench.report.select import select_runs
 from seqbench.report.significance import SignificanceOptions
 from seqbench.report.tables import Table
-from seqbench.runs.store import load_runs
+from seqbench.runs.store import RunStore
 
 
 def split_list(values: list[str] | None) -> list[str] | None:
@@ -156,10 +156,16 @@ def report(
     wanted_datasets, wanted_models = split_list(datasets), split_list(models)
     selection = None
     if not chosen.cards:
-        stored = load_runs(runs_dir)
+        stored, damaged = RunStore(runs_dir).scan()
+        for d in damaged:
+            note = f"skipped: {d}"
+            console_err.print(f"[yellow]note:[/yellow] {note}", highlight=False, soft_wrap=True)
         run_ids = None
         if runs:
             run_ids = set(split_list(runs))
+            bad = [str(d) for d in damaged if d.run_id in run_ids]
+            if bad:
+                raise ConfigError(f"--runs: {bad[0]}")
             missing = sorted(run_ids - {r.run_id for r in stored})
             if missing:
                 raise ConfigError(
