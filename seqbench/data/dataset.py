@@ -187,8 +187,9 @@ FAMILIES: dict[str, Callable[[pa.DataType], bool]] = {
     "int": pa.types.is_integer,
     "float": lambda t: pa.types.is_floating(t) or pa.types.is_integer(t),
     "str": lambda t: pa.types.is_string(t) or pa.types.is_large_string(t),
-    SIDE: lambda t: (pa.types.is_list(t) or pa.types.is_large_list(t))
-    and pa.types.is_integer(t.value_type),
+    SIDE: lambda t: (
+        (pa.types.is_list(t) or pa.types.is_large_list(t)) and pa.types.is_integer(t.value_type)
+    ),
 }
 
 

@@ -15,11 +15,10 @@ import torch
 
 from seqbench.io import atomic_path
 
-
 #: what every epoch checkpoint holds (the trainer's state)
 KEYS = frozenset(
-    ("epoch", "model", "optimizer", "rng", "cuda_rng", "gen", "history", "best", "bad_epochs")
-    + ("seconds", "extra")
+    {"epoch", "model", "optimizer", "rng", "cuda_rng", "gen", "history", "best", "bad_epochs"}
+    | {"seconds", "extra"}
 )
 
 
@@ -49,7 +48,7 @@ def load_checkpoint(paths: tuple[Path, ...], warn: Callable[[str], None]) -> dic
             first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             warn(f"checkpoint {path} is unreadable ({first}); falling back to an older one")
             continue
-        if isinstance(state, dict) and KEYS <= state.keys():
+        if isinstance(state, dict) and state.keys() >= KEYS:
             return state
         warn(f"checkpoint {path} is not a seqbench checkpoint; falling back to an older one")
     return None
