@@ -254,7 +254,7 @@ EVALUATION_KINDS: dict[str, type | str] = {
 }
 
 
-#: what a run folder's config.json (RunSpec.to_dict) must hold
+#: what a run's recorded identity (RunSpec.to_dict, beside its result) must hold
 CONFIG_KINDS: dict[str, type | str] = {
     "model": str,
     "dataset": str,
@@ -267,7 +267,7 @@ CONFIG_KINDS: dict[str, type | str] = {
 
 
 def read_config(path: Path) -> dict[str, Any]:
-    """A run's recorded identity (config.json), checked field by field and for its version."""
+    """A run's recorded identity, checked field by field and for its version."""
     obj = load_json(path)
     check_fields(obj, CONFIG_KINDS, path)
     check_version(obj, path)
