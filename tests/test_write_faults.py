@@ -76,7 +76,8 @@ def test_a_fault_at_each_write_of_a_run(
     faults.arm(0, code)
     assert ref(*RUN_A).code == 0
     writes = faults.calls
-    (expected,) = (json.loads(p.read_text()) for p in (tmp_path / "ref/runs").glob("*/metrics.json"))
+    ref_runs = (tmp_path / "ref" / "runs").glob("*/metrics.json")
+    (expected,) = (json.loads(p.read_text()) for p in ref_runs)
     assert writes >= 6  # config, one checkpoint per epoch, per-user, history, best, metrics
     for at in range(1, writes + 1):
         root = tmp_path / f"at{at}"
