@@ -257,10 +257,16 @@ TARGETS = [
     ),
 ]
 CASES = [(t, d) for t in TARGETS for d in t.damages]
-#: cases whose file is absent by design of the store, not damaged: a run folder without
-#: metrics.json is unfinished (it is trained again, as a sweep does), and a re-evaluation
-#: without its summary was never finished (`report` names the run to evaluate)
-UNFINISHED = {("metrics.json", "missing"): (0, False), ("evaluation", "missing"): (2, False)}
+#: cases whose file is absent by design, not damaged: a run folder without metrics.json is
+#: unfinished (it is trained again, as a sweep does); a run exported to a results folder keeps
+#: no per-user or history parquet (it is read as a store too); a re-evaluation without its
+#: summary was never finished (`report` names the run to evaluate). (exit code, file named)
+UNFINISHED = {
+    ("metrics.json", "missing"): (0, False),
+    ("per_user.parquet", "missing"): (0, False),
+    ("history.parquet", "missing"): (0, False),
+    ("evaluation", "missing"): (2, False),
+}
 
 
 def test_the_matrix_has_its_stated_size() -> None:

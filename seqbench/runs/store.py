@@ -277,13 +277,14 @@ class RunStore:
         return read_config(RunFolder(self.final(run_id)).config)
 
     def read(self, path: Path) -> Run:
-        """A finished run folder, checked whole (result, identity, per-user and history
-        tables); a ResultError names the first damaged file."""
+        """A finished run folder, checked whole (result, identity, and the per-user and
+        history tables where kept); a ResultError names the first damaged file."""
         folder = RunFolder(path)
         result = RunResult.read(folder.metrics)
         config = read_config(folder.config)
-        check_table(folder.per_user, ("user",))
-        check_table(folder.history)
+        for table, required in ((folder.per_user, ("user",)), (folder.history, ())):
+            if table.exists():  # runs exported to a results folder keep neither
+                check_table(table, required)
         return Run(path, result, config)
 
     def stored(self, run_id: str) -> RunResult | None:
