@@ -32,7 +32,7 @@ from seqbench.runs.execute import RunRequest, Value, default_dataset, execute
 from seqbench.runs.manifest import sweep_run_ids
 from seqbench.runs.options import RunOptions
 from seqbench.runs.result import RunResult
-from seqbench.runs.store import RunStore, load_runs
+from seqbench.runs.store import RunStore
 from seqbench.testing import CheckReport, check_model
 from seqbench.training.context import Observer, RunContext
 
@@ -181,8 +181,12 @@ def build_report(
     )
     selection, notes = None, []
     if not chosen.cards:
-        stored = load_runs(runs_dir)
+        stored, damaged = RunStore(runs_dir).scan()
+        notes = [f"skipped: {d}" for d in damaged]
         run_ids = request.run_ids
+        bad = [str(d) for d in damaged if d.run_id in (run_ids or set())]
+        if bad:
+            raise ConfigError(f"--runs: {bad[0]}")
         missing = sorted((run_ids or set()) - {r.run_id for r in stored})
         if missing:
             raise ConfigError(
@@ -201,7 +205,7 @@ def build_report(
         )
         if request.evaluated_under is not None:
             selection.runs = evaluated_under(selection.runs, request.evaluated_under)
-        notes = list(selection.notes)
+        notes += selection.notes
     table = chosen.report(selection, request.datasets, request.models, request.metrics, options)
     return Report(table), notes
 

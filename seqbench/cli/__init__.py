@@ -42,6 +42,10 @@ def main(argv: list[str] | None = None) -> None:
     except SeqbenchError as e:
         _error(str(e))
         sys.exit(2)
+    except OSError as e:  # a full disk or an I/O error while writing: one line, not a traceback
+        where = f"{e.filename}: " if e.filename else ""
+        _error(f"{where}{e.strerror or e}: free space or fix the disk, then rerun to resume")
+        sys.exit(1)
     except (KeyboardInterrupt, typer.Abort):
         console_err.print("[yellow]interrupted[/yellow]: rerun the same command to resume")
         sys.exit(130)

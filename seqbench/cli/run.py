@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from seqbench.cli.app import (
@@ -16,6 +17,7 @@ from seqbench.cli.app import (
     TrackTo,
     app,
     console,
+    console_err,
     positive,
     run_observer,
 )
@@ -234,7 +236,8 @@ def runs(
     table.add_column("run id\nprotocol · ablate")
     for col in ("seed", "epoch", "HR@10", "NDCG@10"):
         table.add_column(col)
-    for r in RunStore(runs_dir).list_runs():
+    healthy, damaged = RunStore(runs_dir).scan()
+    for r in healthy:
         if (model and r.model != model) or (dataset and r.dataset != dataset):
             continue
         ablate = ", ".join(f"{k}={v}" for k, v in r.ablate.items())
@@ -246,4 +249,10 @@ def runs(
             f"{r.test['HR@10']:.4f}",
             f"{r.test['NDCG@10']:.4f}",
         )
+    for d in damaged:
+        table.add_row(f"{d.run_id}\ndamaged: see the error below", "-", "-", "-", "-")
     console.print(fit(table, console))
+    for d in damaged:
+        console_err.print(f"[red]error:[/red] {escape(str(d))}", highlight=False, soft_wrap=True)
+    if damaged:
+        raise typer.Exit(1)

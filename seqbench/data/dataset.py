@@ -14,6 +14,7 @@ On disk (written by `seqbench prepare`, see `seqbench.data.prepare`):
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from seqbench.data.checksum import SCHEME, content_checksum
+from seqbench.data.checksum import KINDS, SCHEME, SIDE, content_checksum
 from seqbench.errors import DataError
 from seqbench.paths import data_dir
 
@@ -153,6 +154,8 @@ def _damaged(path: Path, name: str, problem: str) -> DataError:
 def read_card(path: Path, name: str) -> dict[str, Any]:
     """The card.json of a prepared dataset, checked for what loading needs (one-line errors)."""
     card_file = path / "card.json"
+    if path.is_dir() and not card_file.is_file():
+        raise _damaged(card_file, name, "file missing")
     if not card_file.is_file():
         raise DataError(
             f"dataset {name!r} is not prepared under {path.parent}/: run `seqbench prepare {name}`"
@@ -179,6 +182,26 @@ def read_card(path: Path, name: str) -> dict[str, Any]:
     return card
 
 
+#: the storage types each contract kind may have (the checksum reads any of them alike)
+FAMILIES: dict[str, Callable[[pa.DataType], bool]] = {
+    "int": pa.types.is_integer,
+    "float": lambda t: pa.types.is_floating(t) or pa.types.is_integer(t),
+    "str": lambda t: pa.types.is_string(t) or pa.types.is_large_string(t),
+    SIDE: lambda t: (
+        (pa.types.is_list(t) or pa.types.is_large_list(t)) and pa.types.is_integer(t.value_type)
+    ),
+}
+
+
+def _check_types(file: Path, name: str, table: str, data: pa.Table) -> None:
+    """Each column stored as its contract kind (e.g. no ids as strings), all-null ones aside."""
+    for f in data.schema:
+        kind = KINDS[table].get(f.name, SIDE)
+        stored = f.type.value_type if pa.types.is_dictionary(f.type) else f.type
+        if not (pa.types.is_null(stored) or FAMILIES[kind](stored)):
+            raise _damaged(file, name, f"column {f.name} is stored as {stored}, not {kind}")
+
+
 def read_tables(path: Path, name: str) -> dict[str, pa.Table]:
     """The three prepared tables, each read whole (a missing or damaged one is one line)."""
     tables = {}
@@ -192,6 +215,7 @@ def read_tables(path: Path, name: str) -> dict[str, pa.Table]:
             raise _damaged(
                 file, name, f"not a readable parquet file ({type(e).__name__})"
             ) from None
+        _check_types(file, name, table, tables[table])
     return tables
 
 

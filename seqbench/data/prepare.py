@@ -102,10 +102,22 @@ def find_file(spec: FileSpec, raw_dirs: list[Path], cache: Path) -> Path | None:
     for folder in [*raw_dirs, cache]:
         for name in (spec.file, spec.file + ".gz"):
             if found := _lookup(folder, name):
-                return found
+                return _verified(found, spec) if folder == cache else found
         if spec.archive and spec.member and (archive := _lookup(folder, spec.archive)):
-            return _extract(archive, spec.member, cache)
+            return _verified(_extract(archive, spec.member, cache), spec)
     return None
+
+
+def _verified(cached: Path, spec: FileSpec) -> Path:
+    """A file of the download cache, refused in one line when it no longer has the registry's
+    sha256 (a cut download or a damaged disk): the cache is never trusted blindly."""
+    named = cached.name.lower() == Path(spec.file).name.lower()
+    if spec.sha256 and named and sha256_file(cached) != spec.sha256:
+        raise DataError(
+            f"{cached}: the cached file differs from the registry's sha256 (damaged or cut "
+            "short): delete it to download it again, or put a verified copy in --raw-dir"
+        )
+    return cached
 
 
 def _download(missing: list[FileSpec], cache: Path, console: Console | None) -> None:

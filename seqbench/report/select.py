@@ -15,8 +15,8 @@ from typing import Any
 import pandas as pd
 
 from seqbench.errors import SeqbenchError
-from seqbench.runs.result import Evaluation
-from seqbench.runs.store import Run
+from seqbench.runs.result import Evaluation, ResultError
+from seqbench.runs.store import Run, check_table
 
 
 class ReportError(SeqbenchError):
@@ -108,7 +108,12 @@ def evaluated_under(runs: list[Run], protocol: str) -> list[Run]:
         if not path.is_file():
             missing.append(r.run_id)
             continue
-        evaluation = Evaluation.read(path)
+        redo = f"`seqbench evaluate {r.run_id} --protocol {protocol} --force` redoes it"
+        try:
+            evaluation = Evaluation.read(path)
+            check_table(r.folder.evaluation_per_user(protocol), ("user",))
+        except ResultError as e:
+            raise ReportError(f"{e}: {redo}") from None
         result = r.result.evaluated(protocol, evaluation.metrics)
         out.append(EvaluatedRun(r.path, result, r.config, evaluation))
     if missing:

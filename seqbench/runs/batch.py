@@ -170,7 +170,7 @@ def _complete(
 def _stored(req: RunRequest, run_id: str, store: RunStore) -> SweepResult:
     """A finished run from the store; an unreadable one is reported, never silently retrained."""
     try:
-        return SweepResult(req, run_id, "cached", store.load_result(run_id))
+        return SweepResult(req, run_id, "cached", store.read(store.final(run_id)).result)
     except ResultError as e:
         error = (
             f"stored run {store.final(run_id)} is unreadable ({describe_error(e)}): "

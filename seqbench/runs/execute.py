@@ -179,8 +179,8 @@ def execute(
     run_id, force = run.run_id, options.force
     # one process trains a run; others wait here, then read its result from the store
     with store.lock(run_id, ctx.observer.on_log):
-        if store.is_done(run_id) and not force:
-            stored = store.load_result(run_id)
+        stored = None if force else store.stored(run_id)
+        if stored is not None:
             # a run cut short by a time budget only answers a request with that same budget
             if stored.stopped != "budget" or stored.budget_minutes == options.max_minutes:
                 return stored, True

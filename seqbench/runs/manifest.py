@@ -14,6 +14,7 @@ from typing import Any
 from seqbench.errors import ConfigError
 from seqbench.io import write_json
 from seqbench.runs.batch import SweepResult, label
+from seqbench.runs.result import ResultError, load_json
 from seqbench.runs.store import RunStore
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -34,8 +35,24 @@ def load_manifest(name: str, runs_dir: str | Path | None = None) -> dict[str, An
     path = manifest_path(name, runs_dir)
     if not path.is_file():
         known = ", ".join(sweep_names(runs_dir)) or "none"
-        raise ConfigError(f"no sweep named {name!r} under {path.parent}/ (known: {known})")
-    return json.loads(path.read_text())
+        raise ConfigError(f"no sweep named {name!r}: {path} does not exist (known: {known})")
+    return read_manifest(path)
+
+
+def read_manifest(path: Path) -> dict[str, Any]:
+    """A sweep manifest checked for what is read from it: its definition and its runs' ids."""
+    fix = "rerun the sweep to write it again (its finished runs are reused)"
+    try:
+        obj = load_json(path)
+    except ResultError as e:
+        raise ConfigError(f"{e}: {fix}") from None
+    runs = obj.get("runs")
+    ok = isinstance(runs, list) and all(
+        isinstance(r, dict) and isinstance(r.get("run_id"), str | None) for r in runs
+    )
+    if not ok or not isinstance(obj.get("definition"), dict):
+        raise ConfigError(f"{path}: definition or runs (with run ids) missing or mistyped: {fix}")
+    return obj
 
 
 def sweep_run_ids(name: str, runs_dir: str | Path | None = None) -> list[str]:
@@ -76,7 +93,7 @@ def check_name(name: str, definition: dict[str, Any], runs_dir: str | Path | Non
     if not NAME.match(name):
         raise ConfigError(f"--name {name!r}: use letters, digits, '.', '_' and '-'")
     path = manifest_path(name, runs_dir)
-    if path.is_file() and json.loads(path.read_text())["definition"] != definition:
+    if path.is_file() and read_manifest(path)["definition"] != definition:
         raise ConfigError(
             f"sweep {name!r} exists with a different definition ({path}): pick another --name "
             "or delete that file"

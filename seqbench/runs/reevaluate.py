@@ -16,7 +16,7 @@ from seqbench.evaluation.evaluator import Evaluator, summarize
 from seqbench.evaluation.protocols import get_protocol
 from seqbench.machine import seed_everything, using_threads
 from seqbench.models.base import SeqModel, get_model
-from seqbench.runs.result import Evaluation
+from seqbench.runs.result import Evaluation, ResultError
 from seqbench.runs.store import RunFolder, RunStore
 from seqbench.training.context import RunContext
 
@@ -46,7 +46,14 @@ def load_model(store: RunStore, run_id: str, data: SeqDataset, device: torch.dev
     seed_everything(int(spec["seed"]))
     model = cls(cls.Config(**spec["config"]), data)
     best = RunFolder(store.final(run_id)).best
-    model.load_state_dict(torch.load(best, map_location="cpu", weights_only=True))
+    try:
+        model.load_state_dict(torch.load(best, map_location="cpu", weights_only=True))
+    except Exception as e:  # torch raises many types for missing, cut or foreign weights
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0][:120]
+        raise ResultError(
+            f"{best}: the run's best weights cannot be loaded ({first}): rerun the run's "
+            "command with --force to retrain it"
+        ) from None
     return model.to(device)
 
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from seqbench import __version__
 from seqbench.errors import SeqbenchError
 
 
@@ -60,20 +61,44 @@ def load_json(path: Path) -> dict[str, Any]:
     """The JSON object stored at `path`, or a ResultError naming the file and the problem."""
     try:
         obj = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise ResultError(f"{path}: file missing") from None
     except OSError as e:
         raise ResultError(f"{path}: cannot be read ({e.strerror or e})") from None
+    except UnicodeDecodeError:
+        raise ResultError(f"{path}: not text (garbage bytes)") from None
     except ValueError as e:
-        raise ResultError(f"{path}: not valid JSON ({e}): delete the run to redo it") from None
+        raise ResultError(f"{path}: not valid JSON ({e})") from None
     if not isinstance(obj, dict):
         raise ResultError(f"{path}: expected a JSON object, got {type(obj).__name__}")
     return obj
+
+
+def _release(version: str) -> tuple[int, int] | None:
+    """(major, minor) of a version string such as '0.2.0', or None when it is not one."""
+    parts = version.split(".")
+    if len(parts) < 2 or not all(p.isdigit() for p in parts[:2]):
+        return None
+    return int(parts[0]), int(parts[1])
+
+
+def check_version(obj: dict[str, Any], source: Path | str) -> None:
+    """Refuse a file written by a newer (or an unknown) seqbench: its format may differ."""
+    version = obj.get("version")
+    ours = _release(__version__)
+    theirs = _release(version) if isinstance(version, str) else None
+    if theirs is None or (ours is not None and theirs > ours):
+        raise ResultError(
+            f"{source}: written by seqbench {version!r}, a format this seqbench {__version__} "
+            "does not know: upgrade seqbench to read it"
+        )
 
 
 def check_fields(obj: dict[str, Any], kinds: dict[str, type | str], source: Path | str) -> None:
     """Raise ResultError naming `source` and the first missing or mistyped field."""
     missing = [k for k in kinds if k not in obj]
     if missing:
-        raise ResultError(f"{source}: missing {', '.join(missing)}: delete the run to redo it")
+        raise ResultError(f"{source}: missing {', '.join(missing)}")
     for key, kind in kinds.items():
         ok, words = CHECKS[kind]
         if not ok(obj[key]):
@@ -119,6 +144,7 @@ class RunResult:
         take the values they meant (LEGACY_DEFAULTS)."""
         obj = {**LEGACY_DEFAULTS, **obj}
         check_fields(obj, FIELD_KINDS, source)
+        check_version(obj, source)
         values = {k: obj[k] for k in FIELD_KINDS}
         for key in ("valid", "test", "ablate"):
             values[key] = dict(values[key])
@@ -196,6 +222,7 @@ class Evaluation:
     def from_json(cls, obj: dict[str, Any], source: Path | str) -> Evaluation:
         """Validate a stored re-evaluation (`source` names it in errors)."""
         check_fields(obj, EVALUATION_KINDS, source)
+        check_version(obj, source)
         values = {k: obj[k] for k in EVALUATION_KINDS}
         for key in ("protocol_spec", "metrics"):
             values[key] = dict(values[key])
@@ -225,3 +252,23 @@ EVALUATION_KINDS: dict[str, type | str] = {
     "data_checksum": str,
     "version": str,
 }
+
+
+#: what a run's recorded identity (RunSpec.to_dict, beside its result) must hold
+CONFIG_KINDS: dict[str, type | str] = {
+    "model": str,
+    "dataset": str,
+    "config": "names",
+    "protocol": "names",
+    "seed": int,
+    "data_checksum": str,
+    "version": str,
+}
+
+
+def read_config(path: Path) -> dict[str, Any]:
+    """A run's recorded identity, checked field by field and for its version."""
+    obj = load_json(path)
+    check_fields(obj, CONFIG_KINDS, path)
+    check_version(obj, path)
+    return obj

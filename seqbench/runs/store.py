@@ -23,13 +23,15 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 import torch
 
 from seqbench import __version__
 from seqbench.io import atomic_path, write_json
 from seqbench.paths import runs_dir
 from seqbench.plugins import describe_origin
-from seqbench.runs.result import Evaluation, RunResult, load_json
+from seqbench.runs.result import Evaluation, ResultError, RunResult, read_config
 
 PARTIAL_PREFIX = "."
 PARTIAL_SUFFIX = ".partial"
@@ -229,6 +231,41 @@ class Run:
         return ", ".join(f"{k}={v}" for k, v in sorted(self.ablate.items())) or "default"
 
 
+def check_table(path: Path, required: tuple[str, ...] = ()) -> None:
+    """A stored per-user or history table: readable parquet of numeric columns, `required`
+    among them (its footer and schema only, so checking thousands of runs stays fast)."""
+    if not path.is_file():
+        raise ResultError(f"{path}: file missing")
+    try:
+        schema = pq.read_schema(path)
+    except (OSError, pa.ArrowException) as e:
+        raise ResultError(f"{path}: not a readable parquet file ({type(e).__name__})") from None
+    for f in schema:
+        if not (pa.types.is_integer(f.type) or pa.types.is_floating(f.type)):
+            raise ResultError(f"{path}: column {f.name} must be numeric, got {f.type}")
+    absent = [c for c in required if c not in schema.names]
+    if absent:
+        raise ResultError(f"{path}: missing column(s) {', '.join(absent)}")
+
+
+@dataclass(frozen=True)
+class DamagedRun:
+    """A finished run folder that cannot be read back: which run, and what is wrong."""
+
+    path: Path
+    problem: str
+
+    @property
+    def run_id(self) -> str:
+        return self.path.name
+
+    def __str__(self) -> str:
+        return (
+            f"run {self.run_id} is damaged ({self.problem}): rerun its command with --force to "
+            "retrain it (the folder is left as it is until then)"
+        )
+
+
 class RunStore:
     """Folder layout: <root>/<run_id>/ when finished, <root>/.<run_id>.partial/ while running,
     and <root>/.<run_id>.lock, locked by the process that trains the run."""
@@ -253,7 +290,28 @@ class RunStore:
         return RunResult.read(self.metrics_path(run_id))
 
     def load_config(self, run_id: str) -> dict[str, Any]:
-        return load_json(RunFolder(self.final(run_id)).config)
+        return read_config(RunFolder(self.final(run_id)).config)
+
+    def read(self, path: Path) -> Run:
+        """A finished run folder, checked whole (result, identity, and the per-user and
+        history tables where kept); a ResultError names the first damaged file."""
+        folder = RunFolder(path)
+        result = RunResult.read(folder.metrics)
+        config = read_config(folder.config)
+        for table, required in ((folder.per_user, ("user",)), (folder.history, ())):
+            if table.exists():  # runs exported to a results folder keep neither
+                check_table(table, required)
+        return Run(path, result, config)
+
+    def stored(self, run_id: str) -> RunResult | None:
+        """The result of a finished run, None when there is none; a damaged one is refused
+        in one line that says `--force` retrains it."""
+        if not self.is_done(run_id):
+            return None
+        try:
+            return self.read(self.final(run_id)).result
+        except ResultError as e:
+            raise ResultError(str(DamagedRun(self.final(run_id), str(e)))) from None
 
     def per_user(self, run_id: str) -> pd.DataFrame:
         return pd.read_parquet(RunFolder(self.final(run_id)).per_user)
@@ -294,18 +352,25 @@ class RunStore:
             shutil.copyfile(summary, out.path / EVALUATIONS / summary.name)
         return out
 
-    def list_runs(self) -> list[Run]:
-        """Every finished run, in run id order (partial runs are skipped)."""
+    def scan(self) -> tuple[list[Run], list[DamagedRun]]:
+        """Every finished run, in run id order, and the damaged ones beside them (partial
+        runs and folders without metrics.json, i.e. unfinished, are skipped)."""
+        runs: list[Run] = []
+        damaged: list[DamagedRun] = []
         if not self.root.is_dir():
-            return []
-        out = []
+            return runs, damaged
         for p in sorted(self.root.iterdir()):
-            folder = RunFolder(p)
-            if p.name.startswith(PARTIAL_PREFIX) or not folder.metrics.is_file():
+            if p.name.startswith(PARTIAL_PREFIX) or not RunFolder(p).metrics.exists():
                 continue
-            config = load_json(folder.config) if folder.config.is_file() else {}
-            out.append(Run(p, RunResult.read(folder.metrics), config))
-        return out
+            try:
+                runs.append(self.read(p))
+            except ResultError as e:
+                damaged.append(DamagedRun(p, str(e)))
+        return runs, damaged
+
+    def list_runs(self) -> list[Run]:
+        """Every healthy finished run, in run id order (`scan` also names the damaged ones)."""
+        return self.scan()[0]
 
     def start(self, spec: RunSpec, fresh: bool) -> RunFolder:
         """The run's partial folder with its config.json; `fresh` discards an earlier attempt."""
@@ -324,18 +389,23 @@ class RunStore:
         history: pd.DataFrame,
         best_state: dict[str, torch.Tensor],
     ) -> None:
-        """Write the results, drop the checkpoints, then move the folder into place at once
-        (metrics.json last: a folder without it is never taken for a finished run)."""
-        per_user.to_parquet(work.per_user, index=False)
-        history.to_parquet(work.history, index=False)
-        torch.save(best_state, work.best)
-        for checkpoint in work.checkpoints:
-            checkpoint.unlink(missing_ok=True)
+        """Write the results, move the folder into place at once, then drop the checkpoints
+        (metrics.json last: a folder without it is never taken for a finished run, and a
+        write that fails leaves the partial folder with its checkpoints, so the next command
+        resumes at the last epoch)."""
+        with atomic_path(work.per_user) as tmp:
+            per_user.to_parquet(tmp, index=False)
+        with atomic_path(work.history) as tmp:
+            history.to_parquet(tmp, index=False)
+        with atomic_path(work.best) as tmp:
+            torch.save(best_state, tmp)
         write_json(work.metrics, result.to_json())
         final = self.final(result.run_id)
         if final.exists():
             shutil.rmtree(final)
         os.replace(work.path, final)
+        for checkpoint in RunFolder(final).checkpoints:
+            checkpoint.unlink(missing_ok=True)
 
     @contextlib.contextmanager
     def lock(self, run_id: str, log: Callable[[str], None]) -> Iterator[None]:
@@ -372,5 +442,5 @@ class RunStore:
 
 
 def load_runs(root: str | Path | None = None) -> list[Run]:
-    """Every finished run under the run store (partial runs are skipped)."""
+    """Every healthy finished run under the run store (partial and damaged runs skipped)."""
     return RunStore(root).list_runs()

@@ -344,6 +344,8 @@ def load_study(path: str | Path) -> Study:
         raise ConfigError(
             f"cannot read study {file}: {e.strerror} (expected {STUDY_FILE})"
         ) from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{file}: not UTF-8 text (damaged?): restore it from git") from None
     except yaml.YAMLError as e:
         raise ConfigError(f"{file}: not valid YAML ({' '.join(str(e).split())})") from None
     return parse_study(raw, str(file))

@@ -15,6 +15,12 @@ import torch
 
 from seqbench.io import atomic_path
 
+#: what every epoch checkpoint holds (the trainer's state)
+KEYS = frozenset(
+    {"epoch", "model", "optimizer", "rng", "cuda_rng", "gen", "history", "best", "bad_epochs"}
+    | {"seconds", "extra"}
+)
+
 
 class CheckpointFiles(Protocol):
     """Where a run keeps its epoch checkpoints: (latest, previous), newest first."""
@@ -37,8 +43,12 @@ def load_checkpoint(paths: tuple[Path, ...], warn: Callable[[str], None]) -> dic
         if not path.exists():
             continue
         try:
-            return torch.load(path, map_location="cpu", weights_only=True)
+            state = torch.load(path, map_location="cpu", weights_only=True)
         except Exception as e:  # torch raises several types for truncated/corrupt files
             first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             warn(f"checkpoint {path} is unreadable ({first}); falling back to an older one")
+            continue
+        if isinstance(state, dict) and state.keys() >= KEYS:
+            return state
+        warn(f"checkpoint {path} is not a seqbench checkpoint; falling back to an older one")
     return None
