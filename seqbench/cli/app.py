@@ -37,6 +37,20 @@ ShowProgress = Annotated[
     bool | None,
     typer.Option(help="progress bars [default: on a terminal; else a line per epoch]"),
 ]
+Deterministic = Annotated[
+    bool,
+    typer.Option(
+        "--deterministic",
+        help="deterministic algorithms and cuBLAS workspace (same seed ⇒ same digits on CUDA)",
+    ),
+]
+Compile = Annotated[
+    bool, typer.Option("--compile", help="torch.compile the model's encoder (off by default)")
+]
+GpusPerRun = Annotated[
+    float | None,
+    typer.Option(min=0, help="GPUs each run takes [default: 1 with --device cuda, else 0]"),
+]
 
 
 def log(message: str) -> None:

@@ -13,7 +13,10 @@ from rich.markup import escape
 from rich.table import Table
 
 from seqbench.cli.app import (
+    Compile,
     DataDir,
+    Deterministic,
+    GpusPerRun,
     RunsDir,
     ShowProgress,
     StudyPrecision,
@@ -150,7 +153,8 @@ def run(
         ),
     ] = False,
     workers: Annotated[
-        int | None, typer.Option(min=1, help="runs at once [default: the study's, else 1]")
+        int | None,
+        typer.Option(min=1, help="runs at once [default: the study's, else 1; Ray: all]"),
     ] = None,
     threads: Annotated[
         int | None,
@@ -158,6 +162,13 @@ def run(
     ] = None,
     device: Annotated[str, typer.Option(help="auto|cpu|cuda|mps")] = "auto",
     precision: StudyPrecision = None,
+    executor: Annotated[str, typer.Option(help="local|ray")] = "local",
+    address: Annotated[
+        str | None, typer.Option(help="Ray cluster address ('auto' joins this node's cluster)")
+    ] = None,
+    gpus_per_run: GpusPerRun = None,
+    deterministic: Deterministic = False,
+    compile_: Compile = False,
     progress: ShowProgress = None,
     runs_dir: RunsDir = None,
     data_dir: DataDir = None,
@@ -187,8 +198,12 @@ def run(
         runs_dir=runs_dir,
         data_dir=data_dir,
         observer=LogObserver(log),
+        deterministic=deterministic,
+        compile=compile_,
     )
-    pool = Pool(workers=workers or study.workers)
+    # on Ray every missing run is in flight at once unless --workers says otherwise
+    size = workers or (None if executor == "ray" else study.workers)
+    pool = Pool(executor, size, address, gpus_per_run)
     done = run_study(
         p, ctx, pool, SweepDisplay(console_err, bars(progress)), lambda rs: study_notes(p)
     )

@@ -1,7 +1,8 @@
 """The run store: one folder per run id with config, metrics, per-user metrics and history.
 
 A run id hashes everything that can change its numbers (model, resolved config, dataset
-checksum, protocol, seed, seqbench version, and the training precision unless fp32), so the
+checksum, protocol, seed, seqbench version, the training precision unless fp32 and the device
+type unless cpu), so the
 same request maps to the same folder and a finished run is returned from disk instead of
 being trained again. This module is the only code that knows the names of the files inside
 a run folder; everything else asks it.
@@ -38,7 +39,8 @@ EVALUATIONS = "evaluations"
 
 @dataclass(frozen=True)
 class RunSpec:
-    """Everything that identifies a run (and nothing that does not, such as the device)."""
+    """Everything that identifies a run: what changes its digits (the device type does: cuda
+    and cpu kernels sum in other orders; not the GPU's index or the thread count)."""
 
     model: str
     dataset: str
@@ -48,14 +50,15 @@ class RunSpec:
     data_checksum: str
     ablate: dict[str, str] = dataclasses.field(default_factory=dict)
     precision: str = "fp32"
+    device: str = "cpu"
     version: str = __version__
     #: the resolved config before --set and --ablate (recorded beside the identity, not in it,
     #: so a departures note can compare the recorded values); None for runs stored before it
     default_config: dict[str, Any] | None = None
 
     def identity(self) -> dict[str, Any]:
-        """What the run id hashes; precision only when not fp32, so that the ids of runs
-        stored before --precision existed (all fp32) stay the same."""
+        """What the run id hashes; precision only when not fp32 and the device type only when
+        not cpu, so that the ids of runs stored before either counted (fp32, cpu) stay the same."""
         out = {
             "model": self.model,
             "dataset": self.dataset,
@@ -67,6 +70,8 @@ class RunSpec:
         }
         if self.precision != "fp32":
             out["precision"] = self.precision
+        if self.device != "cpu":
+            out["device"] = self.device
         return out
 
     @property

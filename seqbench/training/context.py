@@ -80,15 +80,18 @@ class LogObserver(Observer):
 
 @dataclass(frozen=True)
 class RunContext:
-    """The execution context of runs: the device asked for (auto|cpu|cuda|mps, resolved where
-    the run trains), torch threads (None: the policy decides when the runs start), the run
-    store and prepared-data roots, and the progress observer."""
+    """The execution context of runs: the device asked for (auto|cpu|cuda|cuda:N|mps, resolved
+    where the run trains), torch threads (None: the policy decides when the runs start), the
+    run store and prepared-data roots, the progress observer, deterministic algorithms
+    (`--deterministic`, set before CUDA starts) and torch.compile of the encoder (`--compile`)."""
 
     device: str = "auto"
     threads: ThreadChoice | None = None
     runs_dir: Path = field(default_factory=paths.runs_dir)
     data_dir: Path = field(default_factory=paths.data_dir)
     observer: Observer = field(default_factory=Observer)
+    deterministic: bool = False
+    compile: bool = False
 
     @classmethod
     def create(
@@ -99,6 +102,8 @@ class RunContext:
         runs_dir: str | Path | None = None,
         data_dir: str | Path | None = None,
         observer: Observer | None = None,
+        deterministic: bool = False,
+        compile: bool = False,
     ) -> RunContext:
         """A context from the CLI's options (paths: flag, else environment, else default)."""
         return cls(
@@ -107,11 +112,19 @@ class RunContext:
             paths.runs_dir(runs_dir),
             paths.data_dir(data_dir),
             observer or Observer(),
+            deterministic,
+            compile,
         )
 
     def torch_device(self) -> torch.device:
         """The device runs train on here (a one-line error when it is unavailable)."""
         return resolve_device(self.device)
+
+    def device_type(self) -> str:
+        """The device type runs train on (cpu|cuda|mps: part of a run's identity); an explicit
+        device names it without needing it here (a Ray head may have no GPU), auto resolves."""
+        kind = self.device.partition(":")[0]
+        return kind if kind in ("cpu", "cuda", "mps") else self.torch_device().type
 
     def absolute(self) -> RunContext:
         """Paths made absolute: workers (maybe on other nodes) do not share this cwd."""
