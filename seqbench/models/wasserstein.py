@@ -22,12 +22,17 @@ def std(cov: torch.Tensor) -> torch.Tensor:
     return cov.clamp_min(SQRT_FLOOR).sqrt()
 
 
+def fp32(t: torch.Tensor) -> torch.Tensor:
+    """`t` in at least fp32 (bf16/fp16 activations are widened, fp64 is kept)."""
+    return t.to(torch.promote_types(t.dtype, torch.float32))
+
+
 def wasserstein2(
     mean1: torch.Tensor, cov1: torch.Tensor, mean2: torch.Tensor, cov2: torch.Tensor
 ) -> torch.Tensor:
     """W₂² of aligned pairs: [..., d] inputs (broadcastable) → [...]; exactly 0 for equal pairs."""
-    dm = mean1.float() - mean2.float()
-    ds = std(cov1.float()) - std(cov2.float())
+    dm = mean1 - mean2
+    ds = std(cov1) - std(cov2)
     return (dm * dm).sum(-1) + (ds * ds).sum(-1)
 
 
@@ -42,8 +47,8 @@ def wasserstein2_matrix(
     distances valid and its gradient there is 0, never NaN.
     """
     with full_precision(mean1.device):  # a bf16 matmul loses near pairs' distance (~27%)
-        a = torch.cat([mean1.float(), std(cov1.float())], -1)
-        b = torch.cat([mean2.float(), std(cov2.float())], -1)
+        a = torch.cat([fp32(mean1), std(fp32(cov1))], -1)
+        b = torch.cat([fp32(mean2), std(fp32(cov2))], -1)
         sq_a = (a * a).sum(-1, keepdim=True)
         sq_b = (b * b).sum(-1, keepdim=True)
         left = torch.cat([-2 * a, sq_a, torch.ones_like(sq_a)], -1)
