@@ -141,15 +141,14 @@ def local_executor(jobs: list[Job], threads: ThreadChoice | None, pool: Pool, em
     """
     if pool.address:
         raise ConfigError("--address applies to --executor ray only")
-    device = jobs[0].ctx.device_type() if jobs else "cpu"
-    workers = pool.size(len(jobs), device)
+    workers = pool.workers or pool.size(len(jobs), device_type(jobs))
     choice = threads or default_threads(max(1, min(workers, len(jobs))))
     if workers <= 1:
         for job in jobs:
             emit(("start", job.index))
             emit(("end", job.index, run_job(job, emit, choice)))
         return
-    _run_pool(jobs, workers, choice, emit, visible_gpus() if device == "cuda" else [])
+    _run_pool(jobs, workers, choice, emit)
 
 
 class _Worker:
@@ -211,11 +210,15 @@ def _worker_main(conn: Connection, threads: ThreadChoice, parent: int, gpu: str 
         conn.send(("end", job.index, run_job(job, conn.send, threads)))
 
 
-def _run_pool(
-    jobs: list[Job], workers: int, threads: ThreadChoice, emit: Emit, gpus: list[str]
-) -> None:
-    """Run `jobs` on `workers` spawned processes; worker i sees GPU i of `gpus` round-robin
-    (none given: the parent's GPUs)."""
+def device_type(jobs: list[Job]) -> str:
+    """The device type the jobs train on (one context for all jobs of a batch)."""
+    return jobs[0].ctx.device_type() if jobs else "cpu"
+
+
+def _run_pool(jobs: list[Job], workers: int, threads: ThreadChoice, emit: Emit) -> None:
+    """Run `jobs` on `workers` spawned processes; for CUDA jobs worker i sees visible GPU
+    i round-robin (its CUDA_VISIBLE_DEVICES)."""
+    gpus = visible_gpus() if device_type(jobs) == "cuda" else []
     ctx = mp.get_context("spawn")
     queue = list(reversed(jobs))
     slots = [gpu_of_worker(i, gpus) if gpus else None for i in range(min(workers, len(jobs)))]
@@ -282,7 +285,7 @@ def ray_executor(jobs: list[Job], threads: ThreadChoice | None, pool: Pool, emit
         raise ConfigError("--executor ray needs Ray: pip install 'seqbench[ray]'") from None
     if not ray.is_initialized():
         ray.init(address=pool.address, include_dashboard=False, log_to_driver=False)
-    device = jobs[0].ctx.device_type() if jobs else "cpu"
+    device = device_type(jobs)
     gpus = pool.gpus(device)
     workers = max(1, min(pool.size(len(jobs), device), len(jobs)))
     cpus = threads.threads if threads else int(ray.cluster_resources().get("CPU", 1)) // workers
