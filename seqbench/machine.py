@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import os
 import random
+import resource
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -20,7 +21,16 @@ from seqbench.errors import ConfigError
 
 
 def resolve_device(name: str) -> torch.device:
-    """auto → cuda, then mps, then cpu; an unavailable explicit device is a clear error."""
+    """auto → cuda, then mps, then cpu; an unavailable explicit device is a clear error.
+    `cuda:N` names one GPU of those visible (CUDA_VISIBLE_DEVICES)."""
+    if name.startswith("cuda:") and name[5:].isdigit():
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if int(name[5:]) >= count:
+            raise ConfigError(
+                f"--device {name}: {count} GPU{'s' if count != 1 else ''} visible "
+                "(use --device cuda, or check CUDA_VISIBLE_DEVICES)"
+            )
+        return torch.device(name)
     if name == "auto":
         if torch.cuda.is_available():
             return torch.device("cuda")
@@ -72,6 +82,30 @@ def cpu_bf16_supported() -> bool:
     return bool({"avx512_bf16", "amx_bf16"} & cpu_flags())
 
 
+def full_precision(device: torch.device) -> contextlib.AbstractContextManager:
+    """A region outside autocast: similarity reductions and distances stay fp32 under bf16 or
+    fp16 training (a bf16 matmul of near pairs loses most of their difference)."""
+    return torch.autocast(device.type, enabled=False)
+
+
+def cuda_bf16_native() -> bool:
+    """The GPU computes bf16 natively (Ampere and later); torch's plain check also accepts the
+    emulated bf16 of older GPUs, slower than fp32 (`including_emulation` exists in torch>=2.3)."""
+    try:
+        return torch.cuda.is_bf16_supported(including_emulation=False)
+    except TypeError:
+        major, _ = torch.cuda.get_device_capability()
+        return major >= 8
+
+
+def grad_scaler() -> torch.amp.GradScaler:
+    """fp16's loss scaler on CUDA: `torch.amp.GradScaler` (torch>=2.3), else the older
+    `torch.cuda.amp.GradScaler` of torch 2.2."""
+    if hasattr(torch.amp, "GradScaler"):
+        return torch.amp.GradScaler("cuda")
+    return torch.cuda.amp.GradScaler()
+
+
 def known_precision(precision: str, name: str = "--precision") -> str:
     """`precision` when it is one of PRECISIONS, else a one-line error naming `name`."""
     if precision not in PRECISIONS:
@@ -88,8 +122,8 @@ def check_precision(precision: str, device: torch.device, name: str = "--precisi
     if precision == "fp32":
         return
     if device.type == "cuda":
-        if precision == "bf16" and not torch.cuda.is_bf16_supported():
-            raise ConfigError(f"{name} bf16: this GPU has no bf16; use {name} fp16")
+        if precision == "bf16" and not cuda_bf16_native():
+            raise ConfigError(f"{name} bf16: this GPU has no native bf16; use {name} fp16")
         return
     if precision == "fp16":
         raise ConfigError(
@@ -105,6 +139,62 @@ def check_precision(precision: str, device: torch.device, name: str = "--precisi
             f"{name} bf16: this CPU has no bf16 support (no avx512_bf16/amx_bf16; "
             f"emulated bf16 is slower than fp32): use {name} fp32"
         )
+
+
+#: the cuBLAS workspace setting under which its matmuls are deterministic (CUDA docs)
+CUBLAS_DETERMINISTIC = ":4096:8"
+
+
+def set_deterministic() -> None:
+    """--deterministic: a fixed cuBLAS workspace and torch's deterministic algorithms (an op
+    without one raises). Call it before CUDA starts: cuBLAS reads the variable once."""
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", CUBLAS_DETERMINISTIC)
+    torch.use_deterministic_algorithms(True)
+    torch.backends.cudnn.benchmark = False
+
+
+@dataclass(frozen=True)
+class DeviceFacts:
+    """What a run's digits depend on beside its identity: the GPU (None on CPU), torch and CUDA
+    versions, TF32 use by matmuls and cuDNN (None on CPU), deterministic algorithms."""
+
+    gpu: str | None
+    torch_version: str
+    cuda_version: str | None
+    tf32_matmul: bool | None
+    tf32_cudnn: bool | None
+    deterministic: bool
+
+
+def device_facts(device: torch.device) -> DeviceFacts:
+    """The facts of `device` in this process now (recorded with each run)."""
+    cuda = device.type == "cuda"
+    return DeviceFacts(
+        gpu=torch.cuda.get_device_name(device) if cuda else None,
+        torch_version=torch.__version__,
+        cuda_version=torch.version.cuda if cuda else None,
+        tf32_matmul=torch.backends.cuda.matmul.allow_tf32 if cuda else None,
+        tf32_cudnn=torch.backends.cudnn.allow_tf32 if cuda else None,
+        deterministic=torch.are_deterministic_algorithms_enabled(),
+    )
+
+
+def reset_gpu_peak(device: torch.device) -> None:
+    """Start counting `device`'s peak memory afresh (a worker trains many runs)."""
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+
+
+def gpu_peak_mb(device: torch.device) -> float | None:
+    """Peak CUDA memory allocated since `reset_gpu_peak`, in MB (None off CUDA)."""
+    if device.type != "cuda":
+        return None
+    return round(torch.cuda.max_memory_allocated(device) / 2**20, 1)
+
+
+def host_peak_mb() -> float:
+    """Peak resident memory of this process (its whole life: the OS cannot reset it), in MB."""
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
 
 
 def seed_everything(seed: int) -> None:
@@ -235,6 +325,27 @@ def using_threads(choice: ThreadChoice | None) -> Iterator[ThreadChoice]:
 def cpu_cores() -> int:
     """Cores this process may use (the affinity mask where the OS has one)."""
     return len(allowed_cpus())
+
+
+def visible_gpus() -> list[str]:
+    """The GPUs this process may use, as CUDA_VISIBLE_DEVICES names them (indices or UUIDs);
+    empty without CUDA. Reads no CUDA state when the variable is set."""
+    listed = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if listed is not None:
+        return [g.strip() for g in listed.split(",") if g.strip() and g.strip() != "-1"]
+    return [str(i) for i in range(torch.cuda.device_count())] if torch.cuda.is_available() else []
+
+
+def gpu_of_worker(worker: int, gpus: list[str]) -> str:
+    """The GPU of local worker `worker`: round-robin over `gpus` (the CUDA_VISIBLE_DEVICES
+    value that worker starts with)."""
+    return gpus[worker % len(gpus)]
+
+
+def default_gpu_workers(n_jobs: int, gpus_per_run: float) -> int:
+    """Runs at once on this machine's GPUs: as many as fit `gpus_per_run` each (at least 1)."""
+    fit = int(len(visible_gpus()) / gpus_per_run) if gpus_per_run > 0 else 1
+    return max(1, min(fit, n_jobs))
 
 
 def default_workers(n_jobs: int, mb_per_run: int = 2048) -> int:

@@ -146,6 +146,7 @@ def test_current_theta_step_uses_its_own_update(cbit, data: SeqDataset) -> None:
         if step == 3:
             break
         loss, parts = model.loss(batch)
+        parts = {k: float(v) for k, v in parts.items()}  # device tensors, read here
         hat = parts["cloze"] / (parts["cloze"] + 5.0 * parts["cl"])
         expected = 0.1 * hat + 0.9 * expected
         assert loss.item() == pytest.approx(parts["cloze"] + expected * parts["cl"], rel=1e-5)
@@ -164,6 +165,7 @@ def test_training_uses_theta_before_update_and_logs_it(cbit, data: SeqDataset) -
         if step == 4:
             break
         loss, parts = model.loss(batch)
+        parts = {k: float(v) for k, v in parts.items()}  # device tensors, read here
         assert loss.item() == pytest.approx(parts["cloze"] + expected * parts["cl"], rel=1e-5)
         opt.zero_grad()
         loss.backward()

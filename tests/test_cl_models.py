@@ -103,6 +103,7 @@ def test_contrastive_part_matches_looped_reference(data, name, how):
     ).eval()  # no dropout: deterministic encoder
     batch = first_batch(model, data)
     loss, parts = model.loss(batch)
+    parts = {k: float(v) for k, v in parts.items()}  # device tensors, read here
     with torch.no_grad():
         h = model.encode(batch["views"]).double()
     rep = h[:, -1] if how == "last" else h.flatten(1)

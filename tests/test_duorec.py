@@ -114,6 +114,7 @@ def test_each_contrast_mode_trains(data, mode) -> None:
     batch = next(model.train_batches(data, torch.Generator().manual_seed(0)))
     assert ("positives" in batch) == (mode in ("su", "both"))
     loss, parts = model.loss(batch)
+    parts = {k: float(v) for k, v in parts.items()}  # device tensors, read here
     loss.backward()
     assert torch.isfinite(loss)
     assert ("cl" in parts) == (mode != "none")

@@ -203,19 +203,23 @@ def test_the_trainer_hands_the_step_its_cpu_batch(data: SeqDataset, tmp_path, mo
             if len(built) == 2:
                 return
 
-    def guarded(model, batch, autocast, scaler, device):
-        assert any(batch is b for b in built) and device == CPU
+    steps: list[int] = []
+
+    def guarded(model, pieces, autocast, scaler):
+        """The step on pieces built from the CPU batches, their tensors marked as on a device."""
+        steps.append(len(pieces))
         with DeviceGuard():
-            return micro.backward_batch(model, batch, autocast, scaler, device)
+            moved = [micro.Piece(micro.move(p.batch, CPU), p.weight, p.plans) for p in pieces]
+            return micro.accumulate_pieces(model, moved, autocast, scaler)
 
     monkeypatch.setattr(model, "train_batches", train_batches)
-    monkeypatch.setattr(trainer_module, "backward_batch", guarded)
+    monkeypatch.setattr(trainer_module, "accumulate_pieces", guarded)
     work = tmp_path / "run"
     work.mkdir()
     cpu = RunContext(device="cpu")
     trainer = trainer_module.Trainer(model, data, get_protocol("seqbench"), 0, RunFolder(work), cpu)
     assert trainer.fit(resume=False).history[0]["epoch"] == 1
-    assert len(built) == 2
+    assert len(built) == 2 and len(steps) == 2 and all(n >= 1 for n in steps)
 
 
 def test_the_step_loss_turns_non_finite_logits_into_nan_without_a_host_read() -> None:

@@ -56,3 +56,26 @@ def test_ray_matches_local_executor(local_ray, tmp_path: Path) -> None:
         assert RunStore(tmp_path / "ray").is_done(a.run_id)
         same = {k: v for k, v in a.result.to_json().items() if k not in MACHINE}
         assert same == {k: v for k, v in b.result.to_json().items() if k not in MACHINE}
+
+
+def test_study_run_executes_on_ray(local_ray, tmp_path: Path) -> None:
+    """`seqbench study run --executor ray`: a study's runs as Ray tasks, stored as locally."""
+    import yaml
+
+    from seqbench.cli import main
+
+    data = write_tiny(tmp_path / "data")
+    root = tmp_path / "toy"
+    root.mkdir()
+    study = {
+        "title": "Toy", "protocol": "seqbench", "datasets": {"Synth": "synthetic"},
+        "seeds": [0, 1], "budget": {"epochs": 1},
+        "models": {"sasrec": {"sets": {"d": 8, "batch_size": 64}}},
+        "tables": {"main": {"layout": "overall", "metrics": ["HR@10"]}},
+    }  # fmt: skip
+    (root / "study.yaml").write_text(yaml.safe_dump(study))
+    main(["study", "run", str(root), "--executor", "ray", "--threads", "1", "--no-progress",
+          "--data-dir", str(data), "--runs-dir", str(tmp_path / "runs")])  # fmt: skip
+    stored = RunStore(tmp_path / "runs").list_runs()
+    assert sorted(r.seed for r in stored) == [0, 1]
+    assert all(r.result.threads_reason == "Ray CPUs per task" for r in stored)

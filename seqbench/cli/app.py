@@ -71,6 +71,20 @@ TrackTo = Annotated[
         "[<runs dir>/<run id>/tb], W&B folder [./wandb]"
     ),
 ]
+Deterministic = Annotated[
+    bool,
+    typer.Option(
+        "--deterministic",
+        help="deterministic algorithms and cuBLAS workspace (same seed ⇒ same digits on CUDA)",
+    ),
+]
+Compile = Annotated[
+    bool, typer.Option("--compile", help="torch.compile the model's encoder (off by default)")
+]
+GpusPerRun = Annotated[
+    float | None,
+    typer.Option(min=0, help="GPUs each run takes [default: 1 with --device cuda, else 0]"),
+]
 
 
 def log(message: str) -> None:

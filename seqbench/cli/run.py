@@ -9,7 +9,9 @@ from rich.markup import escape
 from rich.table import Table
 
 from seqbench.cli.app import (
+    Compile,
     DataDir,
+    Deterministic,
     Plugins,
     RunsDir,
     ShowProgress,
@@ -26,7 +28,13 @@ from seqbench.data.dataset import load_dataset
 from seqbench.errors import ConfigError
 from seqbench.evaluation.metrics import METRICS
 from seqbench.evaluation.protocols import PROTOCOLS
-from seqbench.machine import ThreadChoice, check_precision, resolve_device, thread_choice
+from seqbench.machine import (
+    ThreadChoice,
+    check_precision,
+    resolve_device,
+    set_deterministic,
+    thread_choice,
+)
 from seqbench.models.base import get_model
 from seqbench.runs.estimate import Estimate, estimate
 from seqbench.runs.execute import RunRequest, default_dataset, execute
@@ -68,8 +76,10 @@ def run(
         int | None, typer.Option(min=1, help="override the number of epochs (>= 1)")
     ] = None,
     protocol: Annotated[str, typer.Option(help="evaluation protocol preset")] = "seqbench",
-    device: Annotated[str, typer.Option(help="auto|cpu|cuda|mps")] = "auto",
+    device: Annotated[str, typer.Option(help="auto|cpu|cuda|cuda:N|mps")] = "auto",
     threads: Annotated[int | None, typer.Option(min=1, help="torch CPU threads")] = None,
+    deterministic: Deterministic = False,
+    compile_: Compile = False,
     precision: Annotated[
         str,
         typer.Option(help="training precision: fp32 | bf16 (CPU with bf16, CUDA) | fp16 (CUDA)"),
@@ -98,6 +108,8 @@ def run(
     """Train MODEL, select the epoch by validation, evaluate on test with full ranking."""
     if amp:
         raise ConfigError("--amp is now --precision: use --precision fp16 (CUDA) or bf16")
+    if deterministic:
+        set_deterministic()  # before CUDA starts
     check_precision(precision, resolve_device(device))
     get_model(model)
     PROTOCOLS.get(protocol)
@@ -109,6 +121,8 @@ def run(
         data_dir=data_dir,
         observer=run_observer(progress),
         tracking=tracking_for(track, track_to),
+        deterministic=deterministic,
+        compile=compile_,
     )
     options = RunOptions(force=force, resume=resume, max_minutes=budget_minutes)
     for s in seed or [0]:
@@ -185,7 +199,7 @@ def show_result(m: RunResult, cached: bool, store: RunStore) -> None:
     console.print(table)
     console.print(
         f"run {m.run_id} · best epoch {m.best_epoch}/{m.epochs_run} ({m.stopped}) · "
-        f"{show_precision(m)}"
+        f"{show_precision(m)}{show_device(m)}"
         f"train {m.train_seconds:.1f}s · eval {m.eval_seconds:.2f}s · "
         f"{show_threads(m)} · {m.params:,} params · {store.final(m.run_id)}",
         soft_wrap=True,
@@ -195,6 +209,19 @@ def show_result(m: RunResult, cached: bool, store: RunStore) -> None:
 def show_precision(m: RunResult) -> str:
     """'bf16 · ' for a run trained in reduced precision; nothing for fp32."""
     return "" if m.precision == "fp32" else f"{m.precision} · "
+
+
+def show_device(m: RunResult) -> str:
+    """'cuda:0 NVIDIA H200 · 812 MB GPU peak · deterministic · ' for a run off the CPU (a
+    CPU run's line is as before: its threads say where it ran)."""
+    if m.device == "cpu":
+        return ""
+    parts = [" ".join(x for x in (m.device, m.gpu) if x)]
+    if m.gpu_peak_mb is not None:
+        parts.append(f"{m.gpu_peak_mb:,.0f} MB GPU peak")
+    if m.deterministic:
+        parts.append("deterministic")
+    return " · ".join(parts) + " · "
 
 
 def show_threads(m: RunResult) -> str:

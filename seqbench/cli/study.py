@@ -14,7 +14,10 @@ from rich.markup import escape
 from rich.table import Table
 
 from seqbench.cli.app import (
+    Compile,
     DataDir,
+    Deterministic,
+    GpusPerRun,
     Plugins,
     RunsDir,
     ShowProgress,
@@ -196,7 +199,8 @@ def run(
         ),
     ] = False,
     workers: Annotated[
-        int | None, typer.Option(min=1, help="runs at once [default: the study's, else 1]")
+        int | None,
+        typer.Option(min=1, help="runs at once [default: the study's, else 1; Ray: all]"),
     ] = None,
     threads: Annotated[
         int | None,
@@ -204,6 +208,13 @@ def run(
     ] = None,
     device: Annotated[str, typer.Option(help="auto|cpu|cuda|mps")] = "auto",
     precision: StudyPrecision = None,
+    executor: Annotated[str, typer.Option(help="local|ray")] = "local",
+    address: Annotated[
+        str | None, typer.Option(help="Ray cluster address ('auto' joins this node's cluster)")
+    ] = None,
+    gpus_per_run: GpusPerRun = None,
+    deterministic: Deterministic = False,
+    compile_: Compile = False,
     progress: ShowProgress = None,
     track: Track = None,
     track_to: TrackTo = None,
@@ -228,6 +239,8 @@ def run(
         data_dir=data_dir,
         observer=LogObserver(log),
         tracking=study_tracking(study, track, track_to),
+        deterministic=deterministic,
+        compile=compile_,
     )
     if dry_run:
         missing = show_plan(where, p, store, data_dir)
@@ -239,7 +252,9 @@ def run(
             soft_wrap=True,
         )
         return
-    pool = Pool(workers=workers or study.workers)
+    # on Ray every missing run is in flight at once unless --workers says otherwise
+    size = workers or (None if executor == "ray" else study.workers)
+    pool = Pool(executor, size, address, gpus_per_run)
     done = run_study(
         p, ctx, pool, SweepDisplay(console_err, bars(progress)), lambda rs: study_notes(p)
     )

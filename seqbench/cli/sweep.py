@@ -15,7 +15,10 @@ from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeEl
 from rich.table import Table
 
 from seqbench.cli.app import (
+    Compile,
     DataDir,
+    Deterministic,
+    GpusPerRun,
     Plugins,
     RunsDir,
     ShowProgress,
@@ -187,7 +190,7 @@ def sweep(
         int | None,
         typer.Option(min=1, help="torch threads (Ray: CPUs) per run [default: free cores/workers]"),
     ] = None,
-    gpus_per_run: Annotated[float, typer.Option(min=0, help="GPUs each Ray task requests")] = 0.0,
+    gpus_per_run: GpusPerRun = None,
     budget_epochs: Annotated[
         int | None, typer.Option(min=1, help="train each run for this many epochs")
     ] = None,
@@ -204,6 +207,8 @@ def sweep(
         str,
         typer.Option(help="training precision: fp32 | bf16 (CPU with bf16, CUDA) | fp16 (CUDA)"),
     ] = "fp32",
+    deterministic: Deterministic = False,
+    compile_: Compile = False,
     progress: ShowProgress = None,
     track: Track = None,
     track_to: TrackTo = None,
@@ -237,6 +242,8 @@ def sweep(
         runs_dir=runs_dir,
         data_dir=data_dir,
         tracking=tracking_for(track, track_to),
+        deterministic=deterministic,
+        compile=compile_,
     )
     pool = Pool(executor, workers, address, gpus_per_run)
     outcome = run_sweep(definition, ctx, pool, name, SweepDisplay(console_err, bars(progress)))

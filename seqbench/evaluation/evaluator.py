@@ -7,6 +7,8 @@ sampled protocols come from a fixed seed, so every model sees the same candidate
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
 import torch
@@ -17,6 +19,19 @@ from seqbench.evaluation.metrics import METRICS, metrics_from_counts, rank_count
 from seqbench.evaluation.protocols import Protocol
 
 SPLIT_SEED = {"valid": 17, "test": 29}
+
+
+@dataclass(frozen=True)
+class EvalInputs:
+    """One evaluation batch's tensors on the device: the model's input, the targets, the
+    last `window` history items, the whole history (protocols that exclude all of it, else
+    None) and the sampled negatives (sampled protocols, else None)."""
+
+    batch: dict[str, torch.Tensor]
+    target: torch.Tensor
+    window: torch.Tensor
+    history: torch.Tensor | None
+    negatives: torch.Tensor | None
 
 
 def history_items(data: SeqDataset, users: np.ndarray, ends: np.ndarray) -> torch.Tensor:
@@ -56,6 +71,7 @@ class Evaluator:
         self.users, self.ends, self.targets = users[order], ends[order], targets[order]
         self.negatives = self._negatives() if protocol.candidates != "full" else None
         self.positions = np.arange(1, len(data.items) + 1, dtype=np.int64)
+        self._cache: dict[tuple[int, int], EvalInputs] = {}
 
     def _negatives(self) -> torch.Tensor:
         """[U, n] sampled negatives per evaluated user, fixed by the split's seed."""
@@ -111,26 +127,42 @@ class Evaluator:
         above, equal = self._counts(model, sl)
         return {"above": above, "equal": equal, **metrics_from_counts(above, equal)}
 
+    def _inputs(self, sl: slice) -> EvalInputs:
+        """The slice's inputs on the device, built once and kept: validation runs every epoch
+        on the same users, so later epochs copy nothing to the device."""
+        key = (sl.start, sl.stop)
+        if key not in self._cache:
+            users, ends = self.users[sl], self.ends[sl]
+            dev = self.device
+            batch = {k: v.to(dev) for k, v in self.model_batch(users, ends).items()}
+            starts = self.data.offsets[users]
+            window = torch.from_numpy(gather_padded(self.data.items, starts, ends, self.window))
+            p = self.protocol
+            self._cache[key] = EvalInputs(
+                batch,
+                torch.from_numpy(self.targets[sl]).to(dev),
+                window.to(dev),
+                history_items(self.data, users, ends).to(dev)
+                if p.history in ("all", "zero")
+                else None,
+                self.negatives[sl].to(dev) if self.negatives is not None else None,
+            )
+        return self._cache[key]
+
     def _counts(self, model: torch.nn.Module, sl: slice) -> tuple[torch.Tensor, torch.Tensor]:
         """(#candidates above the target, #equal to it) of each user of the slice."""
-        users, ends, targets = self.users[sl], self.ends[sl], self.targets[sl]
-        batch = self.model_batch(users, ends)
-        scores = model.score({k: v.to(self.device) for k, v in batch.items()}).float()
-        target = torch.from_numpy(targets).to(scores.device)
-        starts = self.data.offsets[users]
-        hist = torch.from_numpy(gather_padded(self.data.items, starts, ends, self.window))
-        hist = hist.to(scores.device)
+        inputs = self._inputs(sl)
+        scores = model.score(inputs.batch).float()
+        target = inputs.target.to(scores.device)
         p = self.protocol
-        if p.candidates != "full":
-            cand = torch.cat([target[:, None], self.negatives[sl].to(scores.device)], dim=1)
+        if inputs.negatives is not None:
+            cand = torch.cat([target[:, None], inputs.negatives.to(scores.device)], dim=1)
             return rank_counts(scores.gather(1, cand), torch.zeros_like(target))
         scores = scores[:, : self.data.n_items + 1]
         if p.history == "none":
             return rank_counts(scores, target, pad_column(target))
-        if p.history == "window":
-            excl = hist
-        else:
-            excl = history_items(self.data, users, ends).to(scores.device)
+        hist = inputs.window if inputs.history is None else inputs.history
+        excl = hist.to(scores.device)
         if p.history == "zero":
             keep = (excl != 0) & (excl != target[:, None])
             scores = scores.scatter(1, excl, scores.gather(1, excl).masked_fill(keep, 0.0))

@@ -23,6 +23,8 @@ from seqbench.models.pieces import NO_PLANS, Plans, RowPieces, encode_pieces, pl
 from seqbench.registry import Registry
 
 Batch = dict[str, torch.Tensor]
+#: a loss's named parts: detached tensors on the device (the trainer sums them there)
+Parts = dict[str, torch.Tensor]
 
 
 @dataclass
@@ -130,8 +132,9 @@ class SeqModel(nn.Module):
         """Yield the training batches of one epoch (all randomness from `gen`)."""
         raise NotImplementedError
 
-    def loss(self, batch: Batch, plans: Plans = NO_PLANS) -> tuple[torch.Tensor, dict[str, float]]:
-        """Return the loss to minimise and its named parts for the history; `plans` are the
+    def loss(self, batch: Batch, plans: Plans = NO_PLANS) -> tuple[torch.Tensor, Parts]:
+        """Return the loss to minimise and its named parts for the history (detached tensors:
+        the trainer sums them on the device and reads them once per epoch); `plans` are the
         host-planned cuts of the tensors it encodes with `encode_rows` (`plan_rows`)."""
         raise NotImplementedError
 
@@ -149,7 +152,7 @@ class SeqModel(nn.Module):
         `seqbench check` accepts exactly these)."""
         return frozenset()
 
-    def after_step(self, parts: dict[str, float]) -> dict[str, float]:
+    def after_step(self, parts: Parts) -> dict[str, float]:
         """Hook after each optimiser step (e.g. CBiT's θ update); returns values to log."""
         return {}
 

@@ -16,7 +16,7 @@ from torch import nn
 
 from seqbench.data.dataset import SeqDataset
 from seqbench.data.sequences import gather_padded, iterate_rows, slide_windows, train_segments
-from seqbench.models.base import Batch, ModelConfig, SeqModel, register
+from seqbench.models.base import Batch, ModelConfig, Parts, SeqModel, register
 from seqbench.models.departures import Departure
 from seqbench.models.layers import SeqEmbedding, TransformerEncoder, key_padding_mask
 from seqbench.models.pieces import NO_PLANS, Plans
@@ -219,10 +219,10 @@ class BERT4Rec(SeqModel):
             seqs, c.mask_prob, self.mask_id, self.n_items, gen, c.mask_replace, force_last
         )
 
-    def loss(self, batch: Batch, plans: Plans = NO_PLANS) -> tuple[torch.Tensor, dict[str, float]]:
+    def loss(self, batch: Batch, plans: Plans = NO_PLANS) -> tuple[torch.Tensor, Parts]:
         h = self.encode_rows(self.encode, batch["inputs"], plans.get("inputs"))
         loss = self.cloze_loss(h, batch["labels"])
-        return loss, {"cloze": loss.item()}
+        return loss, {"cloze": loss.detach()}
 
     @property
     def input_window(self) -> int:

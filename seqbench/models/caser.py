@@ -19,7 +19,7 @@ from torch import nn
 
 from seqbench.data.dataset import SeqDataset
 from seqbench.data.sequences import NegativeSampler, gather_padded, iterate_rows, train_segments
-from seqbench.models.base import Batch, ModelConfig, SeqModel, register
+from seqbench.models.base import Batch, ModelConfig, Parts, SeqModel, register
 from seqbench.models.pieces import NO_PLANS, Plans
 
 
@@ -118,7 +118,7 @@ class Caser(SeqModel):
             batch["negatives"] = self._sampler.sample(batch["segments"], shape, gen)
             yield batch
 
-    def loss(self, batch: Batch, plans: Plans = NO_PLANS) -> tuple[torch.Tensor, dict[str, float]]:
+    def loss(self, batch: Batch, plans: Plans = NO_PLANS) -> tuple[torch.Tensor, Parts]:
         x = self.represent(batch["seqs"], batch["users"]).unsqueeze(2)  # [B, 2d, 1]
         items = torch.cat([batch["targets"], batch["negatives"]], 1)
         logits = torch.bmm(self.out(items), x).squeeze(2) + self.bias(items).squeeze(2)
@@ -127,7 +127,7 @@ class Caser(SeqModel):
         pos = F.softplus(-logits[:, :t])[valid].mean()
         neg = F.softplus(logits[:, t:]).mean()
         loss = pos + neg
-        return loss, {"pos": pos.item(), "neg": neg.item()}
+        return loss, {"pos": pos.detach(), "neg": neg.detach()}
 
     def score(self, batch: Batch) -> torch.Tensor:
         x = self.represent(batch["seqs"], batch["users"])

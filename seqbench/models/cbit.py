@@ -31,7 +31,7 @@ import torch.nn.functional as F
 from seqbench.data.dataset import SeqDataset
 from seqbench.data.sequences import iterate_rows
 from seqbench.errors import ConfigError
-from seqbench.models.base import Batch, register
+from seqbench.models.base import Batch, Parts, register
 from seqbench.models.bert4rec import BERT_AXES
 from seqbench.models.bert4rec_s import (
     CBIT_CODE_DEPARTURES,
@@ -214,26 +214,28 @@ class CBiT(BERT4RecS):
         counts = torch.bincount(view, minlength=self.views).clamp_min(1)
         return (sums / counts).sum()
 
-    def loss(self, batch: Batch, plans: Plans = NO_PLANS) -> tuple[torch.Tensor, dict[str, float]]:
+    def loss(self, batch: Batch, plans: Plans = NO_PLANS) -> tuple[torch.Tensor, Parts]:
         h = self.encode_views(batch["inputs"], plans)
         main = self.cloze_sum(h, batch)
         if self.cfg.augment == "none":
-            return main, {"cloze": main.item()}
+            return main, {"cloze": main.detach()}
         cl = nt_xent(h.reshape(self.views, batch["seqs"].shape[0], -1), self.cfg.tau)
-        parts = {"cloze": main.item(), "cl": cl.item()}
+        parts = {"cloze": main.detach(), "cl": cl.detach()}
         if self.cfg.theta_step == "current":
             self.update_theta(parts)
         return main + self.theta * cl, parts
 
-    def update_theta(self, parts: dict[str, float]) -> None:
-        """Dynamic reweighting: θ ← α·θ̂ + (1−α)·θ with θ̂ from the step's detached losses."""
+    def update_theta(self, parts: Parts) -> None:
+        """Dynamic reweighting: θ ← α·θ̂ + (1−α)·θ with θ̂ from the step's detached losses
+        (read on the host: θ is a Python float, so this is the step's one sync for it)."""
         c = self.cfg
         if c.reweight == "dynamic":
-            denom = parts["cloze"] + c.lambda_ * parts["cl"]
-            target = parts["cloze"] / denom if denom > 0 else 0.0
+            cloze, cl = float(parts["cloze"]), float(parts["cl"])
+            denom = cloze + c.lambda_ * cl
+            target = cloze / denom if denom > 0 else 0.0
             self.theta = c.alpha * target + (1.0 - c.alpha) * self.theta
 
-    def after_step(self, parts: dict[str, float]) -> dict[str, float]:
+    def after_step(self, parts: Parts) -> dict[str, float]:
         """Log the θ this step used; with theta_step=previous, update it for the next step."""
         if "cl" not in parts:
             return {}

@@ -18,7 +18,7 @@ import torch
 
 from seqbench.data.dataset import SeqDataset
 from seqbench.models.augment import Augmenter, Op, two_views
-from seqbench.models.base import Batch, register
+from seqbench.models.base import Batch, Parts, register
 from seqbench.models.contrastive import nt_xent
 from seqbench.models.layers import SeqEmbedding, TransformerEncoder
 from seqbench.models.pieces import NO_PLANS, Plans
@@ -103,11 +103,11 @@ class CL4SRec(SASRec):
             check_items(batch, "views")
             yield batch
 
-    def loss(self, batch: Batch, plans: Plans = NO_PLANS) -> tuple[torch.Tensor, dict[str, float]]:
+    def loss(self, batch: Batch, plans: Plans = NO_PLANS) -> tuple[torch.Tensor, Parts]:
         rec, parts = super().loss(batch, plans)
         h = self.encode_rows(self.encode, batch["views"], plans.get("views"))
         cl = view_loss(h, self.cfg.cl_repr, self.cfg.tau)
-        return rec + self.cfg.cl_weight * cl, {**parts, "cl": cl.item()}
+        return rec + self.cfg.cl_weight * cl, {**parts, "cl": cl.detach()}
 
     def score(self, batch: Batch) -> torch.Tensor:
         h = self.encode(batch["seqs"])[:, -1]

@@ -5,6 +5,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from seqbench.machine import full_precision
+
 
 def nt_xent(
     views: torch.Tensor, tau: float, reduce: str = "sum", cosine: bool = True
@@ -20,15 +22,16 @@ def nt_xent(
     m, b, _ = views.shape
     if m < 2:
         raise ValueError(f"nt_xent needs at least 2 views, got {m}")
-    z = F.normalize(views.float(), dim=-1) if cosine else views.float()
-    sim = torch.einsum("xid,yjd->xyij", z, z) / tau
-    xs, ys = torch.meshgrid(torch.arange(m), torch.arange(m), indexing="ij")
-    off = xs != ys
-    xs, ys = xs[off], ys[off]
-    eye = torch.eye(b, dtype=torch.bool, device=views.device)
-    own = sim[xs, xs].masked_fill(eye, -torch.inf)
-    logits = torch.cat([sim[xs, ys], own], dim=-1)
-    target = torch.arange(b, device=views.device).repeat(len(xs))
-    per_pair = F.cross_entropy(logits.reshape(-1, 2 * b), target, reduction="none").view(-1, b)
-    per_pair = per_pair.mean(1)
-    return per_pair.sum() if reduce == "sum" else per_pair.mean()
+    with full_precision(views.device):  # the similarities and their softmax in fp32
+        z = F.normalize(views.float(), dim=-1) if cosine else views.float()
+        sim = torch.einsum("xid,yjd->xyij", z, z) / tau
+        xs, ys = torch.meshgrid(torch.arange(m), torch.arange(m), indexing="ij")
+        off = xs != ys
+        xs, ys = xs[off], ys[off]
+        eye = torch.eye(b, dtype=torch.bool, device=views.device)
+        own = sim[xs, xs].masked_fill(eye, -torch.inf)
+        logits = torch.cat([sim[xs, ys], own], dim=-1)
+        target = torch.arange(b, device=views.device).repeat(len(xs))
+        per_pair = F.cross_entropy(logits.reshape(-1, 2 * b), target, reduction="none")
+        per_pair = per_pair.view(-1, b).mean(1)
+        return per_pair.sum() if reduce == "sum" else per_pair.mean()

@@ -18,7 +18,7 @@ import torch
 
 from seqbench.data.dataset import SeqDataset
 from seqbench.models.augment import two_views
-from seqbench.models.base import Batch, register
+from seqbench.models.base import Batch, Parts, register
 from seqbench.models.bert4rec import BERT_AXES
 from seqbench.models.bert4rec_s import (
     CBIT_CODE_DEPARTURES,
@@ -79,8 +79,8 @@ class CoSeBERT(BERT4RecS):
             batch["views"] = two_views(self.augmenter, batch["seqs"], self.cfg.max_len, gen)
             yield batch
 
-    def loss(self, batch: Batch, plans: Plans = NO_PLANS) -> tuple[torch.Tensor, dict[str, float]]:
+    def loss(self, batch: Batch, plans: Plans = NO_PLANS) -> tuple[torch.Tensor, Parts]:
         cloze, parts = super().loss(batch, plans)
         h = self.encode_rows(self.encode, batch["views"], plans.get("views"))
         cl = view_loss(h, self.cfg.cl_repr, self.cfg.tau)
-        return cloze + self.cfg.cl_weight * cl, {**parts, "cl": cl.item()}
+        return cloze + self.cfg.cl_weight * cl, {**parts, "cl": cl.detach()}

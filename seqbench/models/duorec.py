@@ -31,7 +31,7 @@ import torch.nn.functional as F
 
 from seqbench.data.dataset import SeqDataset
 from seqbench.data.sequences import batch_indices, gather_padded, train_segments, trim
-from seqbench.models.base import Batch, ModelConfig, SeqModel, register
+from seqbench.models.base import Batch, ModelConfig, Parts, SeqModel, register
 from seqbench.models.contrastive import nt_xent
 from seqbench.models.departures import Departure
 from seqbench.models.layers import SeqEmbedding, TransformerEncoder
@@ -193,7 +193,7 @@ class DuoRec(SeqModel):
                 check_items(batch, "positives")
             yield batch
 
-    def loss(self, batch: Batch, plans: Plans = NO_PLANS) -> tuple[torch.Tensor, dict[str, float]]:
+    def loss(self, batch: Batch, plans: Plans = NO_PLANS) -> tuple[torch.Tensor, Parts]:
         cfg = self.cfg
 
         def represent(key: str) -> torch.Tensor:
@@ -202,7 +202,7 @@ class DuoRec(SeqModel):
         h = represent("seqs")
         ce = F.cross_entropy(h @ self.emb.item.weight[1:].T, batch["targets"] - 1)
         if cfg.contrast == "none":
-            return ce, {"ce": ce.item()}
+            return ce, {"ce": ce.detach()}
         if cfg.contrast == "un":
             pair = (h, represent("seqs"))
         elif cfg.contrast == "su":
@@ -210,7 +210,7 @@ class DuoRec(SeqModel):
         else:
             pair = (represent("seqs"), represent("positives"))
         cl = nt_xent(torch.stack(pair), cfg.tau, reduce="mean", cosine=cfg.sim == "cos")
-        return ce + cfg.weight * cl, {"ce": ce.item(), "cl": cl.item()}
+        return ce + cfg.weight * cl, {"ce": ce.detach(), "cl": cl.detach()}
 
     def score(self, batch: Batch) -> torch.Tensor:
         return self.represent(batch["seqs"]) @ self.emb.item.weight.T

@@ -19,7 +19,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from seqbench.data.dataset import SeqDataset
 from seqbench.data.sequences import iterate_rows, next_item_instances
-from seqbench.models.base import Batch, ModelConfig, SeqModel, register
+from seqbench.models.base import Batch, ModelConfig, Parts, SeqModel, register
 from seqbench.models.pieces import NO_PLANS, Plans
 
 
@@ -84,13 +84,13 @@ class GRU4Rec(SeqModel):
             self._train, "seqs", self.cfg.batch_size, gen, self.cfg.batching == "grouped"
         )
 
-    def loss(self, batch: Batch, plans: Plans = NO_PLANS) -> tuple[torch.Tensor, dict[str, float]]:
+    def loss(self, batch: Batch, plans: Plans = NO_PLANS) -> tuple[torch.Tensor, Parts]:
         h, _ = self.encode(batch["seqs"])
         targets = right_align(batch["targets"])[0][:, : h.shape[1]]
         where = targets != 0
         logits = h[where] @ self.item.weight[1:].T
         loss = F.cross_entropy(logits, targets[where] - 1)
-        return loss, {"ce": loss.item()}
+        return loss, {"ce": loss.detach()}
 
     def score(self, batch: Batch) -> torch.Tensor:
         h, lengths = self.encode(batch["seqs"])

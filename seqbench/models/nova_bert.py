@@ -21,7 +21,7 @@ from torch import nn
 from seqbench.data.dataset import SeqDataset
 from seqbench.data.sequences import gather_padded, slide_windows, train_segments
 from seqbench.errors import ConfigError
-from seqbench.models.base import Batch, register
+from seqbench.models.base import Batch, Parts, register
 from seqbench.models.bert4rec import EVAL_INPUT, BERT4Rec, BERT4RecConfig
 from seqbench.models.departures import Departure
 from seqbench.models.fusion import Fusion, FusionKind
@@ -148,9 +148,9 @@ class NovaBERT(BERT4Rec):
             x = block(x, mask, qk=fuse(x, sides)) * keep
         return self.encoder.final(x)
 
-    def loss(self, batch: Batch, plans: Plans = NO_PLANS) -> tuple[torch.Tensor, dict[str, float]]:
+    def loss(self, batch: Batch, plans: Plans = NO_PLANS) -> tuple[torch.Tensor, Parts]:
         loss = self.cloze_loss(self.encode(batch["inputs"], batch["index"]), batch["labels"])
-        return loss, {"cloze": loss.item()}
+        return loss, {"cloze": loss.detach()}
 
     def score(self, batch: Batch) -> torch.Tensor:
         keep = -self.input_window

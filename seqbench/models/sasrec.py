@@ -10,7 +10,7 @@ import torch.nn.functional as F
 
 from seqbench.data.dataset import SeqDataset
 from seqbench.data.sequences import NegativeSampler, iterate_rows, next_item_instances
-from seqbench.models.base import Batch, ModelConfig, SeqModel, register
+from seqbench.models.base import Batch, ModelConfig, Parts, SeqModel, register
 from seqbench.models.layers import SeqEmbedding, TransformerEncoder
 from seqbench.models.pieces import NO_PLANS, Plans
 
@@ -158,13 +158,13 @@ class SASRec(SeqModel):
             check_items(batch, "seqs", "targets")
             yield batch
 
-    def loss(self, batch: Batch, plans: Plans = NO_PLANS) -> tuple[torch.Tensor, dict[str, float]]:
+    def loss(self, batch: Batch, plans: Plans = NO_PLANS) -> tuple[torch.Tensor, Parts]:
         h = self.encode_rows(self.encode, batch["seqs"], plans.get("seqs"))
         w = self.emb.item.weight
         pos = (h * w[batch["targets"]]).sum(-1)
         neg = (h * w[batch["negatives"]]).sum(-1)
         loss = next_item_loss(pos, neg, batch["targets"])
-        return loss, {"bce": loss.item()}
+        return loss, {"bce": loss.detach()}
 
     def score(self, batch: Batch) -> torch.Tensor:
         seqs = batch["seqs"]

@@ -27,7 +27,7 @@ from torch import nn
 from seqbench.data.dataset import SeqDataset
 from seqbench.data.sequences import NegativeSampler, iterate_rows, next_item_instances
 from seqbench.errors import ConfigError
-from seqbench.models.base import Batch, ModelConfig, SeqModel, register
+from seqbench.models.base import Batch, ModelConfig, Parts, SeqModel, register
 from seqbench.models.departures import Departure
 from seqbench.models.layers import SeqEmbedding, with_self
 from seqbench.models.pieces import NO_PLANS, Plans
@@ -299,7 +299,7 @@ class STOSA(SeqModel):
             check_items(batch, "seqs")
             yield batch
 
-    def loss(self, batch: Batch, plans: Plans = NO_PLANS) -> tuple[Tensor, dict[str, float]]:
+    def loss(self, batch: Batch, plans: Plans = NO_PLANS) -> tuple[Tensor, Parts]:
         """BPR softplus(d⁺ − d⁻) + λ·max(0, d⁺ − d(j⁺, j⁻)), averaged over target positions."""
         mean, cov = self.encode(batch["seqs"])
         targets = batch["targets"]
@@ -314,7 +314,7 @@ class STOSA(SeqModel):
         bpr = torch.where(valid, F.softplus(d_pos - d_neg), zero).sum() / n
         pvn = torch.where(valid, F.relu(d_pos - d_pn), zero).sum() / n
         loss = bpr + self.cfg.pvn_lambda * pvn
-        return loss, {"bpr": bpr.item(), "pvn": pvn.item()}
+        return loss, {"bpr": bpr.detach(), "pvn": pvn.detach()}
 
     def score(self, batch: Batch) -> Tensor:
         """−distance between the last output distribution and every item: [B, N+1]."""

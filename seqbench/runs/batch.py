@@ -95,13 +95,14 @@ def run_requests(
     # absolute paths: Ray workers (maybe on other nodes) do not share this process's cwd
     job_ctx = dataclasses.replace(ctx.absolute(), observer=Observer(), threads=None)
     store = RunStore(job_ctx.runs_dir)
+    device = job_ctx.device_type()
     results: list[SweepResult | None] = [None] * len(requests)
     jobs: list[Job] = []
     first: dict[str, int] = {}
     ids: list[str | None] = []
     for i, req in enumerate(requests):
         try:
-            resolved = resolve_request(req, job_ctx.data_dir)
+            resolved = resolve_request(req, job_ctx.data_dir, device)
         except Exception as e:
             results[i] = SweepResult(req, None, "failed", error=describe_error(e))
             ids.append(None)
@@ -113,7 +114,8 @@ def run_requests(
             first[resolved.run_id] = i
             jobs.append(Job(i, resolved, job_ctx, options))
     emit = _emitter(observer, {job.index: job for job in jobs}, results)
-    workers = pool.size(len(requests))
+    pool.gpus(device)  # CUDA with no GPU per run is refused before anything runs
+    workers = pool.size(len(requests), device)
     observer.begin(requests, results, len(jobs), workers)
     try:
         if jobs:
@@ -179,11 +181,14 @@ def _stored(req: RunRequest, run_id: str, store: RunStore) -> SweepResult:
         return SweepResult(req, run_id, "failed", error=error)
 
 
-def resolve_request(req: RunRequest, data_dir: str | Path | None = None) -> ResolvedRun:
-    """The request resolved on its prepared dataset (raises ConfigError for an invalid one)."""
-    return req.resolve(dataset(req.dataset, paths.data_dir(data_dir)))
+def resolve_request(
+    req: RunRequest, data_dir: str | Path | None = None, device: str = "cpu"
+) -> ResolvedRun:
+    """The request resolved on its prepared dataset for `device` (a device type; raises
+    ConfigError for an invalid configuration)."""
+    return req.resolve(dataset(req.dataset, paths.data_dir(data_dir)), device)
 
 
-def request_run_id(req: RunRequest, data_dir: str | Path | None = None) -> str:
-    """The run id a request maps to (raises ConfigError for an invalid configuration)."""
-    return resolve_request(req, data_dir).run_id
+def request_run_id(req: RunRequest, data_dir: str | Path | None = None, device: str = "cpu") -> str:
+    """The run id a request maps to on `device` (raises ConfigError for an invalid one)."""
+    return resolve_request(req, data_dir, device).run_id

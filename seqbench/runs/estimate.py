@@ -18,9 +18,17 @@ from pathlib import Path
 import torch
 
 from seqbench.data.dataset import SeqDataset
-from seqbench.machine import ThreadChoice, seed_everything, using_threads
-from seqbench.runs.execute import ResolvedRun, peak_memory_mb
+from seqbench.machine import (
+    ThreadChoice,
+    gpu_peak_mb,
+    host_peak_mb,
+    reset_gpu_peak,
+    seed_everything,
+    using_threads,
+)
+from seqbench.runs.execute import ResolvedRun
 from seqbench.training.context import RunContext
+from seqbench.training.micro import step_pieces
 from seqbench.training.trainer import Trainer, TrainOptions, make_optimizer
 
 #: timed steps: at most this many, at least MIN_STEPS, stopping once SECONDS have passed
@@ -84,6 +92,7 @@ def estimate(run: ResolvedRun, data: SeqDataset, ctx: RunContext) -> Estimate:
         quiet = dataclasses.replace(ctx, tracking=None)
         options = TrainOptions(run.request.precision)
         trainer = Trainer(model, data, run.protocol, run.request.seed, Unsaved(), quiet, options)
+        reset_gpu_peak(trainer.device)
         gen = torch.Generator().manual_seed(run.request.seed)
         model.train()
         opt, scaler = make_optimizer(model), trainer.scaler()
@@ -96,7 +105,7 @@ def estimate(run: ResolvedRun, data: SeqDataset, ctx: RunContext) -> Estimate:
         for i, index in enumerate(itertools.islice(itertools.cycle(order), MAX_STEPS + 1)):
             _sync(trainer.device)
             t0 = time.perf_counter()
-            trainer.step(batches[index], opt, scaler, f"timed step {i + 1}")
+            trainer.step(step_pieces(model, batches[index], trainer.device), opt, scaler)
             _sync(trainer.device)
             if i > 0:  # the first step warms up (allocations, kernels)
                 timed, seconds = timed + 1, seconds + time.perf_counter() - t0
@@ -112,7 +121,7 @@ def estimate(run: ResolvedRun, data: SeqDataset, ctx: RunContext) -> Estimate:
             timed_steps=timed,
             step_seconds=seconds / max(1, timed),
             batch_seconds=build,
-            peak_memory_mb=peak_memory_mb(trainer.device),
+            peak_memory_mb=gpu_peak_mb(trainer.device) or host_peak_mb(),
             device=str(trainer.device),
             threads=threads,
         )

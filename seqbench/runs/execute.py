@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import resource
 import time
 from collections.abc import Callable
 from dataclasses import KW_ONLY, dataclass, field
@@ -11,13 +10,22 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-import torch
 
 from seqbench.data.dataset import SeqDataset, load_dataset, prepared_names
 from seqbench.errors import ConfigError, DataError
 from seqbench.evaluation.evaluator import Evaluator, summarize
 from seqbench.evaluation.protocols import Protocol, get_protocol
-from seqbench.machine import ThreadChoice, check_precision, seed_everything, using_threads
+from seqbench.machine import (
+    ThreadChoice,
+    check_precision,
+    device_facts,
+    gpu_peak_mb,
+    host_peak_mb,
+    reset_gpu_peak,
+    seed_everything,
+    set_deterministic,
+    using_threads,
+)
 from seqbench.models.base import ModelConfig, SeqModel, get_model, resolve_config
 from seqbench.models.departures import switched
 from seqbench.plugins import origin
@@ -53,16 +61,17 @@ class RunRequest:
             return dict(self.sets)
         return {**self.sets, "epochs": self.epochs}
 
-    def resolve(self, data: SeqDataset) -> ResolvedRun:
-        """Resolve model, protocol and config (layers: see `resolve_config`) for this data.
+    def resolve(self, data: SeqDataset, device: str = "cpu") -> ResolvedRun:
+        """Resolve model, protocol and config (layers: see `resolve_config`) for this data,
+        trained on `device` (a device type: `RunContext.device_type`).
 
         Raises ConfigError for an unknown model, protocol, key or value.
         """
-        return self.identify(data.checksum)
+        return self.identify(data.checksum, device)
 
-    def identify(self, checksum: str) -> ResolvedRun:
+    def identify(self, checksum: str, device: str = "cpu") -> ResolvedRun:
         """The request resolved for prepared data of this content checksum (the only part of
-        the data a run's identity takes): the one validator of a request."""
+        the data a run's identity takes) on a device type: the one validator of a request."""
         cls = get_model(self.model)
         protocol = get_protocol(self.protocol)
         sets = self.overrides()
@@ -80,6 +89,7 @@ class RunRequest:
             data_checksum=checksum,
             ablate={k: str(v) for k, v in self.ablate.items()},
             precision=self.precision,
+            device=device,
             default_config=default,
             departures=switched(cls.declared_departures(), values, default),
             code=None if (found := origin(cls)) is None else found.identity(),
@@ -145,14 +155,6 @@ def default_dataset(data_root: str | Path | None = None) -> str:
     raise DataError(f"several datasets are prepared ({', '.join(names)}): pass --dataset")
 
 
-def peak_memory_mb(device: torch.device) -> float:
-    """Peak resident memory of this process (and CUDA allocations), in MB."""
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    if device.type == "cuda":
-        rss += torch.cuda.max_memory_allocated(device) / 2**20
-    return round(rss, 1)
-
-
 def execute(
     req: RunRequest | ResolvedRun,
     ctx: RunContext,
@@ -168,14 +170,22 @@ def execute(
     """
     request = req.request if isinstance(req, ResolvedRun) else req
     store = RunStore(ctx.runs_dir)
+    if ctx.deterministic:
+        set_deterministic()
+    dev = ctx.torch_device()
     data = data or load_dataset(request.dataset, ctx.data_dir)
-    run = req if isinstance(req, ResolvedRun) else req.resolve(data)
+    run = req if isinstance(req, ResolvedRun) else req.resolve(data, dev.type)
     if run.spec.data_checksum != data.checksum:
         raise DataError(
             f"dataset {request.dataset} changed since run {run.run_id} was planned (checksum "
             f"{data.checksum[:12]}, was {run.spec.data_checksum[:12]}): plan the run again"
         )
-    check_precision(request.precision, ctx.torch_device())
+    if run.spec.device != dev.type:
+        raise ConfigError(
+            f"run {run.run_id} was planned for {run.spec.device} but this worker trains on "
+            f"{dev.type}: plan it with --device {dev.type}"
+        )
+    check_precision(request.precision, dev)
     run_id, force = run.run_id, options.force
     # one process trains a run; others wait here, then read its result from the store
     with store.lock(run_id, ctx.observer.on_log):
@@ -210,6 +220,7 @@ def _train_and_test(
     the run's result, the training result and the per-user test metrics."""
     request = run.request
     dev = ctx.torch_device()
+    reset_gpu_peak(dev)
     seed_everything(request.seed)
     model = run.model_cls(run.cfg, data)
     n_params = sum(p.numel() for p in model.parameters())
@@ -239,12 +250,15 @@ def _train_and_test(
         train_seconds=round(result.train_seconds, 2),
         eval_seconds=round(eval_seconds, 3),
         params=n_params,
-        peak_memory_mb=peak_memory_mb(dev),
+        peak_memory_mb=host_peak_mb(),
         device=str(dev),
         precision=request.precision,
         threads=threads.threads,
         threads_reason=threads.reason,
         data_checksum=data.checksum,
         version=run.spec.version,
+        gpu_peak_mb=gpu_peak_mb(dev),
+        compiled=ctx.compile,
+        **dataclasses.asdict(device_facts(dev)),
     )
     return metrics, result, test

@@ -26,7 +26,13 @@ from pathlib import Path
 from typing import Any
 
 from seqbench.errors import ConfigError
-from seqbench.machine import ThreadChoice, apply_threads, default_threads
+from seqbench.machine import (
+    ThreadChoice,
+    apply_threads,
+    default_threads,
+    gpu_of_worker,
+    visible_gpus,
+)
 from seqbench.plugins import load_plugins
 from seqbench.registry import Registry
 from seqbench.runs.execute import ResolvedRun, RunRequest
@@ -132,11 +138,12 @@ def local_executor(jobs: list[Job], threads: ThreadChoice | None, pool: Pool, em
     """Run jobs in this process (one worker) or in a pool of `spawn`ed worker processes.
 
     Each run gets `threads` torch threads (None: the cores other processes leave free,
-    divided among the workers; see `choose_threads`).
+    divided among the workers; see `choose_threads`). CUDA runs in a pool get the visible
+    GPUs round-robin, one per worker (its CUDA_VISIBLE_DEVICES).
     """
     if pool.address:
         raise ConfigError("--address applies to --executor ray only")
-    workers = pool.size(len(jobs))
+    workers = pool.workers or pool.size(len(jobs), device_type(jobs))
     choice = threads or default_threads(max(1, min(workers, len(jobs))))
     if workers <= 1:
         for job in jobs:
@@ -149,9 +156,11 @@ def local_executor(jobs: list[Job], threads: ThreadChoice | None, pool: Pool, em
 class _Worker:
     """A spawned process that runs the jobs sent over its pipe, one at a time."""
 
-    def __init__(self, ctx: Any, threads: ThreadChoice, plugins: tuple[str, ...]) -> None:
+    def __init__(
+        self, ctx: Any, threads: ThreadChoice, plugins: tuple[str, ...], gpu: str | None = None
+    ) -> None:
         self.conn, child = ctx.Pipe()
-        args = (child, threads, os.getpid(), plugins)
+        args = (child, threads, os.getpid(), plugins, gpu)
         self.proc = ctx.Process(target=_worker_main, args=args)
         self.proc.daemon = True
         self.proc.start()
@@ -189,8 +198,14 @@ def _die_with_parent(parent: int) -> None:
 
 
 def _worker_main(
-    conn: Connection, threads: ThreadChoice, parent: int, plugins: tuple[str, ...]
+    conn: Connection,
+    threads: ThreadChoice,
+    parent: int,
+    plugins: tuple[str, ...],
+    gpu: str | None,
 ) -> None:
+    if gpu is not None:  # before anything starts CUDA in this process
+        os.environ["CUDA_VISIBLE_DEVICES"] = gpu
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and stops us
     _die_with_parent(parent)
     apply_threads(threads)
@@ -207,11 +222,20 @@ def _worker_main(
         conn.send(("end", job.index, run_job(job, conn.send, threads)))
 
 
+def device_type(jobs: list[Job]) -> str:
+    """The device type the jobs train on (one context for all jobs of a batch)."""
+    return jobs[0].ctx.device_type() if jobs else "cpu"
+
+
 def _run_pool(jobs: list[Job], workers: int, threads: ThreadChoice, emit: Emit) -> None:
+    """Run `jobs` on `workers` spawned processes; for CUDA jobs worker i sees visible GPU
+    i round-robin (its CUDA_VISIBLE_DEVICES)."""
+    gpus = visible_gpus() if device_type(jobs) == "cuda" else []
     ctx = mp.get_context("spawn")
     queue = list(reversed(jobs))
     plugins = jobs[0].ctx.plugins if jobs else ()
-    pool = [_Worker(ctx, threads, plugins) for _ in range(min(workers, len(jobs)))]
+    slots = [gpu_of_worker(i, gpus) if gpus else None for i in range(min(workers, len(jobs)))]
+    pool = [_Worker(ctx, threads, plugins, gpu) for gpu in slots]
     try:
         for w in pool:
             w.send(queue.pop())
@@ -226,7 +250,7 @@ def _run_pool(jobs: list[Job], workers: int, threads: ThreadChoice, emit: Emit) 
                     error = f"worker process died (exit code {code}; killed or out of memory?)"
                     emit(("end", w.job.index, Outcome("failed", error=error)))
                     w.stop()
-                    w = pool[i] = _Worker(ctx, threads, plugins)
+                    w = pool[i] = _Worker(ctx, threads, plugins, slots[i])
                 if w.job is None and queue:
                     w.send(queue.pop())
         for w in pool:
@@ -263,7 +287,8 @@ def _ray_job(plugins: tuple[str, ...], job: bytes, threads: int) -> tuple[Outcom
 def ray_executor(jobs: list[Job], threads: ThreadChoice | None, pool: Pool, emit: Emit) -> None:
     """Run jobs as Ray tasks, each requesting `threads` CPUs, at most `pool.size` in flight.
 
-    `threads` defaults to the cluster's CPUs divided by the runs in flight.
+    `threads` defaults to the cluster's CPUs divided by the runs in flight; each task requests
+    `pool.gpus` GPUs (1 for CUDA runs by default), and Ray makes those visible to it.
 
     `address=None` starts a local Ray instance unless one is running in this process or
     RAY_ADDRESS is set; "auto" joins the cluster this node belongs to. The run store must
@@ -275,11 +300,13 @@ def ray_executor(jobs: list[Job], threads: ThreadChoice | None, pool: Pool, emit
         raise ConfigError("--executor ray needs Ray: pip install 'seqbench[ray]'") from None
     if not ray.is_initialized():
         ray.init(address=pool.address, include_dashboard=False, log_to_driver=False)
-    workers = max(1, min(pool.size(len(jobs)), len(jobs)))
+    device = device_type(jobs)
+    gpus = pool.gpus(device)
+    workers = max(1, min(pool.size(len(jobs), device), len(jobs)))
     cpus = threads.threads if threads else int(ray.cluster_resources().get("CPU", 1)) // workers
     cpus = max(1, cpus)
     task = ray.remote(_ray_job)
-    opts = {"num_cpus": cpus, "num_gpus": pool.gpus_per_run, "max_retries": 1}
+    opts = {"num_cpus": cpus, "num_gpus": gpus, "max_retries": 1}
     queue = list(reversed(jobs))
     running: dict[Any, Job] = {}
     while queue or running:

@@ -25,6 +25,14 @@ LEGACY_DEFAULTS: dict[str, Any] = {
     "budget_minutes": None,
     "precision": "fp32",
     "threads_reason": "",
+    "gpu": None,
+    "gpu_peak_mb": None,
+    "torch_version": None,
+    "cuda_version": None,
+    "tf32_matmul": None,
+    "tf32_cudnn": None,
+    "deterministic": None,
+    "compiled": False,
 }
 
 
@@ -51,7 +59,10 @@ CHECKS: dict[type | str, tuple[Any, str]] = {
     int: (_is_int, "an integer"),
     float: (_is_number, "a number"),
     str: (lambda v: isinstance(v, str), "a string"),
+    bool: (lambda v: isinstance(v, bool), "true or false"),
     "float | None": (lambda v: v is None or _is_number(v), "a number or null"),
+    "str | None": (lambda v: v is None or isinstance(v, str), "a string or null"),
+    "bool | None": (lambda v: v is None or isinstance(v, bool), "true, false or null"),
     "metrics": (_is_metrics, "a mapping of metric names to numbers"),
     "names": (_is_names, "a mapping of names to values"),
 }
@@ -108,7 +119,11 @@ def check_fields(obj: dict[str, Any], kinds: dict[str, type | str], source: Path
 @dataclass(frozen=True)
 class RunResult:
     """Everything a finished run records: identity, metrics, how training ended, timings and
-    the machine it ran on. `to_json` is the stored file's content, key for key."""
+    the machine it ran on. `to_json` is the stored file's content, key for key.
+
+    `peak_memory_mb` is the host's peak resident memory, `gpu_peak_mb` the GPU's peak
+    allocation during the run (None off CUDA); the fields after `version` are the device's
+    facts (`machine.DeviceFacts`), None in runs stored before they were recorded."""
 
     run_id: str
     model: str
@@ -133,6 +148,14 @@ class RunResult:
     threads_reason: str
     data_checksum: str
     version: str
+    gpu: str | None = None
+    gpu_peak_mb: float | None = None
+    torch_version: str | None = None
+    cuda_version: str | None = None
+    tf32_matmul: bool | None = None
+    tf32_cudnn: bool | None = None
+    deterministic: bool | None = None
+    compiled: bool = False
 
     def to_json(self) -> dict[str, Any]:
         """The stored form: every field under its own name."""
@@ -190,6 +213,14 @@ FIELD_KINDS: dict[str, type | str] = {
     "threads_reason": str,
     "data_checksum": str,
     "version": str,
+    "gpu": "str | None",
+    "gpu_peak_mb": "float | None",
+    "torch_version": "str | None",
+    "cuda_version": "str | None",
+    "tf32_matmul": "bool | None",
+    "tf32_cudnn": "bool | None",
+    "deterministic": "bool | None",
+    "compiled": bool,
 }
 
 

@@ -1,19 +1,13 @@
-"""The run store: one folder per run id with config, metrics, per-user metrics and history.
-
-A run id hashes everything that can change its numbers (model, resolved config, dataset
-checksum, protocol, seed, seqbench version, and the training precision unless fp32), so the
-same request maps to the same folder and a finished run is returned from disk instead of
-being trained again. This module is the only code that knows the names of the files inside
-a run folder; everything else asks it.
+"""The run store: one folder per run id (`seqbench.runs.identity`) with config, metrics,
+per-user metrics and history, so the same request maps to the same folder and a finished run
+is returned from disk instead of being trained again. This module is the only code that knows
+the names of the files inside a run folder; everything else asks it.
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import fcntl
-import hashlib
-import json
 import os
 import shutil
 from collections.abc import Callable, Iterator
@@ -27,71 +21,16 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import torch
 
-from seqbench import __version__
 from seqbench.io import atomic_path, write_json
 from seqbench.paths import runs_dir
 from seqbench.plugins import describe_origin
+from seqbench.runs.identity import RunSpec
 from seqbench.runs.result import Evaluation, ResultError, RunResult, read_config
 
 PARTIAL_PREFIX = "."
 PARTIAL_SUFFIX = ".partial"
 LOCK_SUFFIX = ".lock"
 EVALUATIONS = "evaluations"
-
-
-@dataclass(frozen=True)
-class RunSpec:
-    """Everything that identifies a run (and nothing that does not, such as the device)."""
-
-    model: str
-    dataset: str
-    config: dict[str, Any]
-    protocol: dict[str, Any]
-    seed: int
-    data_checksum: str
-    ablate: dict[str, str] = dataclasses.field(default_factory=dict)
-    precision: str = "fp32"
-    version: str = __version__
-    #: the resolved config before --set and --ablate (recorded beside the identity, not in it,
-    #: so a departures note can compare the recorded values); None for runs stored before it
-    default_config: dict[str, Any] | None = None
-    #: the declared departures this run's config switched off the default ('field=value
-    #: (topic)'), recorded beside the identity; None for runs stored before it
-    departures: list[str] | None = None
-    #: a plugin model's origin (module, source sha256, declared version); None for built-ins
-    code: dict[str, str] | None = None
-
-    def identity(self) -> dict[str, Any]:
-        """What the run id hashes; precision only when not fp32 and code only for a plugin
-        model, so that the ids of runs stored before either existed stay the same."""
-        out = {
-            "model": self.model,
-            "dataset": self.dataset,
-            "config": self.config,
-            "protocol": self.protocol,
-            "seed": self.seed,
-            "data_checksum": self.data_checksum,
-            "version": self.version,
-        }
-        if self.precision != "fp32":
-            out["precision"] = self.precision
-        if self.code is not None:
-            out["code"] = self.code
-        return out
-
-    @property
-    def run_id(self) -> str:
-        blob = json.dumps(self.identity(), sort_keys=True, default=str).encode()
-        return f"{self.dataset}-{self.model}-{hashlib.sha256(blob).hexdigest()[:12]}"
-
-    def to_dict(self) -> dict[str, Any]:
-        """What the run folder records: the identity, then ablations, run id and defaults."""
-        out = {**self.identity(), "ablate": self.ablate, "run_id": self.run_id}
-        if self.default_config is not None:
-            out["default_config"] = self.default_config
-        if self.departures is not None:
-            out["departures"] = self.departures
-        return out
 
 
 @dataclass(frozen=True)
@@ -202,6 +141,11 @@ class Run:
     @property
     def test(self) -> dict[str, float]:
         return dict(self.result.test)
+
+    @property
+    def metrics(self) -> dict[str, Any]:
+        """The run's metrics.json as a mapping (for scripts that read it so)."""
+        return self.result.to_json()
 
     @property
     def finished_at(self) -> float:

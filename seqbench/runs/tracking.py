@@ -4,8 +4,8 @@
 an unfinished run and a tracker's failure (returned as a warning) never loses one; tracking is
 no part of a run's identity, so it never changes a run id. Each tracker is an extra
 (`pip install -e ".[mlflow]"`). Logged: the resolved config, run id and protocol as parameters,
-the data card and config.json as files, each epoch's loss parts and validation metrics
-(`train/…`, `valid/…`, step = epoch), the best epoch's test metrics (`test/…`) and the budget
+the data card and the run's recorded identity as files, each epoch's loss parts and validation
+metrics (`train/…`, `valid/…`, step = epoch), the best epoch's test metrics (`test/…`) and the budget
 (`budget/…`: epochs, seconds, parameters, memory, threads).
 """
 
@@ -97,7 +97,7 @@ class TrackedRun:
 
     def files(self) -> dict[str, Any]:
         """The JSON files logged beside the values: the data card and the run's identity."""
-        return {"data_card.json": self.card, "config.json": self.spec.to_dict()}
+        return {"data_card.json": self.card, "run_spec.json": self.spec.to_dict()}
 
 
 def _finite(value: Any) -> bool:

@@ -91,11 +91,12 @@ class Tracking:
 
 @dataclass(frozen=True)
 class RunContext:
-    """The execution context of runs: the device asked for (auto|cpu|cuda|mps, resolved where
-    the run trains), torch threads (None: the policy decides when the runs start), the run
-    store and prepared-data roots, the progress observer, the experiment tracking (None: none),
-    and the plugins loaded where it was built (workers load them before their first job, so
-    they see the same models)."""
+    """The execution context of runs: the device asked for (auto|cpu|cuda|cuda:N|mps, resolved
+    where the run trains), torch threads (None: the policy decides when the runs start), the
+    run store and prepared-data roots, the progress observer, the experiment tracking (None:
+    none), the plugins loaded where it was built (workers load them before their first job, so
+    they see the same models), deterministic algorithms (`--deterministic`, set before CUDA
+    starts) and torch.compile of the encoder (`--compile`)."""
 
     device: str = "auto"
     threads: ThreadChoice | None = None
@@ -104,6 +105,8 @@ class RunContext:
     observer: Observer = field(default_factory=Observer)
     tracking: Tracking | None = None
     plugins: tuple[str, ...] = field(default_factory=loaded)
+    deterministic: bool = False
+    compile: bool = False
 
     @classmethod
     def create(
@@ -115,6 +118,8 @@ class RunContext:
         data_dir: str | Path | None = None,
         observer: Observer | None = None,
         tracking: Tracking | None = None,
+        deterministic: bool = False,
+        compile: bool = False,
     ) -> RunContext:
         """A context from the CLI's options (paths: flag, else environment, else default),
         carrying every plugin loaded in this process."""
@@ -126,6 +131,8 @@ class RunContext:
             observer or Observer(),
             tracking,
             loaded(),
+            deterministic,
+            compile,
         )
 
     def load_plugins(self) -> None:
@@ -135,6 +142,12 @@ class RunContext:
     def torch_device(self) -> torch.device:
         """The device runs train on here (a one-line error when it is unavailable)."""
         return resolve_device(self.device)
+
+    def device_type(self) -> str:
+        """The device type runs train on (cpu|cuda|mps: part of a run's identity); an explicit
+        device names it without needing it here (a Ray head may have no GPU), auto resolves."""
+        kind = self.device.partition(":")[0]
+        return kind if kind in ("cpu", "cuda", "mps") else self.torch_device().type
 
     def absolute(self) -> RunContext:
         """Paths made absolute: workers (maybe on other nodes) do not share this cwd."""

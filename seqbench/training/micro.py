@@ -39,8 +39,17 @@ class Piece:
 
 
 def move(batch: Batch, device: torch.device) -> Batch:
-    """The batch's tensors on `device`."""
-    return {k: v.to(device, non_blocking=True) for k, v in batch.items()}
+    """The batch's tensors on `device`: copied from pinned memory without blocking on CUDA
+    (the copies queue on the stream the step's kernels run on)."""
+    return {k: to_device(v, device) for k, v in batch.items()}
+
+
+def to_device(t: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """`t` on `device`; a CPU tensor bound for CUDA goes through pinned memory, so the copy
+    is asynchronous (call it off the training thread: pinning copies on the host)."""
+    if device.type == "cuda" and t.device.type == "cpu":
+        return t.pin_memory().to(device, non_blocking=True)
+    return t.to(device, non_blocking=True)
 
 
 def step_pieces(model: SeqModel, batch: Batch, device: torch.device = CPU) -> list[Piece]:
@@ -54,25 +63,38 @@ def step_pieces(model: SeqModel, batch: Batch, device: torch.device = CPU) -> li
     return pieces
 
 
+def accumulate_pieces(
+    model: SeqModel,
+    pieces: list[Piece],
+    autocast: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext,
+    scaler: torch.amp.GradScaler | None = None,
+) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """Accumulate the gradient of a batch's loss from its `pieces`: each piece's mean loss
+    (computed under `autocast`, cast to fp32) weighted by its share. Returns the batch's loss
+    and its weighted named parts as float64 tensors on the device: no host read."""
+    value: torch.Tensor | float = 0.0
+    parts: dict[str, torch.Tensor | float] = {}
+    for piece in pieces:
+        with autocast():
+            loss, piece_parts = model.loss(piece.batch, piece.plans)
+        loss = loss.float() * piece.weight
+        (scaler.scale(loss) if scaler is not None else loss).backward()
+        value = value + loss.detach().double()
+        for k, v in piece_parts.items():
+            parts[k] = parts.get(k, 0.0) + piece.weight * v.double()
+    return torch.as_tensor(value, dtype=torch.float64), parts
+
+
 def backward_pieces(
     model: SeqModel,
     pieces: list[Piece],
     autocast: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext,
     scaler: torch.amp.GradScaler | None = None,
 ) -> tuple[float, dict[str, float]]:
-    """Accumulate the gradient of a batch's loss from its `pieces`: each piece's mean loss
-    (computed under `autocast`, cast to fp32) weighted by its share. Returns the batch's loss
-    value and its weighted named parts."""
-    value, parts = 0.0, {}
-    for piece in pieces:
-        with autocast():
-            loss, piece_parts = model.loss(piece.batch, piece.plans)
-        loss = loss.float() * piece.weight
-        (scaler.scale(loss) if scaler is not None else loss).backward()
-        value += loss.detach().item()
-        for k, v in piece_parts.items():
-            parts[k] = parts.get(k, 0.0) + piece.weight * v
-    return value, parts
+    """`accumulate_pieces` with the loss value and parts read on the host (a library call;
+    the trainer keeps them on the device)."""
+    value, parts = accumulate_pieces(model, pieces, autocast, scaler)
+    return float(value), {k: float(v) for k, v in parts.items()}
 
 
 def backward_batch(

@@ -1,8 +1,11 @@
 """The shared training loop: Adam, schedule, clipping, validation, early stopping, resume.
 
-One epoch = the model's batches from a seeded generator; after each evaluated epoch the
-state (weights, optimiser, both RNGs, history, best weights) is checkpointed, so a killed
-run resumes at the last finished epoch and ends with the same metrics as an unbroken one.
+One epoch = the model's batches from a seeded generator, built on a background thread
+(`feed.EpochFeed`); after each evaluated epoch the state (weights, optimiser, the RNGs, history,
+best weights) is checkpointed, so a killed run resumes at the last finished epoch and ends
+with the same metrics as an unbroken one. A step reads nothing on the host: its loss and parts
+are summed on the device and read every `LOG_EVERY` steps, for the progress and the check that
+the loss is finite.
 """
 
 from __future__ import annotations
@@ -16,14 +19,20 @@ from typing import Any
 import torch
 
 from seqbench.data.dataset import SeqDataset
-from seqbench.errors import SeqbenchError
+from seqbench.errors import ConfigError, SeqbenchError
 from seqbench.evaluation.evaluator import Evaluator, summarize
 from seqbench.evaluation.protocols import Protocol
-from seqbench.machine import PRECISIONS
-from seqbench.models.base import Batch, SeqModel
+from seqbench.machine import PRECISIONS, grad_scaler
+from seqbench.models.base import SeqModel
 from seqbench.training.checkpoint import CheckpointFiles, load_checkpoint, save_checkpoint
 from seqbench.training.context import EpochReport, RunContext
-from seqbench.training.micro import backward_batch
+from seqbench.training.feed import EpochFeed
+from seqbench.training.micro import Piece, accumulate_pieces, move
+
+__all__ = ["TrainOptions", "TrainResult", "Trainer", "make_optimizer", "move"]
+
+#: steps between reads of the loss on the host (progress, and the check that it is finite)
+LOG_EVERY = 20
 
 
 class TrainingError(SeqbenchError):
@@ -50,6 +59,37 @@ def make_optimizer(model: SeqModel) -> torch.optim.Optimizer | None:
     return torch.optim.Adam(
         params, lr=c.lr, betas=(c.adam_beta1, c.adam_beta2), weight_decay=c.weight_decay
     )
+
+
+def compile_encoder(model: SeqModel) -> None:
+    """--compile: torch.compile the model's encoder in place (its state_dict keys unchanged)."""
+    encoder = getattr(model, "encoder", None)
+    if not isinstance(encoder, torch.nn.Module):
+        raise ConfigError(f"--compile: {type(model).__name__} has no encoder to compile")
+    encoder.compile()
+
+
+class FiniteWatch:
+    """The first step of an epoch whose loss is not finite, tracked on the device (no host
+    read per step) and checked on the host every few steps."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.step = torch.full((), -1, dtype=torch.long, device=device)
+        self.value = torch.zeros((), dtype=torch.float64, device=device)
+
+    def see(self, step: int, value: torch.Tensor) -> None:
+        first = ~torch.isfinite(value) & (self.step < 0)
+        self.step = torch.where(first, step, self.step)
+        self.value = torch.where(first, value, self.value)
+
+    def check(self, epoch: int) -> None:
+        """Raise TrainingError naming the first non-finite step (a host read)."""
+        step = int(self.step)
+        if step >= 0:
+            raise TrainingError(
+                f"loss became {float(self.value)} at epoch {epoch}, step {step + 1}: lower "
+                "--set lr=…, or set grad_clip"
+            )
 
 
 def lr_factor(step: int, total: int, warmup: float, schedule: str) -> float:
@@ -106,20 +146,25 @@ class Trainer:
         self.cfg, self.seed, self.options = model.cfg, seed, options
         self.checkpoints = files.checkpoints
         self.observer = ctx.observer
+        if ctx.compile:
+            compile_encoder(self.model)
         # autocast dtype of the loss (the forward and backward): None trains in plain fp32
         self.dtype = PRECISIONS[options.precision]
         self.valid = Evaluator(
             data, "valid", protocol, model.input_window, self.cfg.eval_batch_size, self.device
         )
 
-    def _state(self, epoch: int, opt, gen, p: Progress) -> dict[str, Any]:
+    def _state(self, epoch: int, opt, gen_state: torch.Tensor, p: Progress) -> dict[str, Any]:
+        """What the checkpoint after `epoch` holds; `gen_state` is the data generator's state
+        after that epoch's batches (the feed of the next epoch may have drawn since)."""
+        cuda = self.device.type == "cuda"
         return {
             "epoch": epoch,
             "model": self.model.state_dict(),
             "optimizer": opt.state_dict() if opt is not None else {},
             "rng": torch.get_rng_state(),
-            "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
-            "gen": gen.get_state(),
+            "cuda_rng": torch.cuda.get_rng_state_all() if cuda else [],
+            "gen": gen_state,
             "history": p.history,
             "best": p.best,
             "bad_epochs": p.bad,
@@ -136,7 +181,7 @@ class Trainer:
         if opt is not None:
             opt.load_state_dict(state["optimizer"])
         torch.set_rng_state(state["rng"])
-        if state["cuda_rng"]:
+        if state["cuda_rng"] and self.device.type == "cuda":
             torch.cuda.set_rng_state_all(state["cuda_rng"])
         gen.set_state(state["gen"])
         self.model.load_extra_state(state["extra"])
@@ -160,12 +205,13 @@ class Trainer:
             stopped = "no_training"
         scaler = self.scaler()
         self.observer.on_start(cfg.epochs, p.start - 1)
+        feed = self._feed(gen) if opt is not None and p.start <= cfg.epochs else None
         try:
             for epoch in range(p.start, cfg.epochs + 1):
-                if opt is None:
+                if opt is None or feed is None:
                     break
-                self._fit_epoch(epoch, opt, gen, scaler, p)
-                save_checkpoint(*self.checkpoints, self._state(epoch, opt, gen, p))
+                feed, gen_state = self._fit_epoch(epoch, opt, feed, gen, scaler, p)
+                save_checkpoint(*self.checkpoints, self._state(epoch, opt, gen_state, p))
                 if p.bad >= cfg.patience:
                     stopped = "early"
                     break
@@ -174,18 +220,31 @@ class Trainer:
                     stopped = "budget"
                     break
         finally:
+            if feed is not None:
+                feed.close()
             self.observer.on_end()
         best = p.best if p.best["state"] is not None else self._untrained_best()
         return TrainResult(
             best["epoch"], best["valid"], p.history, p.seconds, stopped, best["state"]
         )
 
-    def _fit_epoch(self, epoch: int, opt, gen, scaler, p: Progress) -> None:
-        """Train one epoch, validate when due, keep the best weights, report the epoch."""
+    def _feed(self, gen: torch.Generator) -> EpochFeed:
+        """The next epoch's steps, prepared from now on a background thread."""
+        return EpochFeed(self.model, self.data, gen, self.device)
+
+    def _fit_epoch(
+        self, epoch: int, opt, feed: EpochFeed, gen: torch.Generator, scaler, p: Progress
+    ) -> tuple[EpochFeed | None, torch.Tensor]:
+        """Train one epoch from `feed`, validate when due, keep the best weights, report the
+        epoch. Returns the next epoch's feed (started before validation, so its batches build
+        meanwhile; None after the last epoch) and the generator's state after this epoch."""
         cfg, sel = self.cfg, self.protocol.select
         t0, c0 = time.perf_counter(), time.process_time()
-        parts = self._epoch(epoch, opt, gen, scaler)
+        parts = self._epoch(epoch, opt, feed, scaler)
         p.seconds += time.perf_counter() - t0
+        feed.close()
+        gen_state = feed.gen_state
+        feed = self._feed(gen) if epoch < cfg.epochs else None
         # CPU seconds of this epoch's training: robust to other load on the machine
         cpu = time.process_time() - c0
         row: dict[str, Any] = {"epoch": epoch, "seconds": p.seconds, "cpu_seconds": cpu}
@@ -206,6 +265,7 @@ class Trainer:
             p.best["epoch"], wall,
         )  # fmt: skip
         self.observer.on_epoch(report)
+        return feed, gen_state
 
     def _weights(self) -> dict[str, torch.Tensor]:
         return {k: v.detach().cpu().clone() for k, v in self.model.state_dict().items()}
@@ -216,34 +276,35 @@ class Trainer:
         score = valid[self.protocol.select]
         return {"epoch": 0, "score": score, "valid": valid, "state": self._weights()}
 
-    def _epoch(self, epoch: int, opt, gen, scaler) -> dict[str, float]:
+    def _epoch(self, epoch: int, opt, feed: EpochFeed, scaler) -> dict[str, float]:
+        """Train one epoch's steps from `feed`: the mean loss and parts over its steps."""
         model, cfg = self.model, self.cfg
         model.train()
-        batches = list(model.train_batches(self.data, gen))
-        total_steps = cfg.epochs * len(batches)
-        sums: dict[str, float] = {}
-        self.observer.on_epoch_start(epoch, len(batches))
-        for step, batch in enumerate(batches):
+        steps = feed.steps()
+        total_steps = cfg.epochs * steps
+        sums: dict[str, torch.Tensor | float] = {}
+        watch = FiniteWatch(self.device)
+        self.observer.on_epoch_start(epoch, steps)
+        for step, pieces in enumerate(feed):
             for group in opt.param_groups:
                 group["lr"] = cfg.lr * lr_factor(
-                    (epoch - 1) * len(batches) + step, total_steps, cfg.warmup, cfg.lr_schedule
+                    (epoch - 1) * steps + step, total_steps, cfg.warmup, cfg.lr_schedule
                 )
-            value, parts = self.step(batch, opt, scaler, f"epoch {epoch}, step {step + 1}")
+            value, parts = self.step(pieces, opt, scaler)
+            watch.see(step, value)
             for k, v in parts.items():
                 sums[k] = sums.get(k, 0.0) + v
-            if step % 20 == 0:
-                self.observer.on_step(step + 1, value)
-        return {k: v / max(1, len(batches)) for k, v in sums.items()}
+            if step % LOG_EVERY == 0:
+                watch.check(epoch)
+                self.observer.on_step(step + 1, float(value))
+        watch.check(epoch)
+        return {k: float(v) / max(1, steps) for k, v in sums.items()}
 
-    def step(self, batch: Batch, opt, scaler, where: str) -> tuple[float, dict[str, float]]:
-        """One optimiser step on `batch` (`where` names it if the loss is not finite): the
-        loss value and its parts, with the model's after-step values."""
+    def step(self, pieces: list[Piece], opt, scaler) -> tuple[torch.Tensor, dict[str, Any]]:
+        """One optimiser step on a batch's `pieces` (built on the host, `micro.step_pieces`):
+        the loss (kept on the device) and its parts, with the model's after-step values."""
         opt.zero_grad(set_to_none=True)
-        value, parts = self._backward(batch, scaler)
-        if not math.isfinite(value):
-            raise TrainingError(
-                f"loss became {value} at {where}: lower --set lr=…, or set grad_clip"
-            )
+        value, parts = accumulate_pieces(self.model, pieces, self._autocast, scaler)
         if scaler is not None:
             scaler.unscale_(opt)
         if self.cfg.grad_clip > 0:
@@ -257,16 +318,7 @@ class Trainer:
 
     def scaler(self) -> torch.amp.GradScaler | None:
         """fp16 (CUDA) underflows without loss scaling; bf16 has fp32's exponent range."""
-        return torch.amp.GradScaler("cuda") if self.dtype is torch.float16 else None
-
-    def _backward(self, batch: Batch, scaler) -> tuple[float, dict[str, float]]:
-        """The batch's loss value and parts; gradients accumulated into the parameters.
-
-        With `batching=micro` and a model that allows it, the batch runs as length-sorted
-        pieces whose mean losses are weighted by their share of targets: the batch's loss.
-        The CPU batch is split on the host, then moved to the device (`micro.step_pieces`).
-        """
-        return backward_batch(self.model, batch, self._autocast, scaler, self.device)
+        return grad_scaler() if self.dtype is torch.float16 else None
 
     def _autocast(self) -> contextlib.AbstractContextManager:
         """The loss in the run's precision: matmuls in bf16/fp16; autocast keeps the
