@@ -5,8 +5,8 @@ an unfinished run and a tracker's failure (returned as a warning) never loses on
 no part of a run's identity, so it never changes a run id. Each tracker is an extra
 (`pip install -e ".[mlflow]"`). Logged: the resolved config, run id and protocol as parameters,
 the data card and the run's recorded identity as files, each epoch's loss parts and validation
-metrics (`train/…`, `valid/…`, step = epoch), the best epoch's test metrics (`test/…`) and the budget
-(`budget/…`: epochs, seconds, parameters, memory, threads).
+metrics (`train/…`, `valid/…`, step = epoch), the best epoch's test metrics (`test/…`) and the
+budget (`budget/…`: epochs, seconds, parameters, memory, threads).
 """
 
 from __future__ import annotations
