@@ -104,8 +104,9 @@ def backward_batch(
     scaler: torch.amp.GradScaler | None = None,
     device: torch.device = CPU,
 ) -> tuple[float, dict[str, float]]:
-    """The trainer's step on a CPU `batch`: split and planned on the host, moved to `device`,
-    then `backward_pieces`. Returns the batch's loss value and its weighted named parts."""
+    """The gradient of one CPU `batch` as the trainer computes it (its feed builds the pieces,
+    `Trainer.step` accumulates them), for benchmarks and tests that step one batch at a time:
+    split and planned on the host, moved to `device`, then `backward_pieces`."""
     return backward_pieces(model, step_pieces(model, batch, device), autocast, scaler)
 
 

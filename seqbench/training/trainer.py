@@ -29,6 +29,7 @@ from seqbench.training.context import EpochReport, RunContext
 from seqbench.training.feed import EpochFeed
 from seqbench.training.micro import Piece, accumulate_pieces, move
 
+#: `move` stays importable from here for scripts written against 0.2 (the GPU smoke check)
 __all__ = ["TrainOptions", "TrainResult", "Trainer", "make_optimizer", "move"]
 
 #: steps between reads of the loss on the host (progress, and the check that it is finite)
