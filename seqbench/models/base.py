@@ -52,6 +52,21 @@ class ModelConfig:
     batching: Literal["micro", "uniform", "grouped"] = "micro"
     #: micro: one more piece must save this many padded positions (its launch overhead)
     micro_overhead: int = 256
+    #: fields added after runs were first stored, with the value that keeps them out of the
+    #: run id (`identity_config`), so a run at that value keeps the id it had before the field
+    quiet: ClassVar[dict[str, Any]] = {}
+
+
+def identity_config(cfg: ModelConfig) -> dict[str, Any]:
+    """The config a run id hashes: every field except those at their `quiet` value where that
+    is also the field's default (so a stored config read back with `Config(**config)` is
+    the same config)."""
+    defaults = {f.name: f.default for f in dataclasses.fields(cfg)}
+    return {
+        k: v
+        for k, v in dataclasses.asdict(cfg).items()
+        if not (k in cfg.quiet and v == cfg.quiet[k] == defaults[k])
+    }
 
 
 class SeqModel(nn.Module):

@@ -26,7 +26,13 @@ from seqbench.machine import (
     set_deterministic,
     using_threads,
 )
-from seqbench.models.base import ModelConfig, SeqModel, get_model, resolve_config
+from seqbench.models.base import (
+    ModelConfig,
+    SeqModel,
+    get_model,
+    identity_config,
+    resolve_config,
+)
 from seqbench.models.departures import switched
 from seqbench.plugins import origin
 from seqbench.runs.options import RunOptions
@@ -83,7 +89,7 @@ class RunRequest:
         spec = RunSpec(
             model=self.model,
             dataset=self.dataset,
-            config=values,
+            config=identity_config(cfg),
             protocol=protocol.to_dict(),
             seed=self.seed,
             data_checksum=checksum,
