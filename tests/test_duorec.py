@@ -11,11 +11,12 @@ from hypothesis import strategies as st
 from scipy import stats
 
 from seqbench.data.dataset import SeqDataset
+from seqbench.data.sequences import prefix_instances
 from seqbench.data.synthetic import generate
 from seqbench.errors import ConfigError
 from seqbench.models.base import get_model, resolve_config
 from seqbench.models.contrastive import nt_xent
-from seqbench.models.duorec import SameTargetSampler, prefix_instances
+from seqbench.models.duorec import SameTargetSampler
 from seqbench.runs.execute import RunRequest, execute
 from seqbench.runs.store import RunStore
 from seqbench.training.context import RunContext

@@ -7,11 +7,17 @@ over interactions, so an epoch's instances are ready in milliseconds.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Literal
 
 import numpy as np
 import torch
 
 from seqbench.data.dataset import SeqDataset
+
+Batch = dict[str, torch.Tensor]
+
+#: which sub-sequences a next-item model trains on (`instances`, see `instance_ranges`)
+InstanceRule = Literal["all_positions", "last", "prefixes"]
 
 
 def train_segments(data: SeqDataset, min_len: int = 1) -> tuple[np.ndarray, np.ndarray]:
@@ -143,17 +149,85 @@ def take_rows(
     return batch
 
 
+def instance_ranges(
+    starts: np.ndarray, ends: np.ndarray, rule: InstanceRule
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(owner segment, input start, input end) of each training instance of segments [start, end).
+
+    An instance reads items[start:end] and predicts items[end]; under `all_positions` also the
+    item after each earlier input. all_positions and last: one instance per segment, its whole
+    training part but the last item; prefixes: every prefix, items[start:k] → items[k] for
+    k = start+1 … end−1 (a segment of n items gives n−1 instances, in that order).
+    """
+    if rule == "prefixes":
+        counts = np.maximum(ends - starts - 1, 0)
+        owner = np.repeat(np.arange(len(starts)), counts)
+        k = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
+        return owner, starts[owner], starts[owner] + 1 + k
+    return np.arange(len(starts)), starts, ends - 1
+
+
+def prefix_instances(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Every prefix of each segment as (input start, input end); the target is items[end]."""
+    return instance_ranges(starts, ends, "prefixes")[1:]
+
+
+class NextItemInstances:
+    """A next-item model's training rows under an instance rule (`instance_ranges`), built per
+    batch from index ranges, so ML-1M's ~1M prefixes never sit in memory padded.
+
+    Row r is the last max_len inputs of instance r, left-padded; its targets are the next items
+    (all_positions: every real position, SASRec's rows) or only the last column (last,
+    prefixes). Negatives avoid the row's owner's training items (`NegativeSampler`).
+    """
+
+    def __init__(self, data: SeqDataset, max_len: int, rule: InstanceRule = "all_positions"):
+        seg_starts, seg_ends = train_segments(data, min_len=2)
+        self.owner, self.starts, self.ends = instance_ranges(seg_starts, seg_ends, rule)
+        self.items, self.max_len, self.rule = data.items, max_len, rule
+        self.sampler = NegativeSampler(data.n_items, data.items, seg_starts, seg_ends)
+        self._owner = torch.from_numpy(self.owner)
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+    def lengths(self) -> torch.Tensor:
+        """Real inputs per row [R] (at most max_len)."""
+        return torch.from_numpy(np.minimum(self.ends - self.starts, self.max_len))
+
+    def rows(self, idx: np.ndarray, width: int | None = None) -> dict[str, torch.Tensor]:
+        """{"seqs", "targets"} [len(idx), width] of rows idx; width defaults to their longest
+        input, which is the trimmed batch of the full [R, max_len] rows."""
+        s, e = self.starts[idx], self.ends[idx]
+        if width is None:
+            width = int(np.minimum(e - s, self.max_len).max()) if len(idx) else 1
+        window = torch.from_numpy(gather_padded(self.items, s, e + 1, width + 1))
+        inputs, targets = window[:, :-1], window[:, 1:]
+        targets = torch.where(inputs != 0, targets, 0)
+        if self.rule != "all_positions":
+            targets[:, :-1] = 0
+        return {"seqs": inputs, "targets": targets}
+
+    def batches(self, batch_size: int, gen: torch.Generator, bucket: bool) -> Iterator[Batch]:
+        """One epoch of shuffled (bucketed) batches: seqs, targets and their row ids."""
+        for idx in batch_indices(self.lengths(), batch_size, gen, bucket):
+            yield {**self.rows(idx.numpy()), "rows": idx}
+
+    def negatives(
+        self, rows: torch.Tensor, shape: tuple[int, ...], gen: torch.Generator
+    ) -> torch.Tensor:
+        """Negatives of `shape` for rows `rows`: uniform outside the owner's training items."""
+        return self.sampler.sample(self._owner[rows], shape, gen)
+
+
 def next_item_instances(
     data: SeqDataset, max_len: int
 ) -> tuple[dict[str, torch.Tensor], NegativeSampler]:
     """SASRec-style rows: each user's last max_len training inputs with next-item targets.
 
     Returns {"seqs", "targets"} (left-padded [U, max_len], target 0 where the input is padding)
-    and a sampler of uniform negatives outside each user's training items; shared by the
-    next-item models so they train on identical instances.
+    and a sampler of uniform negatives outside each user's training items: the
+    `all_positions` rows of `NextItemInstances`, whole.
     """
-    starts, ends = train_segments(data, min_len=2)
-    window = torch.from_numpy(gather_padded(data.items, starts, ends, max_len + 1))
-    inputs, targets = window[:, :-1], window[:, 1:]
-    rows = {"seqs": inputs, "targets": torch.where(inputs != 0, targets, 0)}
-    return rows, NegativeSampler(data.n_items, data.items, starts, ends)
+    inst = NextItemInstances(data, max_len)
+    return inst.rows(np.arange(len(inst)), max_len), inst.sampler

@@ -104,6 +104,16 @@ EVAL_INPUT = Departure(
 BERT4REC_DEPARTURES = (
     EVAL_INPUT,
     Departure(
+        "training instances",
+        "each user's sequence with random cloze masks, plus copies with only the last item masked",
+        "slide windows of T, step 0.1·T (run_beauty.sh), each copied 10× with fixed masks "
+        "(dupe_factor) plus a last-item-masked copy; the validation item is trained on",
+        "each user's last T training items, one row, masks redrawn every epoch",
+        "choice",
+        "window",
+        "--ablate window=on (CBiT's slide windows, step window_step)",
+    ),
+    Departure(
         "row with no masked item",
         "silent",
         "not compared",

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 import torch
@@ -20,6 +21,7 @@ from torch import nn
 from seqbench.data.dataset import SeqDataset
 from seqbench.data.sequences import NegativeSampler, gather_padded, iterate_rows, train_segments
 from seqbench.models.base import Batch, ModelConfig, Parts, SeqModel, register
+from seqbench.models.departures import Departure
 from seqbench.models.pieces import NO_PLANS, Plans
 
 
@@ -38,18 +40,22 @@ class CaserConfig(ModelConfig):
     weight_decay: float = 1e-6
     batch_size: int = 512
     epochs: int = 50
+    #: windows: every window of L+T items (step 1); last: only each user's last window
+    instances: Literal["windows", "last"] = "windows"
+    quiet: ClassVar[dict[str, Any]] = {"instances": "windows"}
 
 
 def caser_windows(
-    starts: np.ndarray, ends: np.ndarray, size: int
+    starts: np.ndarray, ends: np.ndarray, size: int, last: bool = False
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Caser's sliding windows: (segment id, window start, window end) global indices.
 
     A segment with at least `size` items gives every full window ending at len, len-1, …,
     size (step 1); a shorter one gives one window (the whole segment, left-padded later).
+    With `last`, each segment gives only its first (latest) window.
     """
     lens = ends - starts
-    counts = np.where(lens >= size, lens - size + 1, 1)
+    counts = np.where((lens >= size) & (not last), lens - size + 1, 1)
     seg = np.repeat(np.arange(len(lens)), counts)
     k = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
     w_end = ends[seg] - k
@@ -63,6 +69,18 @@ class Caser(SeqModel):
 
     paper = "Tang & Wang, Personalized Top-N Sequential Recommendation via CNN, WSDM 2018"
     Config = CaserConfig
+    ablations = ("instances",)
+    departures = (
+        Departure(
+            "training instances",
+            "every window of L inputs + T targets slid over the user's sequence",
+            "the same, step 1 (caser_pytorch's to_sequence)",
+            "as paper and code",
+            "paper",
+            "instances",
+            "--ablate instances=last (only each user's latest window)",
+        ),
+    )
     dataset_defaults = {
         "synthetic": {"epochs": 10, "batch_size": 64, "lr": 1e-2, "dropout": 0.1, "negatives": 10},
     }
@@ -101,7 +119,8 @@ class Caser(SeqModel):
         cfg = self.cfg
         if self._train is None:
             starts, ends = train_segments(data, min_len=2)
-            seg, w_start, w_end = caser_windows(starts, ends, cfg.max_len + cfg.targets)
+            last = cfg.instances == "last"
+            seg, w_start, w_end = caser_windows(starts, ends, cfg.max_len + cfg.targets, last)
             window = gather_padded(data.items, w_start, w_end, cfg.max_len + cfg.targets)
             users = np.searchsorted(data.offsets, starts, side="right") - 1
             self._train = {

@@ -20,6 +20,7 @@ from seqbench.data.dataset import SeqDataset
 from seqbench.models.augment import Augmenter, Op, two_views
 from seqbench.models.base import Batch, Parts, register
 from seqbench.models.contrastive import nt_xent
+from seqbench.models.departures import S3REC_INSTANCES
 from seqbench.models.layers import SeqEmbedding, TransformerEncoder
 from seqbench.models.pieces import NO_PLANS, Plans
 from seqbench.models.sasrec import SASRec, SASRecConfig, check_items
@@ -67,7 +68,8 @@ class CL4SRec(SASRec):
     Config = CL4SRecConfig
     micro_key = None  # the contrastive loss couples the rows of a batch
     row_keys = ("seqs", "views")
-    ablations = ("augment",)
+    ablations = ("augment", "instances")
+    departures = (S3REC_INSTANCES,)
     dataset_defaults = {"synthetic": {"epochs": 30, "dropout": 0.2}}
 
     def __init__(self, cfg: CL4SRecConfig, data: SeqDataset) -> None:

@@ -22,7 +22,7 @@ from seqbench.data.dataset import SeqDataset
 from seqbench.models.augment import OPS, Augmenter, ops_from_letters
 from seqbench.models.base import register
 from seqbench.models.cl4srec import CL4SRec, CL4SRecConfig, ContrastiveFields
-from seqbench.models.departures import Departure
+from seqbench.models.departures import S3REC_INSTANCES, Departure
 from seqbench.models.item_similarity import SimilarItems, training_similarity
 
 ShortSet = Literal["SI", "SIM", "SIR", "SIC", "SIMR", "SIMC", "SIRC", "SIMRC"]
@@ -90,8 +90,9 @@ class CoSeRec(CL4SRec):
         "Augmentation, 2021"
     )
     Config = CoSeRecConfig
-    ablations = ("augment", "cl_repr")
+    ablations = ("augment", "cl_repr", "instances")
     departures = (
+        S3REC_INSTANCES,
         Departure(
             "contrastive representation",
             "silent",

@@ -57,6 +57,19 @@ BATCHING = Departure(
     "--set batching=grouped (length-grouped batches: faster, learns less per epoch)",
 )
 
+#: the S3-Rec lineage's next-item rows (CL4SRec, CoSeRec and STOSA train on them)
+S3REC_INSTANCES = Departure(
+    "training instances",
+    "silent",
+    "S3-Rec's SASRecDataset, used by CoSeRec's and STOSA's code (CL4SRec has none): one row "
+    "per user, its last T training items, a target at every position (inputs items[:-3], "
+    "targets items[1:-2]); no prefix splitting",
+    "as the code",
+    "code",
+    "instances",
+    "--ablate instances=prefixes (every prefix its own row, one target; or =last)",
+)
+
 
 def switched(
     departures: tuple[Departure, ...], config: dict[str, Any], default: dict[str, Any]

@@ -23,31 +23,26 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
 from seqbench.data.dataset import SeqDataset
-from seqbench.data.sequences import batch_indices, gather_padded, train_segments, trim
+from seqbench.data.sequences import (
+    batch_indices,
+    gather_padded,
+    instance_ranges,
+    train_segments,
+    trim,
+)
 from seqbench.models.base import Batch, ModelConfig, Parts, SeqModel, register
 from seqbench.models.contrastive import nt_xent
 from seqbench.models.departures import Departure
 from seqbench.models.layers import SeqEmbedding, TransformerEncoder
 from seqbench.models.pieces import NO_PLANS, Plans
 from seqbench.models.sasrec import causal_mask, check_items
-
-
-def prefix_instances(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Every prefix of each segment as (input start, input end); the target is items[end].
-
-    A segment of n items gives n−1 instances: items[start:k] → items[k] for k = start+1…end−1.
-    """
-    counts = np.maximum(ends - starts - 1, 0)
-    seg = np.repeat(np.arange(len(starts)), counts)
-    k = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
-    return starts[seg], starts[seg] + 1 + k
 
 
 class SameTargetSampler:
@@ -99,6 +94,9 @@ class DuoRecConfig(ModelConfig):
     #: left: positions count from the first item (RecBole); right: from the last
     positions: Literal["left", "right"] = "left"
     epochs: int = 50
+    #: prefixes: every prefix of a training sequence is an instance; last: only the whole one
+    instances: Literal["prefixes", "last"] = "prefixes"
+    quiet: ClassVar[dict[str, Any]] = {"instances": "prefixes"}
 
 
 @register("duorec")
@@ -109,8 +107,19 @@ class DuoRec(SeqModel):
     Config = DuoRecConfig
     piecewise = True  # positions and attention read only a row's own items
     row_keys = ("seqs", "positives")
-    ablations = ("contrast", "positions")
+    ablations = ("contrast", "positions", "instances")
     departures = (
+        Departure(
+            "training instances",
+            "silent",
+            "RecBole's data augmentation: every prefix of a training sequence (its last T "
+            "items) is an instance whose one target is the next item",
+            "as the code",
+            "code",
+            "instances",
+            "--ablate instances=last (one instance per user: its training sequence → its "
+            "last item)",
+        ),
         Departure(
             "positions",
             "silent",
@@ -174,7 +183,7 @@ class DuoRec(SeqModel):
 
     def train_batches(self, data: SeqDataset, gen: torch.Generator) -> Iterator[Batch]:
         if self._inst is None:
-            starts, ends = prefix_instances(*train_segments(data, min_len=2))
+            _, starts, ends = instance_ranges(*train_segments(data, min_len=2), self.cfg.instances)
             self._inst = (data.items, starts, ends, data.items[ends])
             self._sampler = SameTargetSampler(data.items[ends])
         _, starts, ends, targets = self._inst

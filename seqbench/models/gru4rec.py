@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -18,8 +19,9 @@ from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from seqbench.data.dataset import SeqDataset
-from seqbench.data.sequences import iterate_rows, next_item_instances
+from seqbench.data.sequences import InstanceRule, NextItemInstances
 from seqbench.models.base import Batch, ModelConfig, Parts, SeqModel, register
+from seqbench.models.departures import Departure
 from seqbench.models.pieces import NO_PLANS, Plans
 
 
@@ -33,6 +35,9 @@ class GRU4RecConfig(ModelConfig):
     dropout: float = 0.3
     max_len: int = 50
     batch_size: int = 256
+    #: which sub-sequences are trained on (seqbench.data.sequences.instance_ranges)
+    instances: InstanceRule = "all_positions"
+    quiet: ClassVar[dict[str, Any]] = {"instances": "all_positions"}
 
 
 def right_align(seqs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -51,6 +56,19 @@ class GRU4Rec(SeqModel):
     paper = "Hidasi et al., Session-based Recommendations with RNNs, ICLR 2016"
     Config = GRU4RecConfig
     micro_key = "targets"
+    ablations = ("instances",)
+    departures = (
+        Departure(
+            "training instances",
+            "session-parallel mini-batches: every event of a session predicts the next",
+            "the same (hidasib/GRU4Rec); RecBole's CE variant trains every prefix, last "
+            "position only",
+            "as the paper: one row per user, its last T training items, a target at every position",
+            "paper",
+            "instances",
+            "--ablate instances=prefixes (RecBole's rows; or =last)",
+        ),
+    )
     dataset_defaults = {
         "ml-1m": {"max_len": 200},
         "synthetic": {"epochs": 10, "batch_size": 32, "lr": 3e-3, "max_len": 40},
@@ -65,7 +83,7 @@ class GRU4Rec(SeqModel):
         nn.init.xavier_normal_(self.item.weight)
         for w in self.gru.parameters():
             nn.init.xavier_uniform_(w)
-        self._train: dict[str, torch.Tensor] | None = None
+        self._train: NextItemInstances | None = None
 
     def encode(self, seqs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Right-aligned outputs [B, T', d] (position k = after the k-th real item) and lengths."""
@@ -79,10 +97,8 @@ class GRU4Rec(SeqModel):
 
     def train_batches(self, data: SeqDataset, gen: torch.Generator) -> Iterator[Batch]:
         if self._train is None:
-            self._train = next_item_instances(data, self.cfg.max_len)[0]
-        yield from iterate_rows(
-            self._train, "seqs", self.cfg.batch_size, gen, self.cfg.batching == "grouped"
-        )
+            self._train = NextItemInstances(data, self.cfg.max_len, self.cfg.instances)
+        yield from self._train.batches(self.cfg.batch_size, gen, self.cfg.batching == "grouped")
 
     def loss(self, batch: Batch, plans: Plans = NO_PLANS) -> tuple[torch.Tensor, Parts]:
         h, _ = self.encode(batch["seqs"])

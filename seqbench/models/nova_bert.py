@@ -66,9 +66,18 @@ class NovaBERT(BERT4Rec):
 
     paper = "Liu et al., NOVA-BERT (non-invasive self-attention), AAAI 2021"
     Config = NovaBERTConfig
-    ablations = ("mode", "fusion", "side", "values")
+    ablations = ("mode", "fusion", "side", "values", "window")
     departures = (
         EVAL_INPUT,
+        Departure(
+            "training instances",
+            "BERT4Rec's cloze task on each user's sequence",
+            "no public code",
+            "BERT4Rec's: each user's last T training items, one row",
+            "paper",
+            "window",
+            "--ablate window=on (CBiT's slide windows, step window_step)",
+        ),
         Departure(
             "value stream input",
             "R_ID, the pure item-id embedding; position is side information",

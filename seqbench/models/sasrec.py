@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import torch
 import torch.nn.functional as F
 
 from seqbench.data.dataset import SeqDataset
-from seqbench.data.sequences import NegativeSampler, iterate_rows, next_item_instances
+from seqbench.data.sequences import InstanceRule, NextItemInstances
 from seqbench.models.base import Batch, ModelConfig, Parts, SeqModel, register
+from seqbench.models.departures import Departure
 from seqbench.models.layers import SeqEmbedding, TransformerEncoder
 from seqbench.models.pieces import NO_PLANS, Plans
 
@@ -118,6 +120,22 @@ class SASRecConfig(ModelConfig):
     max_len: int = 50
     batch_size: int = 128
     adam_beta2: float = 0.98
+    #: which sub-sequences are trained on (seqbench.data.sequences.instance_ranges)
+    instances: InstanceRule = "all_positions"
+    quiet: ClassVar[dict[str, Any]] = {"instances": "all_positions"}
+
+
+#: SASRec's training instances (also CL4SRec's, which has no code of its own)
+SASREC_INSTANCES = Departure(
+    "training instances",
+    "every position of the user's training sequence predicts the next item",
+    "one row per user: the last T training items, a target at every position (kang205/SASRec "
+    "sampler)",
+    "as paper and code",
+    "paper",
+    "instances",
+    "--ablate instances=prefixes (every prefix its own row, one target; or =last)",
+)
 
 
 @register("sasrec")
@@ -128,6 +146,8 @@ class SASRec(SeqModel):
     Config = SASRecConfig
     micro_key = "targets"
     row_keys = ("seqs",)
+    ablations = ("instances",)
+    departures = (SASREC_INSTANCES,)
     dataset_defaults = {
         "beauty": {"dropout": 0.5, "max_len": 50},
         "toys": {"dropout": 0.5, "max_len": 50},
@@ -142,19 +162,17 @@ class SASRec(SeqModel):
         self.encoder = TransformerEncoder(
             cfg.d, cfg.heads, cfg.layers, cfg.dropout, cfg.d, "relu", "sasrec", final_norm=True
         )
-        self._train: dict[str, torch.Tensor] | None = None
-        self._sampler: NegativeSampler | None = None
+        self._train: NextItemInstances | None = None
 
     def encode(self, seqs: torch.Tensor) -> torch.Tensor:
         return self.encoder(self.emb(seqs), seqs, causal_mask(seqs)[:, None])
 
     def train_batches(self, data: SeqDataset, gen: torch.Generator) -> Iterator[Batch]:
         if self._train is None:
-            self._train, self._sampler = next_item_instances(data, self.cfg.max_len)
-        for batch in iterate_rows(
-            self._train, "seqs", self.cfg.batch_size, gen, self.cfg.batching == "grouped"
-        ):
-            batch["negatives"] = self._sampler.sample(batch["rows"], batch["seqs"].shape, gen)
+            self._train = NextItemInstances(data, self.cfg.max_len, self.cfg.instances)
+        bucket = self.cfg.batching == "grouped"
+        for batch in self._train.batches(self.cfg.batch_size, gen, bucket):
+            batch["negatives"] = self._train.negatives(batch["rows"], batch["seqs"].shape, gen)
             check_items(batch, "seqs", "targets")
             yield batch
 

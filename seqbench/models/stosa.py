@@ -18,17 +18,17 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, ClassVar, Literal
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from seqbench.data.dataset import SeqDataset
-from seqbench.data.sequences import NegativeSampler, iterate_rows, next_item_instances
+from seqbench.data.sequences import InstanceRule, NextItemInstances
 from seqbench.errors import ConfigError
 from seqbench.models.base import Batch, ModelConfig, Parts, SeqModel, register
-from seqbench.models.departures import Departure
+from seqbench.models.departures import S3REC_INSTANCES, Departure
 from seqbench.models.layers import SeqEmbedding, with_self
 from seqbench.models.pieces import NO_PLANS, Plans
 from seqbench.models.sasrec import causal_mask, check_items
@@ -80,6 +80,9 @@ class STOSAConfig(ModelConfig):
     lr: float = 1e-3
     epochs: int = 500
     patience: int = 100
+    #: which sub-sequences are trained on (seqbench.data.sequences.instance_ranges)
+    instances: InstanceRule = "all_positions"
+    quiet: ClassVar[dict[str, Any]] = {"instances": "all_positions"}
 
     def validate(self) -> None:
         if self.d % self.heads:
@@ -202,8 +205,9 @@ class STOSA(SeqModel):
             "patience": 10,
         },
     }
-    ablations = ("pvn", "distance", "mean_stream", "norms")
+    ablations = ("pvn", "distance", "mean_stream", "norms", "instances")
     departures = (
+        S3REC_INSTANCES,
         Departure(
             "mean stream across layers",
             "each layer's mean output feeds the next layer and the prediction",
@@ -254,8 +258,7 @@ class STOSA(SeqModel):
                 self.cov_emb.norm = self.mean_emb.norm
         self.blocks = nn.ModuleList(WassersteinBlock(cfg) for _ in range(cfg.layers))
         self.apply(self._init)
-        self._train: dict[str, Tensor] | None = None
-        self._sampler: NegativeSampler | None = None
+        self._train: NextItemInstances | None = None
 
     @staticmethod
     def _init(module: nn.Module) -> None:
@@ -291,11 +294,10 @@ class STOSA(SeqModel):
 
     def train_batches(self, data: SeqDataset, gen: torch.Generator) -> Iterator[Batch]:
         if self._train is None:
-            self._train, self._sampler = next_item_instances(data, self.cfg.max_len)
-        for batch in iterate_rows(
-            self._train, "seqs", self.cfg.batch_size, gen, self.cfg.batching == "grouped"
-        ):
-            batch["negatives"] = self._sampler.sample(batch["rows"], batch["seqs"].shape, gen)
+            self._train = NextItemInstances(data, self.cfg.max_len, self.cfg.instances)
+        bucket = self.cfg.batching == "grouped"
+        for batch in self._train.batches(self.cfg.batch_size, gen, bucket):
+            batch["negatives"] = self._train.negatives(batch["rows"], batch["seqs"].shape, gen)
             check_items(batch, "seqs")
             yield batch
 
