@@ -19,8 +19,8 @@ CBIT_CODE_DEPARTURES = (
     EVAL_INPUT,
     Departure(
         "training instances",
-        "slide windows of T over each training sequence: starts len−T, len−T−step, … > 0, "
-        "plus 0 (Section 4.1.1), each its own instance",
+        "slide windows of T over each training sequence: starts len−T, len−T−step, and on "
+        "while positive, plus 0 (Section 4.1.1), each its own instance",
         "the same (T, step = 15, 1 / 20, 1 / 40, 10 for Beauty / Toys / ML-1M)",
         "as paper and code; masks redrawn every epoch",
         "paper",
