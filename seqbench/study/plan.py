@@ -3,7 +3,7 @@ RunRequest) and which of them each table shows."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -211,15 +211,25 @@ def _default_reference(label: str, study: Study, entries: dict[str, TableEntry])
     return None
 
 
-def statuses(p: Plan, store: RunStore, data_dir: str | None) -> list[tuple[str | None, str]]:
-    """(run id, status) of each planned run: done, missing, or its dataset not prepared."""
+#: the status of a planned run the store lacks but the study folder has (metrics/<run_id>/)
+IN_FOLDER = "from the folder"
+
+
+def statuses(
+    p: Plan, store: RunStore, data_dir: str | None, committed: Collection[str] = ()
+) -> list[tuple[str | None, str]]:
+    """(run id, status) of each planned run: done (in the store), from the folder (one of the
+    `committed` run ids), missing, or its dataset not prepared."""
     out = []
     for r in p.runs:
         if not (dataset_path(r.dataset, data_dir) / "card.json").is_file():
             out.append((None, "dataset not prepared"))
             continue
         run_id = request_run_id(r.request, data_dir)
-        out.append((run_id, "done" if store.is_done(run_id) else "missing"))
+        if store.is_done(run_id):
+            out.append((run_id, "done"))
+        else:
+            out.append((run_id, IN_FOLDER if run_id in committed else "missing"))
     return out
 
 
