@@ -166,10 +166,10 @@ def print_rendering(title: str, where: str, done: Rendering) -> None:
 def print_outcome(title: str, where: str, done: StudyResult, written: list[Path]) -> None:
     """The runs trained, reused and failed, and the tables that could not be rendered."""
     out = done.output
+    reused = f", {done.count('committed')} from the folder" if done.count("committed") else ""
     console_err.print(
         f"{title}: {done.count('done')} run(s) trained, {done.count('cached')} from the "
-        f"store, {done.count('committed')} from the folder, {len(done.failed)} failed, "
-        f"{done.seconds:.0f} s; wrote {len(written)} "
+        f"store{reused}, {len(done.failed)} failed, {done.seconds:.0f} s; wrote {len(written)} "
         f"files and folders in {where}/",
         soft_wrap=True,
         highlight=False,
