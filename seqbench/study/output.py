@@ -22,7 +22,7 @@ from seqbench.runs.exported import ExportedRun, copy_exported, export
 from seqbench.runs.result import Evaluation
 from seqbench.runs.store import RunStore
 from seqbench.study.plan import Plan, StudyRun, TablePlan, table_plans
-from seqbench.study.spec import STUDY_FILE
+from seqbench.study.spec import STUDY_FILE, Study
 
 #: the folder of a study that holds its runs' small files, one sub-folder per run id
 RUN_FILES = "metrics"
@@ -61,7 +61,7 @@ def study_notes(p: Plan) -> list[str]:
     fp32, its training precision."""
     s = p.study
     return [
-        f"{s.title} — protocol {s.protocol}, seeds {s.seeds_text()}; budget: "
+        f"{s.title} — {s.protocol_text()}, seeds {s.seeds_text()}; budget: "
         f"{s.budget.describe()} (one budget for all models of the study)"
         + s.precision_clause()
         + "."
@@ -113,7 +113,8 @@ def build_table(tp: TablePlan, by_id: dict[int, Run | None]) -> Table | None:
     entries = []
     for e in tp.entries:
         per = {d: [r for s in rs if (r := by_id[id(s)]) is not None] for d, rs in e.runs.items()}
-        entries.append(Entry(e.label, {d: rs for d, rs in per.items() if rs}, e.reference))
+        runs = {d: rs for d, rs in per.items() if rs}
+        entries.append(Entry(e.label, runs, e.reference, e.group))
     if not all_runs(entries):
         return None
     datasets = [d for d in tp.datasets if any(e.runs.get(d) for e in entries)]
@@ -260,7 +261,6 @@ def readme_block(out: StudyOutput, folder: str) -> str:
     re-create it, each table (markdown, with links to the other formats) and the runs."""
     p = out.plan
     s = p.study
-    protocol = get_protocol(s.protocol)
     data = ", ".join(s.datasets.values())
     # found in the run store or in this folder: the same count on any machine, so a fresh
     # clone re-renders the block byte for byte
@@ -271,8 +271,7 @@ def readme_block(out: StudyOutput, folder: str) -> str:
         "",
         "## Results (generated)",
         "",
-        f"- Protocol `{s.protocol}` ({protocol.description}); datasets: {data}; seeds: "
-        f"{s.seeds_text()}.",
+        f"- {protocol_line(s)}; datasets: {data}; seeds: {s.seeds_text()}.",
         f"- Budget: {s.budget.describe()} (one budget for all models of the study)"
         + (f"; {s.threads} torch thread(s) per run" if s.threads else "")
         + (f", {s.workers} runs at a time" if s.workers > 1 else "")
@@ -293,6 +292,15 @@ def readme_block(out: StudyOutput, folder: str) -> str:
     lines += evaluation_lines(out)
     lines += run_lines(out)
     return "\n".join(lines) + "\n"
+
+
+def protocol_line(s: Study) -> str:
+    """'Protocol `seqbench` (description)', or each protocol of a study with several."""
+    used = s.used_protocols()
+    if s.protocol_text() == f"protocol {s.protocol}":
+        return f"Protocol `{s.protocol}` ({get_protocol(s.protocol).description})"
+    shown = (f"{k} = `{v}` ({get_protocol(v).description})" for k, v in used.items())
+    return "Protocols: " + "; ".join(shown)
 
 
 def splice_readme(text: str | None, block: str, title: str) -> str:
