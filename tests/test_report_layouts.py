@@ -18,13 +18,14 @@ from seqbench.runs.store import load_runs
 
 
 def test_layout_registry_knows_names_metrics_figures_and_cards() -> None:
-    assert LAYOUTS.names() == ["ablation", "curves", "overall", "sensitivity", "stats"]
+    assert LAYOUTS.names() == ["ablation", "curves", "overall", "protocols", "sensitivity", "stats"]
     expected = {  # name: (default metrics, draws a figure, reads dataset cards)
         "overall": (("HR@5", "HR@10", "HR@20", "NDCG@5", "NDCG@10", "NDCG@20"), False, False),
         "ablation": (("HR@10", "NDCG@10"), True, False),
         "sensitivity": (("HR@10", "NDCG@10"), True, False),
         "curves": (("NDCG@10",), True, False),
         "stats": ((), False, True),
+        "protocols": (("NDCG@10",), False, False),
     }
     for name, (metrics, figure, cards) in expected.items():
         layout = LAYOUTS.get(name)

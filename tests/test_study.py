@@ -206,7 +206,7 @@ def test_study_run_trains_then_rerenders_from_the_store(
     assert readme.rstrip().endswith(END)
     assert (
         "seqbench prepare synthetic --seed 0" in readme
-        and "Runs in the run store: 2 of 2" in readme
+        and "Runs finished: 2 of 2, each one's files under `metrics/<run_id>/`" in readme
     )
     assert md.strip() in readme and runs["sasrec"].run_id in readme
     d = RunStore(folder["runs"]).load_evaluation(runs["sasrec"].run_id, "duorec")
@@ -259,7 +259,7 @@ def test_render_only_writes_the_block_and_keeps_earlier_files(
           "--runs-dir", str(folder["runs"])])  # fmt: skip
     assert "0 of 2 runs in the store" in capsys.readouterr().err
     readme = (root / "README.md").read_text()
-    assert "Runs in the run store: 0 of 2" in readme
+    assert "Runs finished: 0 of 2," in readme
     assert "| sasrec | synthetic | 0 | not run yet |" in readme
     assert "_Not rendered: no run of this table is in the run store yet._" in readme
     assert (root / "metrics" / "old.json").is_file() and not (root / "main.md").exists()

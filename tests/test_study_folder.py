@@ -134,3 +134,42 @@ def test_the_store_wins_over_the_committed_copy(toy: dict[str, Path]) -> None:
     (run / RANKS).unlink()
     study(toy, "--render-only")
     assert (run / "metrics.json").read_bytes() == stored and (run / RANKS).is_file()
+
+
+def test_a_study_resumes_from_its_folder_on_a_fresh_machine(
+    toy: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The committed metrics/<run_id>/ count as finished: an empty store trains nothing and the
+    folder is rewritten byte for byte; a run missing from the folder is trained."""
+    study(toy)
+    before = snapshot(toy["root"])
+    fresh = tmp_path / "fresh"
+    capsys.readouterr()
+    study(toy, "--dry-run", runs=fresh)
+    out = capsys.readouterr().out
+    assert out.count("from the folder: synthetic-") == 4 and "would train 0 run(s)" in out
+    assert "0 of 4 runs in the run store" in out and "4 more from the folder's metrics/" in out
+    study(toy, runs=fresh)
+    assert "0 run(s) trained, 0 from the store, 4 from the folder" in capsys.readouterr().err
+    assert not fresh.exists() or not [p for p in fresh.iterdir() if "-" in p.name]
+    assert snapshot(toy["root"]) == before
+    sasrec = sorted(p for p in (toy["root"] / "metrics").iterdir() if "-sasrec-" in p.name)[0]
+    shutil.rmtree(sasrec)
+    study(toy, runs=fresh)
+    assert "1 run(s) trained, 0 from the store, 3 from the folder" in capsys.readouterr().err
+    assert [p.name for p in fresh.iterdir() if not p.name.startswith(".")] == [sasrec.name]
+    assert (sasrec / RANKS).is_file()
+
+
+def test_a_committed_run_cannot_be_reevaluated_without_weights(
+    toy: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    study(toy)
+    spec = {**STUDY, "evaluate": ["duorec"]}
+    (toy["root"] / "study.yaml").write_text(yaml.safe_dump(spec))
+    with pytest.raises(SystemExit) as e:
+        study(toy, runs=tmp_path / "fresh")
+    assert e.value.code != 0
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "study.yaml: evaluate: duorec: run synthetic-" in err
+    assert "without its weights, so it cannot be re-evaluated" in err

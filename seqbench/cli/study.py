@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated
 
@@ -42,15 +43,16 @@ from seqbench.report.significance import SignificanceOptions
 from seqbench.runs.batch import resolve_request
 from seqbench.runs.estimate import Estimate, estimate
 from seqbench.runs.executors import dataset
+from seqbench.runs.exported import ExportedRun, load_exported, reusable
 from seqbench.runs.options import Pool
 from seqbench.runs.store import RunStore
 from seqbench.runs.tracking import tracking_for
-from seqbench.study.output import display_path, study_notes, write_folder
+from seqbench.study.output import RUN_FILES, display_path, study_notes, write_folder
 from seqbench.study.parse import load_study, study_file
-from seqbench.study.plan import Plan, StudyRun, plan, statuses
+from seqbench.study.plan import IN_FOLDER, Plan, StudyRun, plan, statuses
 from seqbench.study.reproduce import get_study, listing
 from seqbench.study.reproduce import reproduce as run_reproduction
-from seqbench.study.run import Rendering, StudyResult, render_study, run_study
+from seqbench.study.run import Rendering, StudyResult, from_folder, render_study, run_study
 from seqbench.study.spec import Budget, Study, with_precision
 from seqbench.training.context import LogObserver, RunContext, Tracking
 
@@ -63,10 +65,18 @@ app.add_typer(study_app, name="study")
 Folder = Annotated[str, typer.Argument(help="study folder (with study.yaml), e.g. results/stosa")]
 
 
-def show_plan(folder: str, p: Plan, store: RunStore, data_dir: str | None) -> int:
-    """Print the study's runs with their status and its tables; returns how many are missing."""
+def show_plan(
+    folder: str,
+    p: Plan,
+    store: RunStore,
+    data_dir: str | None,
+    committed: Mapping[str, ExportedRun] | None = None,
+) -> int:
+    """Print the study's runs with their status (in the store, from the study folder's
+    `committed` copies, missing) and its tables; returns how many would be trained."""
     study = p.study
-    rows = statuses(p, store, data_dir)
+    committed = committed or {}
+    rows = statuses(p, store, data_dir, committed)
     precision = f" · precision {study.precision}" if study.precision != "fp32" else ""
     table = Table(
         title=f"{study.title} · protocol {study.protocol} · {study.budget.describe()}{precision}"
@@ -75,8 +85,8 @@ def show_plan(folder: str, p: Plan, store: RunStore, data_dir: str | None) -> in
         table.add_column(col, justify="right" if col == "seed" else "left", no_wrap=col == "run")
     for r, (run_id, status) in zip(p.runs, rows, strict=True):
         epochs = ""
-        if status == "done" and run_id is not None:
-            m = store.load_result(run_id)
+        if status in ("done", IN_FOLDER) and run_id is not None:
+            m = store.load_result(run_id) if status == "done" else committed[run_id].result
             epochs = f"{m.epochs_run} ({m.best_epoch})"
         shown = run_id if status == "done" else f"{status}" + (f": {run_id}" if run_id else "")
         table.add_row(escape(r.label), r.dataset, str(r.request.seed), epochs, shown)
@@ -84,9 +94,12 @@ def show_plan(folder: str, p: Plan, store: RunStore, data_dir: str | None) -> in
     for t in study.tables:
         files = ", ".join(f"{t.name}.{FORMATS.get(f).suffix}" for f in t.formats)
         console.print(f"table {t.name}: {t.layout} → {files}", soft_wrap=True, highlight=False)
-    missing = [s for _, s in rows if s != "done"]
+    missing = [s for _, s in rows if s not in ("done", IN_FOLDER)]
+    reused = sum(s == IN_FOLDER for _, s in rows)
+    folder_note = f"; {reused} more from the folder's {RUN_FILES}/ (not trained again)"
     console.print(
-        f"{len(rows) - len(missing)} of {len(rows)} runs in the run store {store.root}/",
+        f"{sum(s == 'done' for _, s in rows)} of {len(rows)} runs in the run store {store.root}/"
+        + (folder_note if reused else ""),
         soft_wrap=True,
     )
     unprepared = {r.dataset for r, (i, _) in zip(p.runs, rows, strict=True) if i is None}
@@ -153,9 +166,10 @@ def print_rendering(title: str, where: str, done: Rendering) -> None:
 def print_outcome(title: str, where: str, done: StudyResult, written: list[Path]) -> None:
     """The runs trained, reused and failed, and the tables that could not be rendered."""
     out = done.output
+    reused = f", {done.count('committed')} from the folder" if done.count("committed") else ""
     console_err.print(
         f"{title}: {done.count('done')} run(s) trained, {done.count('cached')} from the "
-        f"store, {len(done.failed)} failed, {done.seconds:.0f} s; wrote {len(written)} "
+        f"store{reused}, {len(done.failed)} failed, {done.seconds:.0f} s; wrote {len(written)} "
         f"files and folders in {where}/",
         soft_wrap=True,
         highlight=False,
@@ -183,7 +197,9 @@ def show(
     """List the study's runs (done / missing) and tables without training anything."""
     study = with_precision(load_study(folder), precision)
     p = plan(study, data_dir=data_dir, need_data=False)
-    show_plan(display_path(study_file(folder).parent), p, RunStore(runs_dir), data_dir)
+    path = study_file(folder).parent
+    committed = reusable(load_exported(path / RUN_FILES))
+    show_plan(display_path(path), p, RunStore(runs_dir), data_dir, committed)
 
 
 @study_app.command("run")
@@ -242,9 +258,11 @@ def run(
         deterministic=deterministic,
         compile=compile_,
     )
+    committed = reusable(load_exported(path / RUN_FILES))
     if dry_run:
-        missing = show_plan(where, p, store, data_dir)
-        show_estimates(p, statuses(p, store, data_dir), ctx)
+        from_folder(p, ctx, store, committed)  # refuses what a study run would refuse
+        missing = show_plan(where, p, store, data_dir, committed)
+        show_estimates(p, statuses(p, store, data_dir, committed), ctx)
         console.print(
             f"dry run: would train {missing} run(s) ({study.budget.describe()}; precision "
             f"{study.precision}), then write "
@@ -255,9 +273,8 @@ def run(
     # on Ray every missing run is in flight at once unless --workers says otherwise
     size = workers or (None if executor == "ray" else study.workers)
     pool = Pool(executor, size, address, gpus_per_run)
-    done = run_study(
-        p, ctx, pool, SweepDisplay(console_err, bars(progress)), lambda rs: study_notes(p)
-    )
+    display = SweepDisplay(console_err, bars(progress))
+    done = run_study(p, ctx, pool, display, lambda rs: study_notes(p), committed)
     print_outcome(study.title, where, done, write_folder(path, done.output, store))
     if done.failed:
         sys.exit(1)

@@ -66,6 +66,8 @@ class Entry:
     label: str
     runs: dict[str, list[Run]]
     reference: str | None = None
+    #: the column of a `protocols` table (a protocol label; None: the runs' own protocol)
+    group: str | None = None
 
 
 # ------------------------------------------------------------------ numbers of a table

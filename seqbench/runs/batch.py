@@ -5,7 +5,7 @@ with its request, and an observer follows the jobs."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,12 +17,13 @@ from seqbench.runs.result import ResultError, RunResult
 from seqbench.runs.store import RunStore
 from seqbench.training.context import EpochReport, Observer, RunContext
 
-STATUSES = ("done", "cached", "failed")
+STATUSES = ("done", "cached", "committed", "failed")
 
 
 @dataclass
 class SweepResult:
-    """One request's result: status done (trained now) | cached (from the store) | failed."""
+    """One request's result: status done (trained now) | cached (from the store) | committed
+    (from a results folder's copy, e.g. a study's metrics/<run_id>/) | failed."""
 
     request: RunRequest
     run_id: str | None
@@ -83,8 +84,10 @@ def run_requests(
     pool: Pool = Pool(),
     options: RunOptions = RunOptions(),
     observer: SweepObserver | None = None,
+    committed: Mapping[str, RunResult] | None = None,
 ) -> list[SweepResult]:
-    """Run every request (stored ones are returned as cached); results in request order.
+    """Run every request (stored ones are returned as cached, those the store lacks but
+    `committed` has, by run id, as committed); results in request order.
 
     A request whose config is invalid, or whose run raises or kills its worker, is returned
     as failed with its error; the others go on. Requests with the same run id run once.
@@ -95,6 +98,7 @@ def run_requests(
     # absolute paths: Ray workers (maybe on other nodes) do not share this process's cwd
     job_ctx = dataclasses.replace(ctx.absolute(), observer=Observer(), threads=None)
     store = RunStore(job_ctx.runs_dir)
+    known: Mapping[str, RunResult] = committed or {}
     device = job_ctx.device_type()
     results: list[SweepResult | None] = [None] * len(requests)
     jobs: list[Job] = []
@@ -110,6 +114,8 @@ def run_requests(
         ids.append(resolved.run_id)
         if store.is_done(resolved.run_id):
             results[i] = _stored(req, resolved.run_id, store)
+        elif resolved.run_id in known:
+            results[i] = SweepResult(req, resolved.run_id, "committed", known[resolved.run_id])
         elif resolved.run_id not in first:
             first[resolved.run_id] = i
             jobs.append(Job(i, resolved, job_ctx, options))

@@ -9,6 +9,7 @@ MRR exactly as the evaluator computed them.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from functools import cached_property
 from pathlib import Path
 
@@ -94,6 +95,12 @@ def load_exported(folder: Path) -> dict[str, ExportedRun]:
             result = RunResult.read(run.metrics)
             out[path.name] = ExportedRun(path, result, load_json(run.config))
     return out
+
+
+def reusable(runs: Mapping[str, ExportedRun]) -> dict[str, ExportedRun]:
+    """The exported runs a study takes as finished instead of training them again: those with
+    their per-user counts (a run committed before seqbench kept them cannot be tested)."""
+    return {run_id: run for run_id, run in runs.items() if run.has_per_user}
 
 
 def copy_exported(run: ExportedRun, dest: Path) -> None:

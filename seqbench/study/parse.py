@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,7 @@ from seqbench.study.spec import (
     Study,
     StudyModel,
     StudyTable,
+    model_protocols,
     scalar,
 )
 from seqbench.training.context import Tracking
@@ -37,6 +39,7 @@ STUDY_KEYS = (
     "title",
     "citation",
     "protocol",
+    "protocols",
     "datasets",
     "seeds",
     "budget",
@@ -50,7 +53,7 @@ STUDY_KEYS = (
     "models",
     "tables",
 )
-MODEL_KEYS = ("model", "sets", "ablate", "seeds")
+MODEL_KEYS = ("model", "sets", "ablate", "seeds", "protocol")
 TABLE_KEYS = (
     "layout",
     "title",
@@ -66,6 +69,7 @@ TABLE_KEYS = (
     "param",
     "published",
     "budget_columns",
+    "protocol",
 )
 
 
@@ -141,12 +145,15 @@ def parse_model(label: str, raw: Any, where: str) -> StudyModel:
             f"{at}.sets: epochs is the study's budget, one for all models: set `budget` instead"
         )
     seeds = None if "seeds" not in spec else tuple(_seeds(spec["seeds"], f"{at}.seeds"))
+    protocol = None if spec.get("protocol") is None else str(spec["protocol"])
+    _protocols((protocol,) if protocol else (), f"{at}.protocol")
     return StudyModel(
         label,
         str(spec.get("model", label)),
         sets,
         points(spec.get("ablate"), f"{at}.ablate"),
         seeds,
+        protocol,
     )
 
 
@@ -159,17 +166,21 @@ def _seeds(raw: Any, at: str) -> list[int]:
 
 
 def parse_table(
-    name: str, raw: Any, where: str, models: dict[str, StudyModel], datasets: dict[str, str]
+    name: str,
+    raw: Any,
+    where: str,
+    models: dict[str, StudyModel],
+    datasets: dict[str, str],
+    protocols: Collection[str] = (),
 ) -> StudyTable:
+    """One table; `protocols`: the labels of the study's protocols (see `_table_protocol`)."""
     at = f"{where}: tables.{name}"
     spec = _mapping(raw, at, TABLE_KEYS)
     layout = str(spec.get("layout", ""))
     if layout not in LAYOUTS:
         raise ConfigError(f"{at}.layout: {layout or 'missing'} (one of {', '.join(LAYOUTS)})")
-    formats = _names(spec.get("formats", list(DEFAULT_FORMATS)), f"{at}.formats")
-    for fmt in formats:
-        if fmt not in FORMATS:
-            raise ConfigError(f"{at}.formats: unknown format {fmt!r} ({', '.join(FORMATS)})")
+    protocol = _table_protocol(spec.get("protocol"), layout, protocols, at)
+    formats = _formats(spec.get("formats", list(DEFAULT_FORMATS)), f"{at}.formats")
     metrics = _names(spec.get("metrics", list(REPORT_LAYOUTS.get(layout).metrics)), f"{at}.metrics")
     bad = [m for m in metrics if m not in METRICS and layout != "curves"]
     if bad:
@@ -219,7 +230,34 @@ def parse_table(
         published_from=str(source) if source is not None else None,
         published=published,
         budget_columns=bool(spec.get("budget_columns", False)),
+        protocol=protocol,
     )
+
+
+def _formats(raw: Any, at: str) -> tuple[str, ...]:
+    """A table's output formats, each a known one."""
+    formats = _names(raw, at)
+    for fmt in formats:
+        if fmt not in FORMATS:
+            raise ConfigError(f"{at}: unknown format {fmt!r} ({', '.join(FORMATS)})")
+    return formats
+
+
+def _table_protocol(raw: Any, layout: str, protocols: Collection[str], at: str) -> str | None:
+    """The protocol label a table shows: one of the study's; required with several of them
+    unless the layout is `protocols`."""
+    if raw is None:
+        if len(protocols) > 1 and layout != "protocols":
+            raise ConfigError(
+                f"{at}: the study has several protocols ({', '.join(protocols)}): name the one "
+                "this table shows (protocol: LABEL), or use layout: protocols"
+            )
+        return None
+    if str(raw) not in protocols:
+        raise ConfigError(
+            f"{at}.protocol: {raw!r} is not a protocol of the study ({', '.join(protocols)})"
+        )
+    return str(raw)
 
 
 def _protocols(names: tuple[str, ...], at: str) -> None:
@@ -229,6 +267,26 @@ def _protocols(names: tuple[str, ...], at: str) -> None:
             get_protocol(name)
         except ConfigError as e:
             raise ConfigError(f"{at}: {e}") from None
+
+
+def _axis(spec: dict[str, Any], where: str) -> tuple[str, dict[str, str]]:
+    """The study's protocol and its protocol axis (label -> protocol; empty without one):
+    `protocol: P`, or `protocols: {LABEL: P, ...}` whose first protocol is the study's."""
+    if ("protocol" in spec) == ("protocols" in spec):
+        raise ConfigError(
+            f"{where}: give either protocol (one for all runs) or protocols "
+            "({LABEL: PROTOCOL, ...}, crossed with the models)"
+        )
+    if "protocol" in spec:
+        protocol = str(spec["protocol"])
+        _protocols((protocol,), f"{where}: protocol")
+        return protocol, {}
+    axis = {str(k): str(v) for k, v in _mapping(spec["protocols"], f"{where}: protocols").items()}
+    if not axis:
+        raise ConfigError(f"{where}: protocols: name at least one protocol")
+    for label, name in axis.items():
+        _protocols((name,), f"{where}: protocols.{label}")
+    return next(iter(axis.values())), axis
 
 
 def _datasets(raw: Any, where: str) -> dict[str, str]:
@@ -282,12 +340,11 @@ def parse_study(raw: Any, where: str) -> Study:
     """A study from its YAML document; every mistake is a one-line ConfigError naming `where`
     (the file) and the key."""
     spec = _mapping(raw, where, STUDY_KEYS)
-    for key in ("protocol", "datasets", "budget", "models", "tables"):
+    for key in ("datasets", "budget", "models", "tables"):
         if key not in spec:
             raise ConfigError(f"{where}: missing key {key!r}")
     plugins = _plugins(spec.get("plugins"), where)
-    protocol = str(spec["protocol"])
-    _protocols((protocol,), f"{where}: protocol")
+    protocol, axis = _axis(spec, where)
     datasets = _datasets(spec["datasets"], where)
     seeds = _seeds(spec.get("seeds", [0]), f"{where}: seeds")
     models = {
@@ -296,8 +353,9 @@ def parse_study(raw: Any, where: str) -> Study:
     }
     if not models:
         raise ConfigError(f"{where}: models: name at least one model")
+    labels = {k for m in models.values() for k in model_protocols(m, axis or {protocol: protocol})}
     tables = tuple(
-        parse_table(str(name), t, where, models, datasets)
+        parse_table(str(name), t, where, models, datasets, sorted(labels))
         for name, t in _mapping(spec["tables"], f"{where}: tables").items()
     )
     prepare = {
@@ -326,6 +384,7 @@ def parse_study(raw: Any, where: str) -> Study:
         precision=known_precision(str(spec.get("precision", "fp32")), f"{where}: precision:"),
         tracking=parse_tracking(spec.get("tracking"), where),
         plugins=plugins,
+        protocols=axis,
     )
 
 

@@ -3,7 +3,7 @@ RunRequest) and which of them each table shows."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -27,6 +27,8 @@ class StudyRun:
     sets: Point
     ablate: Point
     request: RunRequest
+    #: the label of its protocol in the study (the protocol itself without a protocol axis)
+    protocol: str = ""
 
 
 @dataclass
@@ -70,7 +72,8 @@ def plan(
     budget: Budget | None = None,
     need_data: bool = True,
 ) -> Plan:
-    """Expand the study into runs: datasets × models × configurations × seeds, in that order.
+    """Expand the study into runs: datasets × models × protocols × configurations × seeds, in
+    that order.
 
     Every run is checked by `RunRequest.resolve`, the one validator (unknown model, key, value
     or ablation axis). Strict (default): the first problem, or an unprepared dataset when
@@ -109,22 +112,23 @@ def plan(
 
 
 def _runs(study: Study, m: StudyModel, dataset: str, budget: Budget) -> list[StudyRun]:
-    """The runs of one model of the study on one dataset: configurations × seeds."""
+    """The runs of one model of the study on one dataset: protocols × configurations × seeds."""
     out = []
-    for sets, ablate in m.points():
-        label = m.entry_label(sets, ablate)
-        for seed in m.seeds or study.seeds:
-            req = RunRequest(
-                m.model,
-                dataset,
-                sets=dict(sets),
-                ablate=dict(ablate),
-                seed=seed,
-                protocol=study.protocol,
-                epochs=budget.epochs,
-                precision=study.precision,
-            )
-            out.append(StudyRun(m, label, dataset, sets, ablate, req))
+    for plabel, protocol in study.model_protocols(m).items():
+        for sets, ablate in m.points():
+            label = m.entry_label(sets, ablate)
+            for seed in m.seeds or study.seeds:
+                req = RunRequest(
+                    m.model,
+                    dataset,
+                    sets=dict(sets),
+                    ablate=dict(ablate),
+                    seed=seed,
+                    protocol=protocol,
+                    epochs=budget.epochs,
+                    precision=study.precision,
+                )
+                out.append(StudyRun(m, label, dataset, sets, ablate, req, plabel))
     return out
 
 
@@ -149,6 +153,8 @@ class TableEntry:
     label: str
     runs: dict[str, list[StudyRun]]
     reference: str | None = None
+    #: a `protocols` table's column: the protocol label of the entry's runs
+    group: str | None = None
 
 
 @dataclass
@@ -175,8 +181,14 @@ def table_plans(p: Plan) -> list[TablePlan]:
         wanted = [m for m in t.models or (m.label for m in study.models) if m in p.models]
         data = [study.datasets[d] for d in t.datasets or study.datasets]
         runs = [r for r in p.runs if r.model.label in wanted and r.dataset in data]
+        if t.protocol is not None:
+            runs = [r for r in runs if r.protocol == t.protocol]
         if t.layout == "sensitivity" and t.param is not None:
             runs = [r for r in runs if t.param in r.sets]
+        if t.layout == "protocols":
+            used = [d for d in data if any(r.dataset == d for r in runs)]
+            out.append(TablePlan(t, used, _protocol_entries(study, wanted, runs), labels, {}))
+            continue
         entries: dict[str, TableEntry] = {}
         for label in wanted:
             model = next(m for m in study.models if m.label == label)
@@ -198,6 +210,25 @@ def table_plans(p: Plan) -> list[TablePlan]:
     return out
 
 
+def _protocol_entries(study: Study, wanted: list[str], runs: list[StudyRun]) -> list[TableEntry]:
+    """A `protocols` table's entries: one per model configuration and protocol label."""
+    out = []
+    for label in wanted:
+        model = next(m for m in study.models if m.label == label)
+        for plabel in study.used_protocols():
+            for sets, ablate in model.points():
+                name = model.entry_label(sets, ablate)
+                mine = [r for r in runs if r.model.label == label and r.label == name]
+                per = {
+                    d: [r for r in mine if r.protocol == plabel and r.dataset == d]
+                    for d in {r.dataset for r in mine}
+                }
+                per = {d: rs for d, rs in sorted(per.items()) if rs}
+                if per:
+                    out.append(TableEntry(name, per, group=plabel))
+    return out
+
+
 def _default_reference(label: str, study: Study, entries: dict[str, TableEntry]) -> str | None:
     """An ablated configuration is tested against its model's configuration without
     ablation (when the study runs one)."""
@@ -211,15 +242,25 @@ def _default_reference(label: str, study: Study, entries: dict[str, TableEntry])
     return None
 
 
-def statuses(p: Plan, store: RunStore, data_dir: str | None) -> list[tuple[str | None, str]]:
-    """(run id, status) of each planned run: done, missing, or its dataset not prepared."""
+#: the status of a planned run the store lacks but the study folder has (metrics/<run_id>/)
+IN_FOLDER = "from the folder"
+
+
+def statuses(
+    p: Plan, store: RunStore, data_dir: str | None, committed: Collection[str] = ()
+) -> list[tuple[str | None, str]]:
+    """(run id, status) of each planned run: done (in the store), from the folder (one of the
+    `committed` run ids), missing, or its dataset not prepared."""
     out = []
     for r in p.runs:
         if not (dataset_path(r.dataset, data_dir) / "card.json").is_file():
             out.append((None, "dataset not prepared"))
             continue
         run_id = request_run_id(r.request, data_dir)
-        out.append((run_id, "done" if store.is_done(run_id) else "missing"))
+        if store.is_done(run_id):
+            out.append((run_id, "done"))
+        else:
+            out.append((run_id, IN_FOLDER if run_id in committed else "missing"))
     return out
 
 

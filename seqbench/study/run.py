@@ -6,12 +6,13 @@ render its folder from what is stored (`render_study`)."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from seqbench.runs.batch import SweepObserver, SweepResult, run_requests
-from seqbench.runs.exported import load_exported
+from seqbench.errors import ConfigError, SeqbenchError
+from seqbench.runs.batch import SweepObserver, SweepResult, request_run_id, run_requests
+from seqbench.runs.exported import ExportedRun, load_exported, reusable
 from seqbench.runs.options import Pool, RunOptions
 from seqbench.runs.reevaluate import reevaluate
 from seqbench.runs.store import RunStore
@@ -49,18 +50,51 @@ def run_study(
     pool: Pool = Pool(),
     observer: SweepObserver | None = None,
     notes: Callable[[Sequence[SweepResult]], Sequence[str]] = lambda results: (),
+    committed: Mapping[str, ExportedRun] | None = None,
 ) -> StudyResult:
-    """Train the plan's missing runs (`pool` workers; `observer` follows them), test each under
-    the study's `evaluate` presets, and build its tables; `notes(results)` go first in each."""
+    """Train the plan's runs that neither the store nor `committed` (the study folder's copies,
+    by run id) has (`pool` workers; `observer` follows them), test each under the study's
+    `evaluate` presets, and build its tables; `notes(results)` go first in each."""
     t0 = time.perf_counter()
+    store = RunStore(ctx.runs_dir)
+    reused = from_folder(p, ctx, store, reusable(committed or {}))
     options = RunOptions(max_minutes=p.budget.minutes)
-    results = run_requests(p.requests, ctx=ctx, pool=pool, options=options, observer=observer)
+    results = run_requests(
+        p.requests, ctx=ctx, pool=pool, options=options, observer=observer,
+        committed={i: run.result for i, run in reused.items()},
+    )  # fmt: skip
     ids = [r.run_id if r.status != "failed" else None for r in results]
-    for run_id in dict.fromkeys(i for i in ids if i is not None):
+    for run_id in dict.fromkeys(i for i in ids if i is not None and i not in reused):
         for protocol in p.study.evaluate:
             reevaluate(run_id, protocol, ctx)
-    out = build(p, ids, RunStore(ctx.runs_dir), notes(results))
+    out = build(p, ids, store, notes(results), reused)
     return StudyResult(out, results, time.perf_counter() - t0)
+
+
+def from_folder(
+    p: Plan, ctx: RunContext, store: RunStore, committed: Mapping[str, ExportedRun]
+) -> dict[str, ExportedRun]:
+    """The `committed` runs the plan asks for (by run id on this device type) that the store
+    lacks; one without a re-evaluation the study's `evaluate` needs is refused before anything
+    trains (its weights stay on the machine that trained it)."""
+    out = {}
+    for req in p.requests if committed else ():
+        try:
+            run_id = request_run_id(req, ctx.data_dir, ctx.device_type())
+        except SeqbenchError:
+            continue  # run_requests reports the invalid request
+        if run_id in committed and not store.is_done(run_id):
+            out[run_id] = committed[run_id]
+    for run_id, run in out.items():
+        lacking = [e for e in p.study.evaluate if not run.folder.evaluation(e).is_file()]
+        if lacking:
+            raise ConfigError(
+                f"{p.study.where}: evaluate: {', '.join(lacking)}: run {run_id} comes from the "
+                f"study folder ({RUN_FILES}/{run_id}/) without its weights, so it cannot be "
+                "re-evaluated: bring the run store that trained it (--runs-dir), or delete "
+                f"{RUN_FILES}/{run_id}/ to train it again"
+            )
+    return out
 
 
 @dataclass

@@ -13,6 +13,8 @@ what is missing and `output` writes the folder.
     budget: {epochs: 170}           # or {minutes: 30}, or {epochs: default} (each model's own)
     threads: 1                      # torch threads per run (optional)
     precision: fp32                 # training precision of every run: fp32|bf16|fp16 (optional)
+    protocols: {LOO: seqbench, GTS: gts}   # instead of `protocol`: an axis crossed with the
+                                    # models (a model's `protocol:` overrides it; optional)
     evaluate: [seqbench, duorec]    # also test each run's best weights under these (optional)
     tracking: mlflow                # log each run trained (optional; or {tracker: tensorboard,
                                     # to: FOLDER}), as `seqbench run --track … --track-to …`
@@ -20,10 +22,11 @@ what is missing and `output` writes the folder.
     plugins: [my_model.py]          # outside models: modules or files beside it (optional)
     models:
       sasrec: {sets: {patience: 100}}
-      stosa: {}                     # label: {model, sets, ablate, seeds}; model defaults to
-                                    # the label, seeds to the study's
+      stosa: {}                     # label: {model, sets, ablate, seeds, protocol}; model
+                                    # defaults to the label, seeds and protocol to the study's
     tables:
       beauty_table: {layout: overall, baseline: sasrec, formats: [markdown, latex, html]}
+      # with several protocols a table names one (`protocol: LOO`), or is a `protocols` table
 
 `sets` and `ablate` are a mapping (a list value sweeps that key) or a list of such mappings
 (their points are concatenated): one run per point and seed.
@@ -44,7 +47,7 @@ from seqbench.training.context import Tracking
 STUDY_FILE = "study.yaml"
 #: the report layouts (seqbench.report.layouts.LAYOUTS) a study builds from its runs, in the
 #: papers' order (`stats` reads data cards instead); formats and metrics are the report's own
-LAYOUTS = ("overall", "ablation", "sensitivity", "curves")
+LAYOUTS = ("overall", "ablation", "sensitivity", "curves", "protocols")
 DEFAULT_FORMATS = ("markdown", "latex", "html")
 
 Point = dict[str, str]
@@ -79,6 +82,8 @@ class StudyModel:
     ablate: tuple[Point, ...] = ({},)
     #: this model's seeds when they differ from the study's (e.g. one seed for a costly model)
     seeds: tuple[int, ...] | None = None
+    #: this model's one protocol when it differs from the study's (a protocol string)
+    protocol: str | None = None
 
     def points(self) -> list[tuple[Point, Point]]:
         """(sets, ablate) of each configuration the model runs in, in order, no duplicates."""
@@ -122,6 +127,9 @@ class StudyTable:
     published_from: str | None = None
     published: dict[tuple[str, str, str], float] = field(default_factory=dict)
     budget_columns: bool = False
+    #: the label of the one protocol this table shows (a study with several must name it,
+    #: except in the `protocols` layout, which shows them side by side)
+    protocol: str | None = None
 
 
 @dataclass(frozen=True)
@@ -145,6 +153,24 @@ class Study:
     tracking: Tracking | None = None
     #: plugins its models need (loaded when the study is read; run contexts carry them)
     plugins: tuple[str, ...] = ()
+    #: the protocol axis, label -> protocol string, crossed with the models (empty: `protocol`)
+    protocols: dict[str, str] = field(default_factory=dict)
+
+    def model_protocols(self, m: StudyModel) -> dict[str, str]:
+        """label -> protocol of each protocol model `m` runs under: its own, labelled as the
+        axis labels it (else by itself), or every protocol of the study's axis."""
+        return model_protocols(m, self.protocols or {self.protocol: self.protocol})
+
+    def used_protocols(self) -> dict[str, str]:
+        """label -> protocol of every protocol a run of the study is trained under."""
+        return {k: v for m in self.models for k, v in self.model_protocols(m).items()}
+
+    def protocol_text(self) -> str:
+        """'protocol seqbench', or with several 'protocols LOO: seqbench, GTS: gts'."""
+        used = self.used_protocols()
+        if len(used) == 1 and next(iter(used)) == self.protocol:
+            return f"protocol {self.protocol}"
+        return "protocols " + ", ".join(f"{k}: {v}" for k, v in used.items())
 
     def prepare_command(self, dataset: str) -> str:
         return self.prepare.get(dataset, f"seqbench prepare {dataset}")
@@ -158,6 +184,14 @@ class Study:
         own = [f"{m.label}: {', '.join(map(str, m.seeds))}" for m in self.models if m.seeds]
         text = ", ".join(map(str, self.seeds))
         return f"{text} ({'; '.join(own)})" if own else text
+
+
+def model_protocols(m: StudyModel, axis: dict[str, str]) -> dict[str, str]:
+    """label -> protocol of each protocol `m` runs under, given the study's axis."""
+    if m.protocol is None:
+        return dict(axis)
+    label = next((k for k, v in axis.items() if v == m.protocol), m.protocol)
+    return {label: m.protocol}
 
 
 def scalar(value: Any) -> str:

@@ -1,6 +1,7 @@
 """The papers' layouts, one module each, registered once in `LAYOUTS`: overall (CBiT Table 3),
-ablation (Table 4 / Figure 3(a)), sensitivity (Figure 2), curves (Figure 3(b)) and stats
-(Table 2). `seqbench report` and studies both build their tables with `Layout.build`."""
+ablation (Table 4 / Figure 3(a)), sensitivity (Figure 2), curves (Figure 3(b)), stats
+(Table 2) and protocols (the same models under several protocols, with Kendall's τ).
+`seqbench report` and studies both build their tables with `Layout.build`."""
 
 from seqbench.report.layouts.ablation import ABLATION
 from seqbench.report.layouts.base import (
@@ -14,6 +15,7 @@ from seqbench.report.layouts.base import (
 from seqbench.report.layouts.curves import CURVES
 from seqbench.report.layouts.dataset_stats import DATASET_STATS
 from seqbench.report.layouts.overall import OVERALL
+from seqbench.report.layouts.protocols import PROTOCOLS
 from seqbench.report.layouts.sensitivity import SENSITIVITY
 
 __all__ = [
@@ -24,6 +26,7 @@ __all__ = [
     "LAYOUTS",
     "OVERALL",
     "OVERALL_METRICS",
+    "PROTOCOLS",
     "SENSITIVITY",
     "Layout",
     "Published",
