@@ -11,21 +11,40 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from seqbench.data.dataset import SeqDataset
-from seqbench.data.sequences import iterate_rows, next_item_instances
+from seqbench.data.sequences import NegativeSampler, iterate_rows, next_item_instances
 from seqbench.models.base import Batch, ModelConfig, Parts, SeqModel, register
+from seqbench.models.departures import Departure
+from seqbench.models.losses import (
+    LossName,
+    Objective,
+    ObjectiveFields,
+    PopularityNegatives,
+    draw_negatives,
+    next_item_objective,
+)
 from seqbench.models.pieces import NO_PLANS, Plans
 
 
 @dataclass
-class GRU4RecConfig(ModelConfig):
-    """RecBole's GRU4Rec defaults: embedding 64, one GRU layer of 128, dropout 0.3."""
+class GRU4RecConfig(ObjectiveFields, ModelConfig):
+    """RecBole's GRU4Rec defaults: embedding 64, one GRU layer of 128, dropout 0.3; full CE
+    in one product (as before the loss axis)."""
+
+    quiet: ClassVar[dict[str, Any]] = {
+        **ModelConfig.quiet,
+        **ObjectiveFields.objective_quiet,
+        "loss": "ce",
+        "ce_chunk": 0,
+    }
+    loss: LossName = "ce"
+    ce_chunk: int = 0
 
     d: int = 64
     hidden: int = 128
@@ -33,6 +52,9 @@ class GRU4RecConfig(ModelConfig):
     dropout: float = 0.3
     max_len: int = 50
     batch_size: int = 256
+
+    def validate(self) -> None:
+        self.validate_objective()
 
 
 def right_align(seqs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -51,6 +73,20 @@ class GRU4Rec(SeqModel):
     paper = "Hidasi et al., Session-based Recommendations with RNNs, ICLR 2016"
     Config = GRU4RecConfig
     micro_key = "targets"
+    ablations = ("loss",)
+    departures = (
+        Departure(
+            "training objective",
+            "TOP1 or BPR over session-parallel mini-batch negatives",
+            "RecBole (the DuoRec/CBiT baselines): softmax CE over all items at every step",
+            "as RecBole, in one catalogue-wide product; the loss axis trains under bce, gbce, "
+            "sampled_ce or bpr with K uniform negatives outside the user's training items",
+            "code",
+            "loss",
+            "--ablate loss=bce|gbce|sampled_ce|bpr, --set negatives=K, --set ce_chunk=N "
+            "(bounded memory on large catalogues)",
+        ),
+    )
     dataset_defaults = {
         "ml-1m": {"max_len": 200},
         "synthetic": {"epochs": 10, "batch_size": 32, "lr": 3e-3, "max_len": 40},
@@ -66,6 +102,16 @@ class GRU4Rec(SeqModel):
         for w in self.gru.parameters():
             nn.init.xavier_uniform_(w)
         self._train: dict[str, torch.Tensor] | None = None
+        self._sampler: NegativeSampler | None = None
+        self._objective = Objective.resolve(cfg, data.n_items)
+        self._popularity = (
+            PopularityNegatives(torch.from_numpy(data.item_popularity("train")))
+            if self._objective.sampling == "popularity"
+            else None
+        )
+
+    def objective(self) -> Objective:
+        return self._objective
 
     def encode(self, seqs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Right-aligned outputs [B, T', d] (position k = after the k-th real item) and lengths."""
@@ -79,18 +125,30 @@ class GRU4Rec(SeqModel):
 
     def train_batches(self, data: SeqDataset, gen: torch.Generator) -> Iterator[Batch]:
         if self._train is None:
-            self._train = next_item_instances(data, self.cfg.max_len)[0]
-        yield from iterate_rows(
+            self._train, self._sampler = next_item_instances(data, self.cfg.max_len)
+        obj, pop = self._objective, self._popularity
+        for batch in iterate_rows(
             self._train, "seqs", self.cfg.batch_size, gen, self.cfg.batching == "grouped"
-        )
+        ):
+            shape = tuple(batch["seqs"].shape)
+            batch.update(draw_negatives(obj, self._sampler, pop, batch["rows"], shape, gen))
+            yield batch
 
     def loss(self, batch: Batch, plans: Plans = NO_PLANS) -> tuple[torch.Tensor, Parts]:
+        """The objective at the real target positions, in row-major order: right-aligned
+        outputs and left-padded targets/negatives list them in the same order."""
         h, _ = self.encode(batch["seqs"])
         targets = right_align(batch["targets"])[0][:, : h.shape[1]]
         where = targets != 0
-        logits = h[where] @ self.item.weight[1:].T
-        loss = F.cross_entropy(logits, targets[where] - 1)
-        return loss, {"ce": loss.detach()}
+        left = batch["targets"] != 0
+        t = left.shape[1]
+        flat = {"targets": targets[where]}
+        for key in ("negatives", "log_q"):
+            if key in batch:
+                flat[key] = batch[key][:, -t:][left]
+        obj = self._objective
+        loss = next_item_objective(obj, self.cfg.ce_chunk, h[where], self.item.weight, flat)
+        return loss, {obj.loss: loss.detach()}
 
     def score(self, batch: Batch) -> torch.Tensor:
         h, lengths = self.encode(batch["seqs"])

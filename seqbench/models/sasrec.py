@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -11,7 +12,15 @@ import torch.nn.functional as F
 from seqbench.data.dataset import SeqDataset
 from seqbench.data.sequences import NegativeSampler, iterate_rows, next_item_instances
 from seqbench.models.base import Batch, ModelConfig, Parts, SeqModel, register
+from seqbench.models.departures import Departure
 from seqbench.models.layers import SeqEmbedding, TransformerEncoder
+from seqbench.models.losses import (
+    Objective,
+    ObjectiveFields,
+    PopularityNegatives,
+    draw_negatives,
+    next_item_objective,
+)
 from seqbench.models.pieces import NO_PLANS, Plans
 
 
@@ -108,8 +117,10 @@ def next_item_loss(
 
 
 @dataclass
-class SASRecConfig(ModelConfig):
+class SASRecConfig(ObjectiveFields, ModelConfig):
     """SASRec paper defaults (Amazon); ML-1M overrides in dataset_defaults."""
+
+    quiet: ClassVar[dict[str, Any]] = {**ModelConfig.quiet, **ObjectiveFields.objective_quiet}
 
     d: int = 50
     layers: int = 2
@@ -118,6 +129,25 @@ class SASRecConfig(ModelConfig):
     max_len: int = 50
     batch_size: int = 128
     adam_beta2: float = 0.98
+
+    def validate(self) -> None:
+        self.validate_objective()
+
+
+LOSS_AXIS = Departure(
+    "training objective",
+    "BCE with one uniform negative per target position",
+    "as the paper",
+    "as the paper; the loss axis trains the same model under gBCE (Petrov & Macdonald 2023: "
+    "α = K/(|I|−1), β = 1 − t(1 − α) from the real catalogue, recorded in metrics.json), "
+    "sampled softmax CE (accidental hits removed; uniform or popularity with logQ) or full CE "
+    "over all items (Klenitskiy & Vasilev 2023; only at target positions, in chunks of "
+    "ce_chunk rows); presets: gsasrec, sasrec_ce",
+    "paper",
+    "loss",
+    "--ablate loss=gbce|sampled_ce|ce|bpr, --set negatives=K (0: 1 for bce/bpr, 256 for "
+    "gbce/sampled_ce), --set gbce_t=T, --set sampling=popularity",
+)
 
 
 @register("sasrec")
@@ -128,6 +158,8 @@ class SASRec(SeqModel):
     Config = SASRecConfig
     micro_key = "targets"
     row_keys = ("seqs",)
+    ablations = ("loss",)
+    departures = (LOSS_AXIS,)
     dataset_defaults = {
         "beauty": {"dropout": 0.5, "max_len": 50},
         "toys": {"dropout": 0.5, "max_len": 50},
@@ -144,6 +176,15 @@ class SASRec(SeqModel):
         )
         self._train: dict[str, torch.Tensor] | None = None
         self._sampler: NegativeSampler | None = None
+        self._objective = Objective.resolve(cfg, data.n_items)
+        self._popularity = (
+            PopularityNegatives(torch.from_numpy(data.item_popularity("train")))
+            if self._objective.sampling == "popularity"
+            else None
+        )
+
+    def objective(self) -> Objective:
+        return self._objective
 
     def encode(self, seqs: torch.Tensor) -> torch.Tensor:
         return self.encoder(self.emb(seqs), seqs, causal_mask(seqs)[:, None])
@@ -154,17 +195,17 @@ class SASRec(SeqModel):
         for batch in iterate_rows(
             self._train, "seqs", self.cfg.batch_size, gen, self.cfg.batching == "grouped"
         ):
-            batch["negatives"] = self._sampler.sample(batch["rows"], batch["seqs"].shape, gen)
+            shape = tuple(batch["seqs"].shape)
+            obj, pop = self._objective, self._popularity
+            batch.update(draw_negatives(obj, self._sampler, pop, batch["rows"], shape, gen))
             check_items(batch, "seqs", "targets")
             yield batch
 
     def loss(self, batch: Batch, plans: Plans = NO_PLANS) -> tuple[torch.Tensor, Parts]:
         h = self.encode_rows(self.encode, batch["seqs"], plans.get("seqs"))
-        w = self.emb.item.weight
-        pos = (h * w[batch["targets"]]).sum(-1)
-        neg = (h * w[batch["negatives"]]).sum(-1)
-        loss = next_item_loss(pos, neg, batch["targets"])
-        return loss, {"bce": loss.detach()}
+        obj = self._objective
+        loss = next_item_objective(obj, self.cfg.ce_chunk, h, self.emb.item.weight, batch)
+        return loss, {obj.loss: loss.detach()}
 
     def score(self, batch: Batch) -> torch.Tensor:
         seqs = batch["seqs"]
