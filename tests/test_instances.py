@@ -154,7 +154,7 @@ def synthetic() -> SeqDataset:
 def build(name: str, data: SeqDataset, **sets: str):
     cls = get_model(name)
     fields = {f.name for f in dataclasses.fields(cls.Config)}
-    small = {"d": "16", "max_len": "8", "batch_size": "16", **sets}
+    small = {"d": "16", "max_len": "8", "batch_size": "16", "negatives": "8", **sets}
     cfg = resolve_config(cls, "synthetic", {k: v for k, v in small.items() if k in fields})
     torch.manual_seed(0)
     return cls(cfg, data)

@@ -12,7 +12,7 @@ import pytest
 
 from seqbench.errors import DataError
 from seqbench.evaluation.protocols import get_protocol
-from seqbench.models.base import get_model, resolve_config
+from seqbench.models.base import get_model, identity_config, resolve_config
 from seqbench.runs.execute import RunRequest, execute
 from seqbench.runs.store import RunSpec
 from seqbench.training.context import RunContext
@@ -61,12 +61,8 @@ def test_resolution_gives_the_typed_config_protocol_and_identity() -> None:
     assert isinstance(run.cfg, get_model("sasrec").Config) and run.model_cls is get_model("sasrec")
     assert (run.cfg.d, run.cfg.epochs) == (16, 3)
     assert run.protocol == get_protocol("cbit")
-    # the resolved config, less the quiet fields at their default (identity_config), which
-    # reads back as the same config
-    quiet = {k for k in run.cfg.quiet if k not in run.spec.config}
-    assert run.spec.config == {
-        k: v for k, v in dataclasses.asdict(run.cfg).items() if k not in quiet
-    }
+    # quiet fields at their defaults stay out of the spec; the spec still re-creates the config
+    assert run.spec.config == identity_config(run.cfg)
     assert type(run.cfg)(**run.spec.config) == run.cfg
     assert run.spec.protocol == dataclasses.asdict(get_protocol("cbit"))
     assert run.spec.data_checksum == DATA.checksum and run.run_id == run.spec.run_id

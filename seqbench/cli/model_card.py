@@ -29,6 +29,11 @@ def print_model_card(name: str, console: Console) -> None:
             console.print(f"  {dataset}: " + " ".join(f"{k}={v}" for k, v in values.items()))
     axes = [f"{a}=" + "|".join(map(str, field_choices(cls.Config, a) or ())) for a in cls.ablations]
     console.print("ablation axes: " + (", ".join(axes) or "none"))
+    presets = [n for n in MODELS.names() if MODELS.get(n).preset_of == cls.name]
+    if presets:
+        console.print("presets: " + ", ".join(presets))
+    if cls.preset_of:
+        console.print(f"preset of: {cls.preset_of} (the same model, its own defaults)")
     console.print()
     console.print(Text(f"{cls.name}: declared departures", style="bold"))
     for d in cls.declared_departures():

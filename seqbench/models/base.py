@@ -19,6 +19,7 @@ from torch import nn
 from seqbench.data.dataset import SeqDataset
 from seqbench.errors import ConfigError
 from seqbench.models.departures import BATCHING, Departure
+from seqbench.models.losses import Objective
 from seqbench.models.pieces import NO_PLANS, Plans, RowPieces, encode_pieces, plan_rows
 from seqbench.registry import Registry
 
@@ -95,6 +96,8 @@ class SeqModel(nn.Module):
     reads_history: ClassVar[bool] = True
     #: a plugin model's declared version (part of its run id with its source); '' for none
     version: ClassVar[str] = ""
+    #: the registered model this one is a named preset of (its own Config defaults); '' none
+    preset_of: ClassVar[str] = ""
 
     def __init__(self, cfg: ModelConfig, data: SeqDataset) -> None:
         super().__init__()
@@ -161,6 +164,10 @@ class SeqModel(nn.Module):
         history item in the dataset's flat arrays (0 = padding), for behaviour side info.
         """
         raise NotImplementedError
+
+    def objective(self) -> Objective | None:
+        """The resolved training objective metrics.json records (None: no loss axis)."""
+        return None
 
     def unused_parameters(self) -> frozenset[str]:
         """Parameters built but not used by the loss under this config (no gradient by design;

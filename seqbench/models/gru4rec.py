@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
@@ -22,12 +21,31 @@ from seqbench.data.dataset import SeqDataset
 from seqbench.data.sequences import InstanceRule, NextItemInstances
 from seqbench.models.base import Batch, ModelConfig, Parts, SeqModel, register
 from seqbench.models.departures import Departure
+from seqbench.models.losses import (
+    LossName,
+    Objective,
+    ObjectiveFields,
+    PopularityNegatives,
+    draw_negatives,
+    next_item_objective,
+)
 from seqbench.models.pieces import NO_PLANS, Plans
 
 
 @dataclass
-class GRU4RecConfig(ModelConfig):
-    """RecBole's GRU4Rec defaults: embedding 64, one GRU layer of 128, dropout 0.3."""
+class GRU4RecConfig(ObjectiveFields, ModelConfig):
+    """RecBole's GRU4Rec defaults: embedding 64, one GRU layer of 128, dropout 0.3; full CE
+    in one product (as before the loss axis)."""
+
+    quiet: ClassVar[dict[str, Any]] = {
+        **ModelConfig.quiet,
+        **ObjectiveFields.objective_quiet,
+        "loss": "ce",
+        "ce_chunk": 0,
+        "instances": "all_positions",
+    }
+    loss: LossName = "ce"
+    ce_chunk: int = 0
 
     d: int = 64
     hidden: int = 128
@@ -37,7 +55,9 @@ class GRU4RecConfig(ModelConfig):
     batch_size: int = 256
     #: which sub-sequences are trained on (seqbench.data.sequences.instance_ranges)
     instances: InstanceRule = "all_positions"
-    quiet: ClassVar[dict[str, Any]] = {"instances": "all_positions"}
+
+    def validate(self) -> None:
+        self.validate_objective()
 
 
 def right_align(seqs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -56,7 +76,7 @@ class GRU4Rec(SeqModel):
     paper = "Hidasi et al., Session-based Recommendations with RNNs, ICLR 2016"
     Config = GRU4RecConfig
     micro_key = "targets"
-    ablations = ("instances",)
+    ablations = ("loss", "instances")
     departures = (
         Departure(
             "training instances",
@@ -67,6 +87,17 @@ class GRU4Rec(SeqModel):
             "paper",
             "instances",
             "--ablate instances=prefixes (RecBole's rows; or =last)",
+        ),
+        Departure(
+            "training objective",
+            "TOP1 or BPR over session-parallel mini-batch negatives",
+            "RecBole (the DuoRec/CBiT baselines): softmax CE over all items at every step",
+            "as RecBole, in one catalogue-wide product; the loss axis trains under bce, gbce, "
+            "sampled_ce or bpr with K uniform negatives outside the user's training items",
+            "code",
+            "loss",
+            "--ablate loss=bce (or sampled_ce, gbce, bpr), --set negatives=K, --set ce_chunk=N "
+            "(bounded memory on large catalogues)",
         ),
     )
     dataset_defaults = {
@@ -84,6 +115,15 @@ class GRU4Rec(SeqModel):
         for w in self.gru.parameters():
             nn.init.xavier_uniform_(w)
         self._train: NextItemInstances | None = None
+        self._objective = Objective.resolve(cfg, data.n_items)
+        self._popularity = (
+            PopularityNegatives(torch.from_numpy(data.item_popularity("train")))
+            if self._objective.sampling == "popularity"
+            else None
+        )
+
+    def objective(self) -> Objective:
+        return self._objective
 
     def encode(self, seqs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Right-aligned outputs [B, T', d] (position k = after the k-th real item) and lengths."""
@@ -98,15 +138,29 @@ class GRU4Rec(SeqModel):
     def train_batches(self, data: SeqDataset, gen: torch.Generator) -> Iterator[Batch]:
         if self._train is None:
             self._train = NextItemInstances(data, self.cfg.max_len, self.cfg.instances)
-        yield from self._train.batches(self.cfg.batch_size, gen, self.cfg.batching == "grouped")
+        bucket = self.cfg.batching == "grouped"
+        obj, pop = self._objective, self._popularity
+        for batch in self._train.batches(self.cfg.batch_size, gen, bucket):
+            rows = batch["rows"]
+            uniform = lambda shape, rows=rows: self._train.negatives(rows, shape, gen)  # noqa: E731
+            batch.update(draw_negatives(obj, uniform, pop, tuple(batch["seqs"].shape), gen))
+            yield batch
 
     def loss(self, batch: Batch, plans: Plans = NO_PLANS) -> tuple[torch.Tensor, Parts]:
+        """The objective at the real target positions, in row-major order: right-aligned
+        outputs and left-padded targets/negatives list them in the same order."""
         h, _ = self.encode(batch["seqs"])
         targets = right_align(batch["targets"])[0][:, : h.shape[1]]
         where = targets != 0
-        logits = h[where] @ self.item.weight[1:].T
-        loss = F.cross_entropy(logits, targets[where] - 1)
-        return loss, {"ce": loss.detach()}
+        left = batch["targets"] != 0
+        t = left.shape[1]
+        flat = {"targets": targets[where]}
+        for key in ("negatives", "log_q"):
+            if key in batch:
+                flat[key] = batch[key][:, -t:][left]
+        obj = self._objective
+        loss = next_item_objective(obj, self.cfg.ce_chunk, h[where], self.item.weight, flat)
+        return loss, {obj.loss: loss.detach()}
 
     def score(self, batch: Batch) -> torch.Tensor:
         h, lengths = self.encode(batch["seqs"])

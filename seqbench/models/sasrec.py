@@ -14,6 +14,13 @@ from seqbench.data.sequences import InstanceRule, NextItemInstances
 from seqbench.models.base import Batch, ModelConfig, Parts, SeqModel, register
 from seqbench.models.departures import Departure
 from seqbench.models.layers import SeqEmbedding, TransformerEncoder
+from seqbench.models.losses import (
+    Objective,
+    ObjectiveFields,
+    PopularityNegatives,
+    draw_negatives,
+    next_item_objective,
+)
 from seqbench.models.pieces import NO_PLANS, Plans
 
 
@@ -110,8 +117,14 @@ def next_item_loss(
 
 
 @dataclass
-class SASRecConfig(ModelConfig):
+class SASRecConfig(ObjectiveFields, ModelConfig):
     """SASRec paper defaults (Amazon); ML-1M overrides in dataset_defaults."""
+
+    quiet: ClassVar[dict[str, Any]] = {
+        **ModelConfig.quiet,
+        **ObjectiveFields.objective_quiet,
+        "instances": "all_positions",
+    }
 
     d: int = 50
     layers: int = 2
@@ -122,7 +135,9 @@ class SASRecConfig(ModelConfig):
     adam_beta2: float = 0.98
     #: which sub-sequences are trained on (seqbench.data.sequences.instance_ranges)
     instances: InstanceRule = "all_positions"
-    quiet: ClassVar[dict[str, Any]] = {"instances": "all_positions"}
+
+    def validate(self) -> None:
+        self.validate_objective()
 
 
 #: SASRec's training instances (also CL4SRec's, which has no code of its own)
@@ -137,6 +152,21 @@ SASREC_INSTANCES = Departure(
     "--ablate instances=prefixes (every prefix its own row, one target; or =last)",
 )
 
+LOSS_AXIS = Departure(
+    "training objective",
+    "BCE with one uniform negative per target position",
+    "as the paper",
+    "as the paper; the loss axis trains the same model under gBCE (Petrov & Macdonald 2023: "
+    "α = K/(|I|−1), β = 1 − t(1 − α) from the real catalogue, recorded in metrics.json), "
+    "sampled softmax CE (accidental hits removed; uniform or popularity with logQ) or full CE "
+    "over all items (Klenitskiy & Vasilev 2023; only at target positions, in chunks of "
+    "ce_chunk rows); presets: gsasrec, sasrec_ce",
+    "paper",
+    "loss",
+    "--ablate loss=gbce (or sampled_ce, ce, bpr), --set negatives=K (0: 1 for bce/bpr, 256 for "
+    "gbce/sampled_ce), --set gbce_t=T, --set sampling=popularity",
+)
+
 
 @register("sasrec")
 class SASRec(SeqModel):
@@ -146,8 +176,8 @@ class SASRec(SeqModel):
     Config = SASRecConfig
     micro_key = "targets"
     row_keys = ("seqs",)
-    ablations = ("instances",)
-    departures = (SASREC_INSTANCES,)
+    ablations = ("loss", "instances")
+    departures = (LOSS_AXIS, SASREC_INSTANCES)
     dataset_defaults = {
         "beauty": {"dropout": 0.5, "max_len": 50},
         "toys": {"dropout": 0.5, "max_len": 50},
@@ -163,6 +193,15 @@ class SASRec(SeqModel):
             cfg.d, cfg.heads, cfg.layers, cfg.dropout, cfg.d, "relu", "sasrec", final_norm=True
         )
         self._train: NextItemInstances | None = None
+        self._objective = Objective.resolve(cfg, data.n_items)
+        self._popularity = (
+            PopularityNegatives(torch.from_numpy(data.item_popularity("train")))
+            if self._objective.sampling == "popularity"
+            else None
+        )
+
+    def objective(self) -> Objective:
+        return self._objective
 
     def encode(self, seqs: torch.Tensor) -> torch.Tensor:
         return self.encoder(self.emb(seqs), seqs, causal_mask(seqs)[:, None])
@@ -171,18 +210,19 @@ class SASRec(SeqModel):
         if self._train is None:
             self._train = NextItemInstances(data, self.cfg.max_len, self.cfg.instances)
         bucket = self.cfg.batching == "grouped"
+        obj, pop = self._objective, self._popularity
         for batch in self._train.batches(self.cfg.batch_size, gen, bucket):
-            batch["negatives"] = self._train.negatives(batch["rows"], batch["seqs"].shape, gen)
+            rows = batch["rows"]
+            uniform = lambda shape, rows=rows: self._train.negatives(rows, shape, gen)  # noqa: E731
+            batch.update(draw_negatives(obj, uniform, pop, tuple(batch["seqs"].shape), gen))
             check_items(batch, "seqs", "targets")
             yield batch
 
     def loss(self, batch: Batch, plans: Plans = NO_PLANS) -> tuple[torch.Tensor, Parts]:
         h = self.encode_rows(self.encode, batch["seqs"], plans.get("seqs"))
-        w = self.emb.item.weight
-        pos = (h * w[batch["targets"]]).sum(-1)
-        neg = (h * w[batch["negatives"]]).sum(-1)
-        loss = next_item_loss(pos, neg, batch["targets"])
-        return loss, {"bce": loss.detach()}
+        obj = self._objective
+        loss = next_item_objective(obj, self.cfg.ce_chunk, h, self.emb.item.weight, batch)
+        return loss, {obj.loss: loss.detach()}
 
     def score(self, batch: Batch) -> torch.Tensor:
         seqs = batch["seqs"]

@@ -265,6 +265,7 @@ def _train_and_test(
         version=run.spec.version,
         gpu_peak_mb=gpu_peak_mb(dev),
         compiled=ctx.compile,
+        objective=model.objective(),
         **dataclasses.asdict(device_facts(dev)),
     )
     return metrics, result, test

@@ -14,6 +14,7 @@ from typing import Any
 
 from seqbench import __version__
 from seqbench.errors import SeqbenchError
+from seqbench.models.losses import Objective
 
 
 class ResultError(SeqbenchError):
@@ -33,6 +34,7 @@ LEGACY_DEFAULTS: dict[str, Any] = {
     "tf32_cudnn": None,
     "deterministic": None,
     "compiled": False,
+    "objective": None,
 }
 
 
@@ -50,6 +52,19 @@ def _is_metrics(value: Any) -> bool:
     )
 
 
+def _is_objective(value: Any) -> bool:
+    """None, or the fields of an `Objective` with their kinds."""
+    if value is None:
+        return True
+    names = {f.name for f in dataclasses.fields(Objective)}
+    if not (isinstance(value, dict) and set(value) == names):
+        return False
+    texts = all(isinstance(value[k], str) for k in ("loss", "sampling"))
+    ints = _is_int(value["negatives"]) and _is_int(value["n_items"])
+    rates = all(value[k] is None or _is_number(value[k]) for k in ("gbce_t", "alpha", "beta"))
+    return texts and ints and rates
+
+
 def _is_names(value: Any) -> bool:
     return isinstance(value, dict) and all(isinstance(k, str) for k in value)
 
@@ -65,6 +80,7 @@ CHECKS: dict[type | str, tuple[Any, str]] = {
     "bool | None": (lambda v: v is None or isinstance(v, bool), "true, false or null"),
     "metrics": (_is_metrics, "a mapping of metric names to numbers"),
     "names": (_is_names, "a mapping of names to values"),
+    "objective": (_is_objective, "null or the objective's fields (loss, negatives, ...)"),
 }
 
 
@@ -156,6 +172,9 @@ class RunResult:
     tf32_cudnn: bool | None = None
     deterministic: bool | None = None
     compiled: bool = False
+    #: the resolved training objective (loss, K, sampling, |I|; gBCE's t, α, β); None for
+    #: models without a loss axis and runs stored before it
+    objective: Objective | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The stored form: every field under its own name."""
@@ -171,6 +190,8 @@ class RunResult:
         values = {k: obj[k] for k in FIELD_KINDS}
         for key in ("valid", "test", "ablate"):
             values[key] = dict(values[key])
+        if values["objective"] is not None:
+            values["objective"] = Objective(**values["objective"])
         return cls(**values)
 
     @classmethod
@@ -221,6 +242,7 @@ FIELD_KINDS: dict[str, type | str] = {
     "tf32_cudnn": "bool | None",
     "deterministic": "bool | None",
     "compiled": bool,
+    "objective": "objective",
 }
 
 

@@ -1,0 +1,259 @@
+"""Training objectives of the next-item models (the loss axis): one home for all of them.
+
+Each loss takes scores and a valid mask ([B, T] or [N]) and averages over the valid target
+positions; ignored positions are masked with torch.where before any arithmetic, and nothing
+reads the device (CUDA-safe). Negatives' scores are [..., K] (a [...] tensor is K = 1).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal
+
+import torch
+import torch.nn.functional as F
+from torch.utils.checkpoint import checkpoint
+
+from seqbench.errors import ConfigError
+
+LossName = Literal["bce", "gbce", "sampled_ce", "ce", "bpr"]
+Sampling = Literal["uniform", "popularity"]
+
+#: K when `negatives` is 0: SASRec's one negative for bce/bpr, the gSASRec authors' 256
+DEFAULT_NEGATIVES: dict[str, int] = {"bce": 1, "bpr": 1, "gbce": 256, "sampled_ce": 256, "ce": 0}
+
+
+@dataclass
+class ObjectiveFields:
+    """The loss axis's config fields (mixed into a model's config before ModelConfig)."""
+
+    loss: LossName = "bce"
+    #: K negatives per target; 0: the loss's default (DEFAULT_NEGATIVES)
+    negatives: int = 0
+    gbce_t: float = 0.75
+    #: negatives of sampled_ce: uniform outside the user's training items, or by training
+    #: popularity with logQ correction
+    sampling: Sampling = "uniform"
+    #: full CE: target rows per chunk of the catalogue-wide product (0: one product)
+    ce_chunk: int = 2048
+
+    #: the fields' values that leave them out of a run id (runs stored before the axis)
+    objective_quiet: ClassVar[dict[str, Any]] = {
+        "loss": "bce",
+        "negatives": 0,
+        "gbce_t": 0.75,
+        "sampling": "uniform",
+        "ce_chunk": 2048,
+    }
+
+    def validate_objective(self) -> None:
+        """One-line ConfigErrors for values no loss can use."""
+        if self.negatives < 0:
+            raise ConfigError(
+                f"negatives must be >= 0 (0: the loss's default), got {self.negatives}"
+            )
+        if not 0.0 <= self.gbce_t <= 1.0:
+            raise ConfigError(f"gbce_t must be in [0, 1], got {self.gbce_t}")
+        if self.ce_chunk < 0:
+            raise ConfigError(f"ce_chunk must be >= 0 (0: unchunked), got {self.ce_chunk}")
+
+
+@dataclass(frozen=True)
+class Objective:
+    """The resolved objective of a run, as metrics.json records it (α, β for gBCE only)."""
+
+    loss: str
+    negatives: int
+    sampling: str
+    n_items: int
+    gbce_t: float | None = None
+    alpha: float | None = None
+    beta: float | None = None
+
+    @classmethod
+    def resolve(cls, fields: ObjectiveFields, n_items: int) -> Objective:
+        """K from the loss's default where `negatives` is 0; α, β from the real catalogue."""
+        k = resolved_negatives(fields.loss, fields.negatives)
+        if fields.loss != "gbce":
+            sampling = fields.sampling if fields.loss == "sampled_ce" else "uniform"
+            return cls(fields.loss, k, "all items" if fields.loss == "ce" else sampling, n_items)
+        if k > n_items - 1:
+            raise ConfigError(
+                f"negatives={k} exceeds the catalogue's |I|−1 = {n_items - 1} (gBCE's α > 1): "
+                f"--set negatives=N with N <= {n_items - 1}"
+            )
+        alpha, beta = gbce_alpha_beta(k, n_items, fields.gbce_t)
+        return cls("gbce", k, "uniform", n_items, fields.gbce_t, alpha, beta)
+
+
+def resolved_negatives(loss: str, negatives: int) -> int:
+    """K negatives per target: `negatives`, or the loss's default when it is 0."""
+    return negatives or DEFAULT_NEGATIVES[loss]
+
+
+def gbce_alpha_beta(k: int, n_items: int, t: float) -> tuple[float, float]:
+    """gBCE's sampling rate α = K/(|I|−1) and β = α(t(1 − 1/α) + 1/α) = 1 − t(1 − α)."""
+    alpha = k / (n_items - 1)
+    return alpha, alpha * (t * (1 - 1 / alpha) + 1 / alpha)
+
+
+def _masked(pos: torch.Tensor, neg: torch.Tensor, valid: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """(pos, neg [..., K], float weights) with ignored positions zeroed before any arithmetic."""
+    neg = neg if neg.dim() > pos.dim() else neg.unsqueeze(-1)
+    zero = torch.zeros((), dtype=pos.dtype, device=pos.device)
+    return (
+        torch.where(valid, pos, zero),
+        torch.where(valid.unsqueeze(-1), neg, zero),
+        valid.to(pos.dtype),
+    )
+
+
+def _mean(
+    per: torch.Tensor, weight: torch.Tensor, pos: torch.Tensor, neg: torch.Tensor
+) -> torch.Tensor:
+    """Mean of per-target values over the valid ones (0 when none is valid); NaN when a valid
+    score is not finite (the trainer stops on a non-finite loss), as `next_item_loss`."""
+    loss = (per * weight).sum() / weight.sum().clamp(min=1)
+    return torch.where(torch.isfinite(pos).all() & torch.isfinite(neg).all(), loss, torch.nan)
+
+
+def bce(pos: torch.Tensor, neg: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+    """softplus(−s⁺) + Σₖ softplus(s⁻ₖ), mean over valid targets (SASRec's; K = 1 is
+    `next_item_loss` bit for bit)."""
+    return gbce(pos, neg, valid, 1.0)
+
+
+def gbce(pos: torch.Tensor, neg: torch.Tensor, valid: torch.Tensor, beta: float) -> torch.Tensor:
+    """−log σ(s⁺)^β − Σₖ log(1 − σ(s⁻ₖ)) = β·softplus(−s⁺) + Σₖ softplus(s⁻ₖ) (stable in fp32)."""
+    pos, neg, w = _masked(pos, neg, valid)
+    first = F.softplus(-pos) if beta == 1.0 else beta * F.softplus(-pos)
+    return _mean(first + F.softplus(neg).sum(-1), w, pos, neg)
+
+
+def bpr(pos: torch.Tensor, neg: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+    """BPR: mean over the K negatives of softplus(s⁻ₖ − s⁺), mean over valid targets."""
+    pos, neg, w = _masked(pos, neg, valid)
+    return _mean(F.softplus(neg - pos.unsqueeze(-1)).mean(-1), w, pos, neg)
+
+
+def sampled_ce(
+    pos: torch.Tensor,
+    neg: torch.Tensor,
+    valid: torch.Tensor,
+    hits: torch.Tensor,
+    log_q: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Softmax CE over the target and K negatives; `hits` (a negative equal to the target) are
+    left out, and `log_q` (log of each negative's sampling probability) is subtracted."""
+    pos, neg, w = _masked(pos, neg, valid)
+    shifted = neg - log_q if log_q is not None else neg
+    shifted = shifted.masked_fill(
+        hits if hits.dim() == neg.dim() else hits.unsqueeze(-1), -torch.inf
+    )
+    logits = torch.cat([pos.unsqueeze(-1), shifted], -1)
+    return _mean(torch.logsumexp(logits, -1) - pos, w, pos, neg)
+
+
+def _ce_sum(h: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    return F.cross_entropy(h @ weight.T, targets, reduction="sum")
+
+
+def full_ce(
+    h: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor, chunk: int = 0
+) -> torch.Tensor:
+    """Mean softmax CE of rows h [N, d] over all items weight [I, d] (targets: 0-based [N]).
+
+    chunk > 0: `chunk` rows at a time, each recomputed in the backward (checkpoint), so the
+    peak holds one chunk's [chunk, I] logits instead of [N, I]; chunk 0: one product."""
+    n = h.shape[0]
+    if chunk == 0 or n <= chunk:
+        return F.cross_entropy(h @ weight.T, targets)
+    total = h.new_zeros(())
+    for i in range(0, n, chunk):
+        part = checkpoint(
+            _ce_sum, h[i : i + chunk], weight, targets[i : i + chunk], use_reentrant=False
+        )
+        total = total + part
+    return total / n
+
+
+class PopularityNegatives:
+    """Negatives drawn by training popularity (with replacement), with their log q for logQ."""
+
+    def __init__(self, counts: torch.Tensor) -> None:
+        q = counts.to(torch.float64).clamp(min=0)
+        q[0] = 0.0
+        self.probs = q / q.sum()
+        self.log_q = torch.log(self.probs.clamp(min=1e-30)).to(torch.float32)
+
+    def sample(self, shape: tuple[int, ...], gen: torch.Generator) -> torch.Tensor:
+        """Item ids of `shape` drawn from the popularity distribution."""
+        n = 1
+        for s in shape:
+            n *= s
+        return torch.multinomial(self.probs, n, replacement=True, generator=gen).view(shape)
+
+
+def dot_scores(h: torch.Tensor, weight: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+    """⟨h, w_id⟩ for ids [...] (one per row of h [..., d]) or [..., K] (K per row)."""
+    if ids.dim() == h.dim() - 1:
+        return (h * weight[ids]).sum(-1)
+    return (weight[ids] @ h.unsqueeze(-1)).squeeze(-1)
+
+
+def score_objective(
+    obj: Objective,
+    pos: torch.Tensor,
+    neg: torch.Tensor,
+    valid: torch.Tensor,
+    hits: torch.Tensor,
+    log_q: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """The sampled losses by name, on the target's and the negatives' scores."""
+    if obj.loss == "gbce":
+        return gbce(pos, neg, valid, float(obj.beta))
+    if obj.loss == "sampled_ce":
+        return sampled_ce(pos, neg, valid, hits, log_q)
+    if obj.loss == "bpr":
+        return bpr(pos, neg, valid)
+    return bce(pos, neg, valid)
+
+
+def next_item_objective(
+    obj: Objective, chunk: int, h: torch.Tensor, weight: torch.Tensor, batch: dict
+) -> torch.Tensor:
+    """The loss of a dot-product model: hidden states h [..., d] at `batch["targets"]` (0 =
+    no target), item table `weight` (row 0 padding, rows 1..n_items items), and the batch's
+    `negatives` (left columns trimmed like the targets) and `log_q` where sampled."""
+    targets = batch["targets"]
+    valid = targets != 0
+    if obj.loss == "ce":
+        items = weight[1 : obj.n_items + 1]
+        return full_ce(h[valid], items, targets[valid] - 1, chunk)
+    negs = batch["negatives"][:, -targets.shape[1] :] if targets.dim() == 2 else batch["negatives"]
+    log_q = batch.get("log_q")
+    if log_q is not None:
+        log_q = log_q[:, -targets.shape[1] :] if targets.dim() == 2 else log_q
+    hits = negs == (targets if negs.dim() == targets.dim() else targets.unsqueeze(-1))
+    pos = dot_scores(h, weight, targets)
+    return score_objective(obj, pos, dot_scores(h, weight, negs), valid, hits, log_q)
+
+
+def draw_negatives(
+    obj: Objective,
+    uniform: Callable[[tuple[int, ...]], torch.Tensor],
+    popularity: PopularityNegatives | None,
+    shape: tuple[int, ...],
+    gen: torch.Generator,
+) -> dict[str, torch.Tensor]:
+    """A training batch's negatives for targets of `shape`: none for ce; [*shape] for K = 1
+    (today's draws), else [*shape, K]; `uniform(shape)` draws outside each row's own items, or
+    by popularity (with their `log_q`) where configured."""
+    if obj.loss == "ce":
+        return {}
+    full = shape if obj.negatives == 1 else (*shape, obj.negatives)
+    if obj.sampling == "popularity" and popularity is not None:
+        negs = popularity.sample(full, gen)
+        return {"negatives": negs, "log_q": popularity.log_q[negs]}
+    return {"negatives": uniform(full)}

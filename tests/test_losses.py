@@ -1,0 +1,187 @@
+"""The loss axis (seqbench/models/losses.py) against hand-computed values and brute force."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from seqbench.data.dataset import SeqDataset
+from seqbench.data.synthetic import generate
+from seqbench.errors import ConfigError
+from seqbench.models.base import get_model, identity_config, resolve_config
+from seqbench.models.losses import (
+    Objective,
+    ObjectiveFields,
+    bce,
+    full_ce,
+    gbce,
+    gbce_alpha_beta,
+    sampled_ce,
+)
+from seqbench.models.sasrec import next_item_loss
+from seqbench.runs.execute import RunRequest, execute
+from seqbench.runs.result import ResultError, RunResult
+from seqbench.training.context import RunContext
+
+AXIS_MODELS = ("sasrec", "cl4srec", "coserec", "gru4rec", "gsasrec", "sasrec_ce")
+LOSSES = ("bce", "gbce", "sampled_ce", "ce", "bpr")
+
+
+def sigmoid(x: float) -> float:
+    return 1 / (1 + math.exp(-x))
+
+
+def test_gbce_alpha_beta_for_ml1m_3416_items() -> None:
+    # α = 256 / 3415, β = 1 − 0.75 (1 − α): models.md's 0.075 and 0.306
+    alpha, beta = gbce_alpha_beta(256, 3416, 0.75)
+    assert alpha == pytest.approx(0.0749634, abs=1e-7)
+    assert beta == pytest.approx(0.3062225, abs=1e-7)
+    assert gbce_alpha_beta(256, 3416, 0.0)[1] == pytest.approx(1.0)
+    assert gbce_alpha_beta(256, 3416, 1.0)[1] == pytest.approx(256 / 3415)
+
+
+def test_gbce_matches_hand_computed_value_and_t0_is_bce() -> None:
+    pos = torch.tensor([[1.0, -0.5]])
+    neg = torch.tensor([[[0.3, -2.0], [1.5, 0.0]]])
+    valid = torch.tensor([[True, True]])
+    beta = 0.4
+    by_hand = [
+        -beta * math.log(sigmoid(p)) - sum(math.log(1 - sigmoid(n)) for n in ns)
+        for p, ns in ((1.0, (0.3, -2.0)), (-0.5, (1.5, 0.0)))
+    ]
+    assert gbce(pos, neg, valid, beta).item() == pytest.approx(sum(by_hand) / 2, rel=1e-6)
+    _, beta0 = gbce_alpha_beta(2, 10, 0.0)
+    assert torch.equal(gbce(pos, neg, valid, beta0), bce(pos, neg, valid))
+    bce_by_hand = -math.log(sigmoid(1.0)) - math.log(1 - sigmoid(0.3)) - math.log(1 - sigmoid(-2))
+    one = torch.tensor([[True, False]])
+    assert bce(pos, neg, one).item() == pytest.approx(bce_by_hand, rel=1e-6)
+
+
+def test_bce_with_one_negative_is_next_item_loss_bit_for_bit() -> None:
+    g = torch.Generator().manual_seed(1)
+    pos, neg = torch.randn(4, 7, generator=g), torch.randn(4, 7, generator=g)
+    targets = torch.randint(0, 3, (4, 7), generator=g)
+    pos[targets == 0] = torch.inf  # ignored positions never reach the value
+    assert torch.equal(bce(pos, neg, targets != 0), next_item_loss(pos, neg, targets))
+
+
+def test_sampled_ce_over_all_items_is_full_ce_and_hits_are_masked() -> None:
+    g = torch.Generator().manual_seed(2)
+    logits = torch.randn(5, 9, generator=g, dtype=torch.float64)
+    targets = torch.tensor([0, 3, 8, 4, 4])
+    pos = logits.gather(1, targets[:, None]).squeeze(1)
+    every = torch.arange(9).expand(5, 9)  # all items, the target included (an accidental hit)
+    loss = sampled_ce(pos, logits, torch.ones(5, dtype=torch.bool), every == targets[:, None])
+    assert loss.item() == pytest.approx(F.cross_entropy(logits, targets).item(), rel=1e-12)
+    # a hit with a huge score changes nothing once masked
+    neg = torch.tensor([[0.5, 50.0]], dtype=torch.float64)
+    hits = torch.tensor([[False, True]])
+    one = sampled_ce(torch.tensor([1.0], dtype=torch.float64), neg, torch.tensor([True]), hits)
+    assert one.item() == pytest.approx(math.log(1 + math.exp(0.5 - 1.0)), rel=1e-12)
+
+
+def test_chunked_ce_equals_brute_force_softmax_values_and_gradients() -> None:
+    g = torch.Generator().manual_seed(3)
+    h = torch.randn(23, 6, generator=g, dtype=torch.float64, requires_grad=True)
+    w = torch.randn(11, 6, generator=g, dtype=torch.float64, requires_grad=True)
+    t = torch.randint(0, 11, (23,), generator=g)
+    loss = full_ce(h, w, t, chunk=5)
+    gh, gw = torch.autograd.grad(loss, (h, w))
+    logits = h @ w.T
+    brute = (torch.log(torch.exp(logits).sum(1)) - logits[torch.arange(23), t]).mean()
+    bh, bw = torch.autograd.grad(brute, (h, w))
+    assert loss.item() == pytest.approx(brute.item(), rel=1e-12)
+    assert torch.allclose(gh, bh, atol=1e-12) and torch.allclose(gw, bw, atol=1e-12)
+
+
+def test_negatives_resolve_per_loss_and_gbce_refuses_alpha_over_one() -> None:
+    assert Objective.resolve(ObjectiveFields(loss="bce"), 300).negatives == 1
+    obj = Objective.resolve(ObjectiveFields(loss="gbce"), 3416)
+    assert (obj.negatives, obj.alpha) == (256, pytest.approx(256 / 3415))
+    assert Objective.resolve(ObjectiveFields(loss="sampled_ce", negatives=9), 300).negatives == 9
+    with pytest.raises(ConfigError, match="negatives=400"):
+        Objective.resolve(ObjectiveFields(loss="gbce", negatives=400), 300)
+
+
+def test_new_fields_at_their_defaults_stay_out_of_the_identity() -> None:
+    cfg = resolve_config(get_model("sasrec"), "beauty")
+    assert not {"loss", "negatives", "gbce_t", "sampling", "ce_chunk"} & set(identity_config(cfg))
+    moved = resolve_config(get_model("sasrec"), "beauty", ablate={"loss": "gbce"})
+    assert identity_config(moved)["loss"] == "gbce"
+
+
+@pytest.fixture(scope="module")
+def data() -> SeqDataset:
+    inter, items = generate(n_users=300, n_items=120, seed=5, max_len=30)
+    return SeqDataset.from_frames("synthetic", inter, items, {"checksum": "t"})
+
+
+@pytest.mark.parametrize("name", AXIS_MODELS)
+@pytest.mark.parametrize("loss", LOSSES)
+def test_every_model_with_the_axis_trains_under_every_loss(data, name, loss) -> None:
+    cls = get_model(name)
+    sets = {"d": "16", "batch_size": "32", "negatives": "8", "loss": loss}
+    model = cls(resolve_config(cls, "synthetic", sets), data)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    batches = model.train_batches(data, torch.Generator().manual_seed(0))
+    for _ in range(2):
+        value, parts = model.loss(next(batches))
+        opt.zero_grad()
+        value.backward()
+        opt.step()
+        assert torch.isfinite(value) and set(parts) >= {loss}
+    assert model.objective().loss == loss
+
+
+def test_popularity_sampling_draws_by_count_with_log_q(data) -> None:
+    cls = get_model("sasrec")
+    sets = {"loss": "sampled_ce", "sampling": "popularity", "negatives": "4"}
+    model = cls(resolve_config(cls, "synthetic", sets), data)
+    batch = next(model.train_batches(data, torch.Generator().manual_seed(0)))
+    counts = torch.from_numpy(data.item_popularity("train")).double()
+    q = counts / counts.sum()
+    assert batch["negatives"].shape[-1] == 4
+    assert torch.allclose(batch["log_q"].double(), q[batch["negatives"]].log(), atol=1e-5)
+
+
+def test_objective_is_validated_where_metrics_json_is_read() -> None:
+    obj = Objective.resolve(ObjectiveFields(loss="gbce", negatives=10), 300)
+    stored = {"objective": {"loss": "gbce", "negatives": "ten"}}
+    with pytest.raises(ResultError, match="objective"):
+        RunResult.from_json({**minimal_result(), **stored}, "m.json")
+    read = RunResult.from_json({**minimal_result(), "objective": obj.__dict__}, "m.json")
+    assert read.objective == obj
+
+
+def minimal_result() -> dict:
+    """A stored result's required keys (the values do not matter here)."""
+    return {
+        "run_id": "r", "model": "sasrec", "dataset": "d", "protocol": "seqbench", "seed": 0,
+        "ablate": {}, "best_epoch": 1, "epochs_run": 1, "stopped": "max_epochs",
+        "valid": {}, "test": {}, "n_users_evaluated": 1, "train_seconds": 1.0,
+        "eval_seconds": 1.0, "params": 1, "peak_memory_mb": 1.0, "device": "cpu",
+        "threads": 1, "data_checksum": "c", "version": "0.2.0",
+    }  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def popularity_ndcg(data, tmp_path_factory) -> float:
+    root = tmp_path_factory.mktemp("pop")
+    m, _ = execute(RunRequest("popularity", "synthetic"), RunContext(runs_dir=root), data=data)
+    return m.test["NDCG@10"]
+
+
+@pytest.mark.parametrize("name", ("gsasrec", "sasrec_ce"))
+def test_presets_beat_popularity_on_the_planted_pattern(data, popularity_ndcg, tmp_path, name):
+    # gBCE learns the pattern more slowly here than CE: 25 epochs, K = 4 (α = 4/119)
+    quick = {"epochs": "25", "negatives": "4"} if name == "gsasrec" else {"epochs": "8"}
+    sets = {"lr": "5e-3", **quick}
+    m, _ = execute(
+        RunRequest(name, "synthetic", sets=sets), RunContext(runs_dir=tmp_path), data=data
+    )
+    bar = 1.5 * popularity_ndcg if name == "gsasrec" else 2 * popularity_ndcg + 0.05
+    assert m.test["NDCG@10"] > bar, (m.test, popularity_ndcg)
+    assert m.objective is not None and m.objective.loss == ("gbce" if name == "gsasrec" else "ce")
