@@ -15,6 +15,7 @@ from seqbench.cli.app import app, console, console_err
 from seqbench.cli.fit import fit
 from seqbench.data.dataset import dataset_path, prepared_names
 from seqbench.data.prepare import prepare as run_prepare
+from seqbench.data.preprocess import Order
 from seqbench.data.registry import TEMPLATE_MARK, dataset_names, get_spec
 from seqbench.paths import data_dir
 
@@ -105,6 +106,12 @@ def _prepared(card: dict[str, Any] | None) -> str:
     )
 
 
+def order_line(card: dict[str, Any]) -> str:
+    """The card's order and tie rule in words (older cards did not record it)."""
+    order = Order.from_card(card)
+    return order.describe() if order else "order not recorded (prepared by an older seqbench)"
+
+
 @app.command()
 def prepare(
     name: str = typer.Argument(..., help="Dataset name from `seqbench datasets`."),
@@ -155,6 +162,7 @@ def prepare(
     fields = [f"{k} ({v['vocab']} values)" for k, v in side["item_fields"].items()] or ["none"]
     behaviour = [k for k, present in side["behaviour"].items() if present] or ["none"]
     console.print(f"item fields: {', '.join(fields)}; behaviour fields: {', '.join(behaviour)}")
+    console.print(order_line(card))
     if not result.skipped:
         console.print(
             f"wrote {result.path}/ (source: {card['source']}, checksum {card['checksum'][:12]})"

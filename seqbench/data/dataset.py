@@ -7,8 +7,9 @@ On disk (written by `seqbench prepare`, see `seqbench.data.prepare`):
   items.parquet         item int32 (1..N), original_id string, one list<int32> column per
                         item side field (ids 1..V, 0 never used)
   users.parquet         user int32, original_id string
-  card.json             name, variant, filters, sources, stats, side_info, checksum
-                        (seqbench.data.checksum), checksum_scheme, fingerprint
+  card.json             name, variant, filters, order (how positions follow timestamps and
+                        ties: seqbench.data.preprocess.Order), sources, stats, side_info,
+                        checksum (seqbench.data.checksum), checksum_scheme, fingerprint
 """
 
 from __future__ import annotations

@@ -27,6 +27,8 @@ from seqbench.data.checksum import SCHEME, content_checksum
 from seqbench.data.dataset import dataset_path, read_card
 from seqbench.data.download import cache_dir, fetch, sha256_file
 from seqbench.data.preprocess import (
+    BY_TIMESTAMP,
+    Order,
     Sequences,
     encode_side,
     interaction_frame,
@@ -210,10 +212,11 @@ def _read_raw(
     return seqs, parts
 
 
-def _frames(
-    spec: DatasetSpec, files: dict[str, tuple[FileSpec, Path]]
-) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, dict[str, Any]]:
-    """(interactions, items, users, side_info) built from the resolved raw files."""
+Frames = tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, dict[str, Any], Order]
+
+
+def _frames(spec: DatasetSpec, files: dict[str, tuple[FileSpec, Path]]) -> Frames:
+    """(interactions, items, users, side_info, order rule) built from the resolved raw files."""
     seqs, parts = _read_raw(spec, files)
     inter = interaction_frame(seqs.users, seqs.items, seqs.lengths, seqs.timestamps, seqs.ratings)
     item_fields, item_info = _side(seqs.item_ids, parts["item_side"], spec.item_fields)
@@ -224,19 +227,18 @@ def _frames(
         item_frame(seqs.item_ids, item_fields),
         user_frame(seqs.user_ids, user_fields),
         side,
+        seqs.order,
     )
 
 
-def _synthetic_frames(
-    spec: DatasetSpec,
-) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, dict[str, Any]]:
-    """(interactions, items, users, side_info) from the built-in generator."""
+def _synthetic_frames(spec: DatasetSpec) -> Frames:
+    """(interactions, items, users, side_info, order rule) from the built-in generator."""
     inter, items = synthetic.generate(**(spec.generator or {}))
     n_users = int(inter["user"].max()) + 1
     users = user_frame(np.arange(n_users).astype(str), {})
     vocab = int(max((int(v.max()) for v in items["attributes"] if len(v)), default=0))
     info = {"attributes": {"from": ["generator"], "bucket": None, "vocab": vocab, "coverage": 1.0}}
-    return inter, items, users, {"item_fields": info, "user_fields": {}}
+    return inter, items, users, {"item_fields": info, "user_fields": {}}, synthetic.ORDER
 
 
 # ---------------------------------------------------------------- card and checksum
@@ -271,8 +273,10 @@ def compare_published(stats: dict[str, Any], published: dict[str, Any] | None) -
 
 
 def _fingerprint(spec: DatasetSpec, sources: list[dict[str, Any]]) -> str:
-    """Identity of the inputs and of the checksum scheme: a new scheme re-prepares old cards."""
-    blob = json.dumps([spec.raw, sources, __version__, SCHEME], sort_keys=True, default=str)
+    """Identity of the inputs, the checksum scheme and the tie rule: a new scheme or rule
+    re-prepares old cards (cards before the rule was recorded gain their `order`)."""
+    rule = BY_TIMESTAMP.as_dict()
+    blob = json.dumps([spec.raw, sources, __version__, SCHEME, rule], sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
@@ -357,9 +361,9 @@ def prepare(
         return Prepared(old_card, out, skipped=True, notes=notes)
 
     if spec.generator is None:
-        inter, items, users, side = _frames(spec, files)
+        inter, items, users, side, order = _frames(spec, files)
     else:
-        inter, items, users, side = _synthetic_frames(spec)
+        inter, items, users, side, order = _synthetic_frames(spec)
     side["behaviour"] = {
         "timestamp": bool(inter["timestamp"].notna().any()),
         "rating": bool(inter["rating"].notna().any()),
@@ -372,6 +376,7 @@ def prepare(
         "source": source_name,
         "sources": sources,
         "filters": spec.filters.as_dict(),
+        "order": order.as_dict(),
         "stats": stats,
         "published": spec.published,
         "published_check": compare_published(stats, spec.published),

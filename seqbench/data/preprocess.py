@@ -7,7 +7,9 @@ and optional `timestamp` (int64) and `rating` (float32). Everything below works 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -15,6 +17,36 @@ import pyarrow as pa
 
 from seqbench.data.dataset import TEST, TRAIN, VALID
 from seqbench.errors import DataError
+
+
+@dataclass(frozen=True)
+class Order:
+    """How prepare orders each user's interactions and breaks equal timestamps (in the card)."""
+
+    by: str
+    ties: str
+
+    def as_dict(self) -> dict[str, str]:
+        """The card's `order` entry."""
+        return {"by": self.by, "ties": self.ties}
+
+    @classmethod
+    def from_card(cls, card: Mapping[str, Any]) -> Order | None:
+        """The card's order rule, or None for a card prepared before seqbench recorded it."""
+        order = card.get("order")
+        if not isinstance(order, dict) or not {"by", "ties"} <= order.keys():
+            return None
+        return cls(str(order["by"]), str(order["ties"]))
+
+    def describe(self) -> str:
+        """One line for `seqbench prepare` and `seqbench datasets`."""
+        return f"ordered by {self.by}, ties: {self.ties}"
+
+
+# a stable sort on (user, timestamp): equal timestamps of a user keep their file line order
+BY_TIMESTAMP = Order("timestamp", "file order")
+# sources without timestamps (preprocessed sequences): each user's positions as the file gives them
+AS_GIVEN = Order("file position", "no timestamps")
 
 
 @dataclass
@@ -28,6 +60,7 @@ class Sequences:
     item_ids: np.ndarray  # original item id (str) of items 1..N (index 0 = item 1)
     timestamps: np.ndarray | None
     ratings: np.ndarray | None
+    order: Order  # how the interactions were ordered (BY_TIMESTAMP or AS_GIVEN)
 
 
 def sorted_codes(values: pd.Series | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -94,7 +127,8 @@ def preprocess(
     iterative: bool = True,
     source: str = "input",
 ) -> Sequences:
-    """Min-rating filter, stable time sort, dedupe (user, item) keeping the earliest, k-core."""
+    """Min-rating filter, stable time sort (ties keep file order: `BY_TIMESTAMP`; no timestamps:
+    file order, `AS_GIVEN`), dedupe (user, item) keeping the earliest, k-core."""
     has_ts = "timestamp" in raw
     has_rating = "rating" in raw
     if min_rating is not None and has_rating:
@@ -128,6 +162,7 @@ def preprocess(
         item_ids=i_ids[i_used].astype(str),
         timestamps=raw["timestamp"].to_numpy(np.int64)[rows] if has_ts else None,
         ratings=raw["rating"].to_numpy(np.float32)[rows] if has_rating else None,
+        order=BY_TIMESTAMP if has_ts else AS_GIVEN,
     )
 
 

@@ -18,9 +18,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from seqbench.data.preprocess import interaction_frame, item_frame
+from seqbench.data.preprocess import Order, interaction_frame, item_frame
 
 START_TIME = 1_262_304_000  # 2010-01-01, so timestamps look like real Unix seconds
+ORDER = Order("timestamp", "none (strictly increasing within a user)")
 
 
 def generate(
