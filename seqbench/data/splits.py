@@ -173,6 +173,8 @@ class GlobalTemporalSplit:
         ends = data.offsets[:-1] + self.before(data, self.cut(data))
         if self.validation == "last_train_item":
             return ends - (ends - data.offsets[:-1] >= 2)
+        if self.validation == "by_time":
+            return data.offsets[:-1] + self.before(data, self.valid_cut(data))
         held = self.valid_users_of(data)
         ends[held] = data.offsets[held] + self.before(data, self.valid_cut(data))[held]
         return ends
