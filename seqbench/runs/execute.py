@@ -209,7 +209,8 @@ def execute(
             if stored.stopped != "budget" or stored.budget_minutes == options.max_minutes:
                 return stored, True
             force = True
-        ctx.observer.on_log(checked.summary())
+        if checked.temporal:  # leave-one-out runs print what they always printed
+            ctx.observer.on_log(checked.summary())
         work = store.start(run.spec, fresh=force)
         with using_threads(ctx.threads) as threads:
             result, trained, test = _train_and_test(run, data, work, ctx, options, threads)
