@@ -19,7 +19,7 @@ from pathlib import Path
 import pandas as pd
 
 from seqbench.errors import ConfigError
-from seqbench.evaluation.protocols import PROTOCOLS
+from seqbench.evaluation.protocols import get_protocol
 from seqbench.machine import thread_choice
 from seqbench.models.base import SeqModel, get_model
 from seqbench.plugins import as_registered, load_plugins
@@ -171,7 +171,7 @@ def build_report(
     request.tests.validate()
     for name in (request.protocol, request.evaluated_under):
         if name is not None:
-            PROTOCOLS.get(name)
+            get_protocol(name)
     options = TableOptions(
         tests=request.tests,
         baseline=request.baseline,

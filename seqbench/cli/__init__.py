@@ -16,7 +16,7 @@ try:  # recent typer bundles its own click
 except ImportError:
     from click import ClickException
 
-COMMAND_MODULES = ("data", "run", "evaluate", "sweep", "report", "study", "check")
+COMMAND_MODULES = ("data", "audit", "run", "evaluate", "sweep", "report", "study", "check")
 
 
 def _load_commands() -> None:

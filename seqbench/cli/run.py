@@ -27,7 +27,7 @@ from seqbench.cli.fit import fit
 from seqbench.data.dataset import load_dataset
 from seqbench.errors import ConfigError
 from seqbench.evaluation.metrics import METRICS
-from seqbench.evaluation.protocols import PROTOCOLS
+from seqbench.evaluation.protocols import get_protocol, split_view
 from seqbench.machine import (
     ThreadChoice,
     check_precision,
@@ -112,7 +112,7 @@ def run(
         set_deterministic()  # before CUDA starts
     check_precision(precision, resolve_device(device))
     get_model(model)
-    PROTOCOLS.get(protocol)
+    get_protocol(protocol)
     dataset = dataset or default_dataset(data_dir)
     ctx = RunContext.create(
         device=device,
@@ -148,6 +148,7 @@ def show_dry_run(req: RunRequest, ctx: RunContext) -> None:
     trained or stored."""
     data = load_dataset(req.dataset, ctx.data_dir)
     run = req.resolve(data)
+    data = split_view(data, run.protocol)
     stored = (
         " (stored: the run would return it)" if RunStore(ctx.runs_dir).is_done(run.run_id) else ""
     )

@@ -32,7 +32,7 @@ from seqbench.cli.app import (
 )
 from seqbench.cli.run import parse_pairs
 from seqbench.errors import ConfigError
-from seqbench.evaluation.protocols import PROTOCOLS
+from seqbench.evaluation.protocols import get_protocol
 from seqbench.machine import check_precision, forced_threads, resolve_device
 from seqbench.models.base import get_model
 from seqbench.runs.batch import STATUSES, SweepObserver, SweepResult, label
@@ -259,7 +259,7 @@ def sweep(
 
 def show_summary(results: list[SweepResult], protocol: str, seconds: float) -> None:
     """Each run's validation selection metric and test HR/NDCG@10; failed runs with their error."""
-    select = PROTOCOLS.get(protocol).select
+    select = get_protocol(protocol).select
     table = Table(title=f"sweep results ({seconds:.0f} s wall)")
     for col in ("run", "status", f"valid {select}", "test HR@10", "test NDCG@10"):
         table.add_column(col, justify="left" if col in ("run", "status") else "right")

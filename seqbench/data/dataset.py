@@ -14,6 +14,7 @@ On disk (written by `seqbench prepare`, see `seqbench.data.prepare`):
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -27,6 +28,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from seqbench.data.checksum import KINDS, SCHEME, SIDE, content_checksum
+from seqbench.data.splits import EvalSplit, LeaveOneOut, Split
 from seqbench.errors import DataError
 from seqbench.paths import data_dir
 
@@ -35,7 +37,8 @@ TRAIN, VALID, TEST = 0, 1, 2
 
 @dataclass
 class SeqDataset:
-    """Chronological item sequences of all users in CSR form, plus side information."""
+    """Chronological item sequences of all users in CSR form, plus side information; `split`
+    (leave-one-out unless `with_split` gave another) says what is training, validation, test."""
 
     name: str
     n_users: int
@@ -47,6 +50,7 @@ class SeqDataset:
     item_fields: dict[str, np.ndarray] = field(default_factory=dict)
     item_vocab: dict[str, int] = field(default_factory=dict)
     card: dict = field(default_factory=dict)
+    split: Split = field(default_factory=LeaveOneOut)
 
     @property
     def lengths(self) -> np.ndarray:
@@ -57,18 +61,21 @@ class SeqDataset:
         """Content checksum of the prepared files (part of every run id)."""
         return str(self.card.get("checksum", ""))
 
-    def train_ends(self) -> np.ndarray:
-        """Exclusive end of each user's training part (last two items held out when len >= 3)."""
-        lens = self.lengths
-        return self.offsets[1:] - np.where(lens >= 3, 2, 0)
+    def with_split(self, split: Split) -> SeqDataset:
+        """A view of the same arrays under another split (every caller then follows it)."""
+        return dataclasses.replace(self, split=split)
 
-    def eval_split(self, split: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(users, input end index, target item) for 'valid' or 'test' (users with >= 3 items)."""
+    def train_ends(self) -> np.ndarray:
+        """Exclusive end of each user's training part (leave-one-out: all but the last two
+        items when len >= 3)."""
+        return self.split.train_ends(self)
+
+    def eval_split(self, split: str) -> EvalSplit:
+        """(users, input end index, target item) for 'valid' or 'test' (leave-one-out: users
+        with >= 3 items, the last / second-to-last item)."""
         if split not in ("valid", "test"):
             raise ValueError(f"split must be 'valid' or 'test', got {split!r}")
-        users = np.flatnonzero(self.lengths >= 3)
-        ends = self.offsets[users + 1] - (2 if split == "valid" else 1)
-        return users, ends, self.items[ends]
+        return self.split.eval_split(self, split)
 
     def windows(self, users: np.ndarray, ends: np.ndarray, length: int) -> np.ndarray:
         """Left-padded [B, length] int64 matrix of items[max(start, end-length):end] per user."""

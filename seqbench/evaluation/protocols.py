@@ -1,10 +1,18 @@
-"""Evaluation protocol presets: which items are candidates and how history is handled."""
+"""Evaluation protocol presets: which items are candidates, how history is handled and, for
+the temporal presets, how the data is split.
+
+A protocol string is `NAME[:key=value,...]`: a preset, and for `gts` the parameters of its
+split (`seqbench.data.splits.GlobalTemporalSplit`), e.g. `gts:quantile=0.8,target=first`.
+"""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import Literal
+from dataclasses import asdict, dataclass, field, replace
+from typing import ClassVar, Literal
 
+from seqbench.data.dataset import SeqDataset
+from seqbench.data.splits import GlobalTemporalSplit
+from seqbench.errors import ConfigError
 from seqbench.registry import Registry
 
 
@@ -25,9 +33,18 @@ class Protocol:
     n_negatives: int = 100
     max_users: int | None = None
     description: str = ""
+    #: leave-one-out: no split field, so the ids of runs made before temporal splits are kept
+    split: ClassVar[GlobalTemporalSplit | None] = None
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+@dataclass(frozen=True)
+class TemporalProtocol(Protocol):
+    """A protocol whose data split is a global temporal split (recorded in the run id)."""
+
+    split: GlobalTemporalSplit = field(default_factory=GlobalTemporalSplit)  # type: ignore[misc]
 
 
 PROTOCOLS: Registry[Protocol] = Registry("protocol")
@@ -49,6 +66,13 @@ for _p in (
         max_users=10_000,
         description="target + 100 uniform negatives (with replacement) not in training items",
     ),
+    TemporalProtocol(
+        "gts",
+        "full",
+        "all",
+        description=f"full ranking, all input history excluded; {GlobalTemporalSplit().describe()}",
+        split=GlobalTemporalSplit(),
+    ),
     Protocol(
         "bert4rec",
         "popularity",
@@ -59,5 +83,38 @@ for _p in (
     PROTOCOLS.register(_p.name)(_p)
 
 
-def get_protocol(name: str) -> Protocol:
-    return PROTOCOLS.get(name)
+def get_protocol(text: str) -> Protocol:
+    """The protocol a string names: a preset, or `gts:key=value,...` (one-line errors); its
+    name is the canonical string (parameters at their default left out)."""
+    name, colon, params = text.partition(":")
+    base = PROTOCOLS.get(name)
+    if not colon:
+        return base
+    if not isinstance(base, TemporalProtocol):
+        raise ConfigError(f"protocol {name!r} takes no parameters (gts does: {text!r})")
+    split = GlobalTemporalSplit.parse(params)
+    changed = split.changed()
+    return replace(
+        base,
+        name=f"{name}:{changed}" if changed else name,
+        split=split,
+        description=f"full ranking, all input history excluded; {split.describe()}",
+    )
+
+
+def split_presets() -> list[str]:
+    """The presets that need no timestamps (leave-one-out)."""
+    return [n for n in PROTOCOLS if PROTOCOLS.get(n).split is None]
+
+
+def split_view(data: SeqDataset, protocol: Protocol) -> SeqDataset:
+    """The dataset under the protocol's split (itself for leave-one-out); a temporal split of
+    a dataset without timestamps is a one-line error naming the presets it supports."""
+    if protocol.split is None:
+        return data
+    if data.timestamps is None:
+        raise ConfigError(
+            f"dataset {data.name} has no timestamps, so protocol {protocol.name} cannot split "
+            f"it: use one of {', '.join(split_presets())}"
+        )
+    return data.with_split(protocol.split)

@@ -11,10 +11,11 @@ from typing import Any
 
 import pandas as pd
 
+from seqbench.data.audit import audit
 from seqbench.data.dataset import SeqDataset, load_dataset, prepared_names
 from seqbench.errors import ConfigError, DataError
 from seqbench.evaluation.evaluator import Evaluator, summarize
-from seqbench.evaluation.protocols import Protocol, get_protocol
+from seqbench.evaluation.protocols import Protocol, get_protocol, split_view
 from seqbench.machine import (
     ThreadChoice,
     check_precision,
@@ -192,6 +193,13 @@ def execute(
             f"{dev.type}: plan it with --device {dev.type}"
         )
     check_precision(request.precision, dev)
+    data = split_view(data, run.protocol)
+    checked = audit(data)
+    if checked.leak():
+        raise DataError(
+            f"dataset {request.dataset} under protocol {run.protocol.name}: {checked.leak()}: "
+            "fix the data's positions or timestamps (`seqbench audit` shows the split)"
+        )
     run_id, force = run.run_id, options.force
     # one process trains a run; others wait here, then read its result from the store
     with store.lock(run_id, ctx.observer.on_log):
@@ -201,6 +209,8 @@ def execute(
             if stored.stopped != "budget" or stored.budget_minutes == options.max_minutes:
                 return stored, True
             force = True
+        if checked.temporal:  # leave-one-out runs print what they always printed
+            ctx.observer.on_log(checked.summary())
         work = store.start(run.spec, fresh=force)
         with using_threads(ctx.threads) as threads:
             result, trained, test = _train_and_test(run, data, work, ctx, options, threads)
@@ -243,7 +253,7 @@ def _train_and_test(
         run_id=run.run_id,
         model=request.model,
         dataset=request.dataset,
-        protocol=request.protocol,
+        protocol=run.protocol.name,
         seed=request.seed,
         ablate=dict(run.spec.ablate),
         best_epoch=result.best_epoch,

@@ -13,7 +13,7 @@ from seqbench import __version__
 from seqbench.data.dataset import SeqDataset, load_dataset
 from seqbench.errors import ConfigError, DataError
 from seqbench.evaluation.evaluator import Evaluator, summarize
-from seqbench.evaluation.protocols import get_protocol
+from seqbench.evaluation.protocols import get_protocol, split_view
 from seqbench.machine import seed_everything, using_threads
 from seqbench.models.base import SeqModel, get_model
 from seqbench.runs.result import Evaluation, ResultError
@@ -81,6 +81,13 @@ def reevaluate(
             f"dataset {spec['dataset']} changed since run {run_id} was trained (checksum "
             f"{data.checksum[:12]}, was {spec['data_checksum'][:12]}): re-run the model"
         )
+    trained_split = (spec.get("protocol") or {}).get("split")
+    if preset.to_dict().get("split") != trained_split:
+        raise ConfigError(
+            f"run {run_id} was trained under another split than protocol {preset.name}'s, so "
+            "its training data may hold that split's targets: train a run under it instead"
+        )
+    data = split_view(data, preset)
     dev = ctx.torch_device()
     model = load_model(store, run_id, data, dev)
     ctx.observer.on_log(f"evaluating {run_id} on {split} under protocol {protocol}")

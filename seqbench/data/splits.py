@@ -1,0 +1,222 @@
+"""How a prepared dataset is split into training, validation and test.
+
+A split answers two questions for every caller (instance builders, evaluator, popularity):
+where each user's training prefix ends (`train_ends`) and, for 'valid' and 'test', which users
+are scored on which target with which input (`eval_split`: users, input end, target item; the
+input is the user's items before the target's position). Users' items are in position order
+(chronological, equal timestamps in file order), so a training part is always a prefix.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Literal, Protocol
+
+import numpy as np
+
+from seqbench.errors import ConfigError
+
+#: (users, input end index, target item) of one evaluated split
+EvalSplit = tuple[np.ndarray, np.ndarray, np.ndarray]
+
+
+class SeqDataset(Protocol):
+    """What a split reads of a dataset (`seqbench.data.dataset.SeqDataset` has it)."""
+
+    name: str
+    n_users: int
+    n_items: int
+    offsets: np.ndarray
+    items: np.ndarray
+    timestamps: np.ndarray | None
+
+    @property
+    def lengths(self) -> np.ndarray: ...
+
+
+class Split(Protocol):
+    """A split of a dataset's sequences into training, validation and test parts."""
+
+    def train_ends(self, data: SeqDataset) -> np.ndarray: ...
+
+    def eval_split(self, data: SeqDataset, split: str) -> EvalSplit: ...
+
+    def describe(self) -> str: ...
+
+
+@dataclass(frozen=True)
+class LeaveOneOut:
+    """Each user's last item is the test target, the one before the validation target, the rest
+    training (users with >= 3 items; shorter users only train)."""
+
+    def describe(self) -> str:
+        return "leave-one-out"
+
+    def train_ends(self, data: SeqDataset) -> np.ndarray:
+        lens = data.lengths
+        return data.offsets[1:] - np.where(lens >= 3, 2, 0)
+
+    def eval_split(self, data: SeqDataset, split: str) -> EvalSplit:
+        users = np.flatnonzero(data.lengths >= 3)
+        ends = data.offsets[users + 1] - (2 if split == "valid" else 1)
+        return users, ends, data.items[ends]
+
+
+TARGETS = ("last", "first", "random")
+VALIDATIONS = ("by_time", "last_train_item", "by_user")
+COLD = ("keep", "drop")
+
+
+@dataclass(frozen=True)
+class GlobalTemporalSplit:
+    """Global temporal split (Gusak et al., RecSys 2025): one cut on the global timeline.
+
+    cut: `np.quantile(all timestamps, quantile, method="lower")`, a timestamp of the data; an
+    interaction at or after the cut is never training. Each user's training part is the first
+    #(own timestamps < cut) positions (exactly the interactions before the cut when positions
+    follow time; where they do not, the audit counts the leak and `seqbench run` refuses it).
+    Test users: >= 1 interaction before the cut and >= 1 at/after it (users with none before
+    are not scored; the audit counts them). Their target among those at/after the cut:
+    `last`, `first` or `random` (one per user, seeded by `seed`); input: everything of the user
+    before the target. Validation (model selection; training shrinks, test never changes):
+    `by_time`: a second cut, the same quantile of the timestamps before the cut; everyone
+    trains on what precedes it; validation users are those with interactions on both sides of
+    it before the test cut, scored like test on that window. `last_train_item`: each user with
+    >= 2 interactions before the cut is validated on the last of them (input: the earlier
+    ones), which leaves training. `by_user`: a seeded `valid_users` share of the `by_time`
+    validation users is held out and scored like `by_time`; all others train on everything
+    before the test cut. Items first seen at/after the cut stay candidates (cold); `cold=drop`
+    drops the targets whose item never occurs in training (the audit counts them either way).
+    """
+
+    quantile: float = 0.9
+    target: Literal["last", "first", "random"] = "last"
+    validation: Literal["by_time", "last_train_item", "by_user"] = "by_time"
+    cold: Literal["keep", "drop"] = "keep"
+    valid_users: float = 0.1
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        for name, value, choices in (
+            ("target", self.target, TARGETS),
+            ("validation", self.validation, VALIDATIONS),
+            ("cold", self.cold, COLD),
+        ):
+            if value not in choices:
+                raise ConfigError(f"gts {name}={value}: must be one of {', '.join(choices)}")
+        for name in ("quantile", "valid_users"):
+            if not 0 < getattr(self, name) < 1:
+                raise ConfigError(f"gts {name}={getattr(self, name)}: must be in (0, 1)")
+
+    @classmethod
+    def parse(cls, params: str) -> GlobalTemporalSplit:
+        """From 'key=value,...' (keys: the fields); a bad key or value is a ConfigError."""
+        types = {f.name: type(getattr(cls(), f.name)) for f in fields(cls)}
+        values: dict[str, object] = {}
+        for pair in filter(None, params.split(",")):
+            key, eq, raw = pair.partition("=")
+            if key not in types or not eq:
+                raise ConfigError(
+                    f"gts parameter {pair!r}: expected key=value, keys: {', '.join(types)}"
+                )
+            try:
+                values[key] = types[key](raw)
+            except ValueError:
+                raise ConfigError(f"gts {key}={raw}: not a {types[key].__name__}") from None
+        return cls(**values)  # type: ignore[arg-type]
+
+    def changed(self) -> str:
+        """'quantile=0.8,target=first': the parameters off their defaults, in field order."""
+        default = type(self)()
+        return ",".join(
+            f"{f.name}={getattr(self, f.name)}"
+            for f in fields(self)
+            if getattr(self, f.name) != getattr(default, f.name)
+        )
+
+    def describe(self) -> str:
+        """The split in words, for the protocol note of every table."""
+        share = f" ({self.valid_users:g} of users)" if self.validation == "by_user" else ""
+        return (
+            f"global temporal split at the {self.quantile:g} timestamp quantile (lower), "
+            f"target {self.target}, validation {self.validation}{share}, cold items "
+            f"{'kept' if self.cold == 'keep' else 'dropped'}, seed {self.seed}"
+        )
+
+    def cut(self, data: SeqDataset) -> int:
+        """The test cut: a timestamp; interactions at or after it are never training."""
+        return int(np.quantile(stamps(data), self.quantile, method="lower"))
+
+    def valid_cut(self, data: SeqDataset) -> int:
+        """The validation cut of by_time / by_user: the same quantile of the pre-cut stamps."""
+        ts = stamps(data)
+        before = ts[ts < self.cut(data)]
+        return int(np.quantile(before, self.quantile, method="lower")) if len(before) else 0
+
+    def before(self, data: SeqDataset, cut: int) -> np.ndarray:
+        """Per user: the number of its interactions with a timestamp before `cut`."""
+        owner = np.repeat(np.arange(data.n_users), data.lengths)
+        return np.bincount(owner[stamps(data) < cut], minlength=data.n_users)
+
+    def valid_users_of(self, data: SeqDataset) -> np.ndarray:
+        """Users validated under by_time / by_user (sorted): interactions before the validation
+        cut and in [validation cut, test cut); by_user keeps a seeded share of them."""
+        n_val = self.before(data, self.valid_cut(data))
+        users = np.flatnonzero((n_val >= 1) & (self.before(data, self.cut(data)) > n_val))
+        if self.validation == "by_user":
+            rng = np.random.default_rng([self.seed, 3])
+            size = max(1, round(self.valid_users * len(users))) if len(users) else 0
+            users = np.sort(rng.choice(users, size, replace=False))
+        return users
+
+    def train_ends(self, data: SeqDataset) -> np.ndarray:
+        ends = data.offsets[:-1] + self.before(data, self.cut(data))
+        if self.validation == "last_train_item":
+            return ends - (ends - data.offsets[:-1] >= 2)
+        if self.validation == "by_time":
+            return data.offsets[:-1] + self.before(data, self.valid_cut(data))
+        held = self.valid_users_of(data)
+        ends[held] = data.offsets[held] + self.before(data, self.valid_cut(data))[held]
+        return ends
+
+    def eval_split(self, data: SeqDataset, split: str) -> EvalSplit:
+        starts = data.offsets[:-1]
+        pre = starts + self.before(data, self.cut(data))
+        if split == "test":
+            users = np.flatnonzero((pre > starts) & (pre < data.offsets[1:]))
+            lo, hi = pre[users], data.offsets[users + 1]
+        elif self.validation == "last_train_item":
+            users = np.flatnonzero(pre - starts >= 2)
+            lo, hi = pre[users] - 1, pre[users]
+        else:
+            users = self.valid_users_of(data)
+            lo = starts[users] + self.before(data, self.valid_cut(data))[users]
+            hi = pre[users]
+        ends = self._pick(lo, hi, 1 if split == "valid" else 2)
+        if self.cold == "drop":
+            known = np.isin(data.items[ends], training_items(data, self.train_ends(data)))
+            users, ends = users[known], ends[known]
+        return users, ends, data.items[ends]
+
+    def _pick(self, lo: np.ndarray, hi: np.ndarray, stream: int) -> np.ndarray:
+        """The target index in [lo, hi) of each user by the target rule (random: seeded)."""
+        if self.target == "last":
+            return hi - 1
+        if self.target == "first":
+            return lo
+        rng = np.random.default_rng([self.seed, stream])
+        return lo + np.floor(rng.random(len(lo)) * (hi - lo)).astype(np.int64)
+
+
+def training_items(data: SeqDataset, train_ends: np.ndarray) -> np.ndarray:
+    """The distinct items of the users' training prefixes [offsets[u], train_ends[u])."""
+    owner = np.repeat(np.arange(data.n_users), data.lengths)
+    train = np.arange(len(data.items)) < train_ends[owner]
+    return np.unique(data.items[train])
+
+
+def stamps(data: SeqDataset) -> np.ndarray:
+    """The dataset's timestamps (a temporal split needs them: ConfigError otherwise)."""
+    if data.timestamps is None:
+        raise ConfigError(f"dataset {data.name} has no timestamps: a temporal split needs them")
+    return data.timestamps
