@@ -18,7 +18,7 @@ from seqbench.errors import ConfigError
 from seqbench.runs.store import RunStore
 from seqbench.study.output import BEGIN, END, splice_readme
 from seqbench.study.papers import get_spec
-from seqbench.study.parse import parse_study
+from seqbench.study.parse import load_study, parse_study
 from seqbench.study.plan import plan
 from seqbench.study.reproduce import get_study
 from seqbench.study.spec import Budget, from_paper
@@ -279,3 +279,29 @@ def test_a_model_may_run_its_own_seeds() -> None:
     for bad in ([], [1, 1], [-1], "0", [True]):
         with pytest.raises(ConfigError, match=r"s\.yaml: models\.gru4rec\.seeds: expected a list"):
             parse_study(study(models={"gru4rec": {"seeds": bad}}, tables={}), "s.yaml")
+
+
+def test_dataset_seeds_override_the_study_seeds_per_dataset(tmp_path) -> None:
+    (tmp_path / "study.yaml").write_text(
+        "protocol: seqbench\ndatasets: {A: synthetic, B: ml-100k}\nseeds: [0, 1, 2]\n"
+        "dataset_seeds: {B: [5]}\nbudget: {epochs: 1}\n"
+        "models: {sasrec: {}, pop: {model: popularity, seeds: [7]}}\n"
+        "tables: {t: {layout: overall}}\n"
+    )
+    study = load_study(tmp_path)
+    runs = plan(study, need_data=False).runs
+    got = sorted((r.dataset, r.model.label, r.request.seed) for r in runs)
+    want = [("ml-100k", "pop", 7), ("ml-100k", "sasrec", 5)]
+    want += [("synthetic", "pop", 7)] + [("synthetic", "sasrec", s) for s in (0, 1, 2)]
+    assert got == sorted(want)
+    assert study.seeds_text() == "0, 1, 2 (pop: 7; B: 5)"
+
+
+def test_dataset_seeds_name_a_dataset_label(tmp_path) -> None:
+    (tmp_path / "study.yaml").write_text(
+        "protocol: seqbench\ndatasets: {A: synthetic}\ndataset_seeds: {Z: [1]}\n"
+        "budget: {epochs: 1}\n"
+        "models: {sasrec: {}}\ntables: {t: {layout: overall}}\n"
+    )
+    with pytest.raises(ConfigError, match="dataset_seeds: 'Z' is not a dataset label"):
+        load_study(tmp_path)

@@ -42,6 +42,7 @@ STUDY_KEYS = (
     "protocols",
     "datasets",
     "seeds",
+    "dataset_seeds",
     "budget",
     "threads",
     "workers",
@@ -347,6 +348,7 @@ def parse_study(raw: Any, where: str) -> Study:
     protocol, axis = _axis(spec, where)
     datasets = _datasets(spec["datasets"], where)
     seeds = _seeds(spec.get("seeds", [0]), f"{where}: seeds")
+    dataset_seeds = _dataset_seeds(spec.get("dataset_seeds"), datasets, where)
     models = {
         str(label): parse_model(str(label), m, where)
         for label, m in _mapping(spec["models"], f"{where}: models").items()
@@ -385,7 +387,20 @@ def parse_study(raw: Any, where: str) -> Study:
         tracking=parse_tracking(spec.get("tracking"), where),
         plugins=plugins,
         protocols=axis,
+        dataset_seeds=dataset_seeds,
     )
+
+
+def _dataset_seeds(raw: Any, datasets: dict[str, str], where: str) -> dict[str, tuple[int, ...]]:
+    """dataset name -> its own seeds, from `dataset_seeds: {label: [seeds]}` (labels of
+    `datasets`), for a dataset that runs other seeds than the study's."""
+    out = {}
+    for label, seeds in _mapping(raw, f"{where}: dataset_seeds").items():
+        if str(label) not in datasets:
+            known = ", ".join(datasets)
+            raise ConfigError(f"{where}: dataset_seeds: {label!r} is not a dataset label ({known})")
+        out[datasets[str(label)]] = tuple(_seeds(seeds, f"{where}: dataset_seeds.{label}"))
+    return out
 
 
 def study_file(path: str | Path) -> Path:

@@ -117,7 +117,7 @@ def _runs(study: Study, m: StudyModel, dataset: str, budget: Budget) -> list[Stu
     for plabel, protocol in study.model_protocols(m).items():
         for sets, ablate in m.points():
             label = m.entry_label(sets, ablate)
-            for seed in m.seeds or study.seeds:
+            for seed in study.seeds_for(m, dataset):
                 req = RunRequest(
                     m.model,
                     dataset,

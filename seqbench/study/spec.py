@@ -10,6 +10,7 @@ what is missing and `output` writes the folder.
     protocol: stosa
     datasets: [beauty]              # or {Beauty: beauty}: label in the tables -> dataset
     seeds: [0]
+    dataset_seeds: {ml-1m: [0]}     # a dataset's own seeds (optional; a model's own win)
     budget: {epochs: 170}           # or {minutes: 30}, or {epochs: default} (each model's own)
     threads: 1                      # torch threads per run (optional)
     precision: fp32                 # training precision of every run: fp32|bf16|fp16 (optional)
@@ -155,6 +156,12 @@ class Study:
     plugins: tuple[str, ...] = ()
     #: the protocol axis, label -> protocol string, crossed with the models (empty: `protocol`)
     protocols: dict[str, str] = field(default_factory=dict)
+    #: dataset name -> its own seeds (`dataset_seeds`), else the study's
+    dataset_seeds: dict[str, tuple[int, ...]] = field(default_factory=dict)
+
+    def seeds_for(self, m: StudyModel, dataset: str) -> tuple[int, ...]:
+        """The seeds model `m` runs on `dataset`: its own, else the dataset's, else the study's."""
+        return m.seeds or self.dataset_seeds.get(dataset) or self.seeds
 
     def model_protocols(self, m: StudyModel) -> dict[str, str]:
         """label -> protocol of each protocol model `m` runs under: its own, labelled as the
@@ -182,6 +189,8 @@ class Study:
     def seeds_text(self) -> str:
         """The study's seeds, then each model that runs other seeds: '0, 1, 2 (duorec: 0)'."""
         own = [f"{m.label}: {', '.join(map(str, m.seeds))}" for m in self.models if m.seeds]
+        label = {name: lab for lab, name in self.datasets.items()}
+        own += [f"{label[d]}: {', '.join(map(str, s))}" for d, s in self.dataset_seeds.items()]
         text = ", ".join(map(str, self.seeds))
         return f"{text} ({'; '.join(own)})" if own else text
 
