@@ -19,7 +19,7 @@ from seqbench.runs.store import RunStore
 from seqbench.study.output import BEGIN, END, splice_readme
 from seqbench.study.papers import get_spec
 from seqbench.study.parse import load_study, parse_study
-from seqbench.study.plan import plan
+from seqbench.study.plan import plan, table_plans
 from seqbench.study.reproduce import get_study
 from seqbench.study.spec import Budget, from_paper
 
@@ -304,4 +304,28 @@ def test_dataset_seeds_name_a_dataset_label(tmp_path) -> None:
         "models: {sasrec: {}}\ntables: {t: {layout: overall}}\n"
     )
     with pytest.raises(ConfigError, match="dataset_seeds: 'Z' is not a dataset label"):
+        load_study(tmp_path)
+
+
+def test_published_models_are_columns_without_runs(tmp_path) -> None:
+    (tmp_path / "study.yaml").write_text(
+        "protocol: cbit\ndatasets: {Beauty: beauty}\nbudget: {epochs: 1}\n"
+        "models: {Mine: {model: sasrec}}\n"
+        "tables: {t: {layout: overall, published: cbit-table3, published_models: [CBiT]}}\n"
+    )
+    p = plan(load_study(tmp_path), need_data=False)
+    (tp,) = table_plans(p)
+    assert [e.label for e in tp.entries] == ["Mine", "CBiT"]
+    assert tp.entries[1].runs == {}
+    assert tp.published[("beauty", "CBiT", "NDCG@10")] == 0.0537  # CBiT Table 3, Beauty
+
+
+def test_published_models_must_be_published_and_not_run(tmp_path) -> None:
+    (tmp_path / "study.yaml").write_text(
+        "protocol: cbit\ndatasets: {Beauty: beauty}\nbudget: {epochs: 1}\n"
+        "models: {SASRec: {model: sasrec}}\n"
+        "tables: {t: {layout: overall, published: cbit-table3, "
+        "published_models: [SASRec, NoSuch]}}\n"
+    )
+    with pytest.raises(ConfigError, match="published_models: SASRec, NoSuch must be models"):
         load_study(tmp_path)

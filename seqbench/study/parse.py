@@ -69,6 +69,7 @@ TABLE_KEYS = (
     "reference",
     "param",
     "published",
+    "published_models",
     "budget_columns",
     "protocol",
 )
@@ -214,6 +215,14 @@ def parse_table(
             published = dict(get_spec(str(source)).published)
         except ConfigError as e:
             raise ConfigError(f"{at}.published: {e}") from None
+    key = "published_models"
+    only = _names(spec[key], f"{at}.{key}") if key in spec else ()
+    unknown = [m for m in only if m in models or not any(k[1] == m for k in published)]
+    if unknown:
+        raise ConfigError(
+            f"{at}.published_models: {', '.join(unknown)} must be models of `published` "
+            "that are not models of the study"
+        )
     return StudyTable(
         name=name,
         layout=layout,
@@ -230,6 +239,7 @@ def parse_table(
         param=str(spec["param"]) if "param" in spec else None,
         published_from=str(source) if source is not None else None,
         published=published,
+        published_models=only,
         budget_columns=bool(spec.get("budget_columns", False)),
         protocol=protocol,
     )

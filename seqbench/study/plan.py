@@ -199,6 +199,8 @@ def table_plans(p: Plan) -> list[TablePlan]:
                     entries[name] = TableEntry(
                         name, {d: [r for r in mine if r.dataset == d] for d in data}
                     )
+        for label in t.published_models:
+            entries[label] = TableEntry(label, {})
         for entry in entries.values():
             entry.runs = {d: rs for d, rs in entry.runs.items() if rs}
             entry.reference = t.reference.get(entry.label) or _default_reference(

@@ -127,6 +127,8 @@ class StudyTable:
     param: str | None = None
     published_from: str | None = None
     published: dict[tuple[str, str, str], float] = field(default_factory=dict)
+    #: columns of published numbers only (models of `published`, not of the study)
+    published_models: tuple[str, ...] = ()
     budget_columns: bool = False
     #: the label of the one protocol this table shows (a study with several must name it,
     #: except in the `protocols` layout, which shows them side by side)
