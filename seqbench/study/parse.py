@@ -181,7 +181,9 @@ def parse_table(
         raise ConfigError(f"{at}.layout: {layout or 'missing'} (one of {', '.join(LAYOUTS)})")
     protocol = _table_protocol(spec.get("protocol"), layout, protocols, at)
     formats = _formats(spec.get("formats", list(DEFAULT_FORMATS)), f"{at}.formats")
-    metrics = _names(spec.get("metrics", list(REPORT_LAYOUTS.get(layout).metrics)), f"{at}.metrics")
+    default = REPORT_LAYOUTS.get(layout).metrics  # (audit: none, it shows no metric)
+    raw_metrics = spec.get("metrics", list(default))
+    metrics = _names(raw_metrics, f"{at}.metrics") if "metrics" in spec or default else ()
     bad = [m for m in metrics if m not in METRICS and layout != "curves"]
     if bad:
         raise ConfigError(f"{at}.metrics: unknown {', '.join(bad)} ({', '.join(METRICS)})")
@@ -245,12 +247,12 @@ def _formats(raw: Any, at: str) -> tuple[str, ...]:
 
 def _table_protocol(raw: Any, layout: str, protocols: Collection[str], at: str) -> str | None:
     """The protocol label a table shows: one of the study's; required with several of them
-    unless the layout is `protocols`."""
+    unless the layout shows them side by side (`protocols`, `audit`)."""
     if raw is None:
-        if len(protocols) > 1 and layout != "protocols":
+        if len(protocols) > 1 and layout not in ("protocols", "audit"):
             raise ConfigError(
                 f"{at}: the study has several protocols ({', '.join(protocols)}): name the one "
-                "this table shows (protocol: LABEL), or use layout: protocols"
+                "this table shows (protocol: LABEL), or use layout: protocols (or audit)"
             )
         return None
     if str(raw) not in protocols:
