@@ -181,12 +181,7 @@ def parse_table(
         raise ConfigError(f"{at}.layout: {layout or 'missing'} (one of {', '.join(LAYOUTS)})")
     protocol = _table_protocol(spec.get("protocol"), layout, protocols, at)
     formats = _formats(spec.get("formats", list(DEFAULT_FORMATS)), f"{at}.formats")
-    default = REPORT_LAYOUTS.get(layout).metrics  # (audit: none, it shows no metric)
-    raw_metrics = spec.get("metrics", list(default))
-    metrics = _names(raw_metrics, f"{at}.metrics") if "metrics" in spec or default else ()
-    bad = [m for m in metrics if m not in METRICS and layout != "curves"]
-    if bad:
-        raise ConfigError(f"{at}.metrics: unknown {', '.join(bad)} ({', '.join(METRICS)})")
+    metrics = _metrics(spec, layout, at)
     chosen = _names(spec["models"], f"{at}.models") if "models" in spec else None
     for label in chosen or ():
         if label not in models:
@@ -234,6 +229,19 @@ def parse_table(
         budget_columns=bool(spec.get("budget_columns", False)),
         protocol=protocol,
     )
+
+
+def _metrics(spec: dict[str, Any], layout: str, at: str) -> tuple[str, ...]:
+    """A table's metrics, each a known one (any history column in `curves`); default the
+    layout's own (none for `audit`, which shows no metric)."""
+    default = REPORT_LAYOUTS.get(layout).metrics
+    if "metrics" not in spec and not default:
+        return ()
+    metrics = _names(spec.get("metrics", list(default)), f"{at}.metrics")
+    bad = [m for m in metrics if m not in METRICS and layout != "curves"]
+    if bad:
+        raise ConfigError(f"{at}.metrics: unknown {', '.join(bad)} ({', '.join(METRICS)})")
+    return metrics
 
 
 def _formats(raw: Any, at: str) -> tuple[str, ...]:
