@@ -18,7 +18,9 @@ from seqbench.runs.store import load_runs
 
 
 def test_layout_registry_knows_names_metrics_figures_and_cards() -> None:
-    assert LAYOUTS.names() == ["ablation", "curves", "overall", "protocols", "sensitivity", "stats"]
+    assert LAYOUTS.names() == [
+        "ablation", "audit", "curves", "overall", "protocols", "sensitivity", "stats"
+    ]  # fmt: skip
     expected = {  # name: (default metrics, draws a figure, reads dataset cards)
         "overall": (("HR@5", "HR@10", "HR@20", "NDCG@5", "NDCG@10", "NDCG@20"), False, False),
         "ablation": (("HR@10", "NDCG@10"), True, False),
@@ -26,6 +28,7 @@ def test_layout_registry_knows_names_metrics_figures_and_cards() -> None:
         "curves": (("NDCG@10",), True, False),
         "stats": ((), False, True),
         "protocols": (("NDCG@10",), False, False),
+        "audit": ((), False, True),
     }
     for name, (metrics, figure, cards) in expected.items():
         layout = LAYOUTS.get(name)

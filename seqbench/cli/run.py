@@ -24,7 +24,8 @@ from seqbench.cli.app import (
     run_observer,
 )
 from seqbench.cli.fit import fit
-from seqbench.data.dataset import load_dataset
+from seqbench.data.audit import audit
+from seqbench.data.dataset import SeqDataset, load_dataset
 from seqbench.errors import ConfigError
 from seqbench.evaluation.metrics import METRICS
 from seqbench.evaluation.protocols import get_protocol, split_view
@@ -125,6 +126,7 @@ def run(
         compile=compile_,
     )
     options = RunOptions(force=force, resume=resume, max_minutes=budget_minutes)
+    data: SeqDataset | None = None
     for s in seed or [0]:
         req = RunRequest(
             model,
@@ -139,7 +141,10 @@ def run(
         if dry_run:
             show_dry_run(req, ctx)
             continue
-        result, cached = execute(req, ctx, options)
+        data = data if data is not None else load_dataset(dataset, data_dir)
+        result, cached = execute(req, ctx, options, data=data)
+        if get_protocol(protocol).split is None:  # a temporal split's line went to stderr
+            console.print(audit(data).summary(), soft_wrap=True, highlight=False)
         show_result(result, cached, RunStore(ctx.runs_dir))
 
 

@@ -77,6 +77,27 @@ class Audit:
             ("published variant", self.variant or "none known"),
         ]
 
+    def compact_rows(self) -> list[tuple[str, str]]:
+        """The counts that depend on the split with short labels and values (at most 10
+        characters each), the same rows under every split: a table with a column per split.
+        The split, tie rule and variant are left to its notes; leave-one-out has no cut, so its
+        "training at/after cut" counts training later than the earliest test target."""
+        return [
+            ("cut (timestamp)", "-" if self.cut is None else str(self.cut)),
+            ("training at/after cut", f"{self.train_late:,}"),
+            ("inputs later than target", f"{self.input_late:,}"),
+            ("test users scored", f"{self.test_users:,}"),
+            ("users only after cut", f"{self.unscored_users:,}"),
+            ("cold test targets", f"{self.cold_targets:,}"),
+            ("test users, no training", f"{self.test_only_users:,}"),
+            ("test-only items", f"{self.test_only_items:,}"),
+            ("items new at/after cut", f"{self.new_items:,}"),
+            ("consecutive repeats", f"{self.repeats:,}"),
+            ("repeated targets", f"{self.target_repeats:,}"),
+            ("equal timestamps", f"{self.collisions:,}"),
+            ("equal-timestamp targets", f"{self.target_collisions:,}"),
+        ]
+
     def summary(self) -> str:
         """One line for `seqbench run`: the split and the counts that matter most."""
         verdict = f"LEAKS: {self.leak()}" if self.leak() else "no leak"

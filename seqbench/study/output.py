@@ -74,10 +74,11 @@ def build(
     store: RunStore,
     notes: Sequence[str] = (),
     committed: Mapping[str, Run] | None = None,
+    data_dir: str | Path | None = None,
 ) -> StudyOutput:
     """Build each table of the planned study from the runs the store has, else from the
-    `committed` copies of the study folder; `notes` go first in every table (then a note on
-    runs not in the store yet)."""
+    `committed` copies of the study folder (an `audit` table from the prepared data under
+    `data_dir`); `notes` go first in every table (then a note on runs not in the store yet)."""
     stored = {**(committed or {}), **{r.run_id: r for r in store.list_runs()}}
     found = [stored.get(i) if i is not None else None for i in run_ids]
     out = StudyOutput(p, found)
@@ -90,7 +91,7 @@ def build(
         missing = sorted({describe(s) for s in tp.runs if by_id[id(s)] is None})
         extra = [f"Not in the run store yet: {'; '.join(missing)}."] if missing else []
         try:
-            table = build_table(tp, by_id)
+            table = build_table(tp, by_id, data_dir)
         except ReportError as e:
             out.tables.append(Built(tp, None, str(e)))
             continue
@@ -106,18 +107,22 @@ def describe(s: StudyRun) -> str:
     return f"{s.label} on {s.dataset} seed {s.request.seed}"
 
 
-def build_table(tp: TablePlan, by_id: dict[int, Run | None]) -> Table | None:
-    """The table in its layout from the stored runs of its entries (None: no run stored); a
-    baseline without runs in the table falls back to the best other entry."""
+def build_table(
+    tp: TablePlan, by_id: dict[int, Run | None], data_dir: str | Path | None = None
+) -> Table | None:
+    """The table in its layout from the stored runs of its entries (None: no run stored), or
+    from the prepared data under `data_dir` for a layout that reads data; a baseline without
+    runs in the table falls back to the best other entry."""
     t = tp.table
+    layout = LAYOUTS.get(t.layout)
     entries = []
     for e in tp.entries:
         per = {d: [r for s in rs if (r := by_id[id(s)]) is not None] for d, rs in e.runs.items()}
         runs = {d: rs for d, rs in per.items() if rs}
         entries.append(Entry(e.label, runs, e.reference, e.group))
-    if not all_runs(entries):
+    if not layout.cards and not all_runs(entries):
         return None
-    datasets = [d for d in tp.datasets if any(e.runs.get(d) for e in entries)]
+    datasets = [d for d in tp.datasets if layout.cards or any(e.runs.get(d) for e in entries)]
     options = TableOptions(
         title=t.title,
         tests=SignificanceOptions(t.test, t.alpha, t.correction),
@@ -126,8 +131,10 @@ def build_table(tp: TablePlan, by_id: dict[int, Run | None]) -> Table | None:
         dataset_labels=tp.labels,
         budget_columns=t.budget_columns,
         param=t.param,
+        data_dir=data_dir,
+        protocols=tp.protocols,
     )
-    return LAYOUTS.get(t.layout).build(entries, datasets, t.metrics, options)
+    return layout.build(entries, datasets, t.metrics, options)
 
 
 # ------------------------------------------------------------------ the results folder

@@ -183,10 +183,7 @@ def parse_table(
         raise ConfigError(f"{at}.layout: {layout or 'missing'} (one of {', '.join(LAYOUTS)})")
     protocol = _table_protocol(spec.get("protocol"), layout, protocols, at)
     formats = _formats(spec.get("formats", list(DEFAULT_FORMATS)), f"{at}.formats")
-    metrics = _names(spec.get("metrics", list(REPORT_LAYOUTS.get(layout).metrics)), f"{at}.metrics")
-    bad = [m for m in metrics if m not in METRICS and layout != "curves"]
-    if bad:
-        raise ConfigError(f"{at}.metrics: unknown {', '.join(bad)} ({', '.join(METRICS)})")
+    metrics = _metrics(spec, layout, at)
     chosen = _names(spec["models"], f"{at}.models") if "models" in spec else None
     for label in chosen or ():
         if label not in models:
@@ -245,6 +242,19 @@ def parse_table(
     )
 
 
+def _metrics(spec: dict[str, Any], layout: str, at: str) -> tuple[str, ...]:
+    """A table's metrics, each a known one (any history column in `curves`); default the
+    layout's own (none for `audit`, which shows no metric)."""
+    default = REPORT_LAYOUTS.get(layout).metrics
+    if "metrics" not in spec and not default:
+        return ()
+    metrics = _names(spec.get("metrics", list(default)), f"{at}.metrics")
+    bad = [m for m in metrics if m not in METRICS and layout != "curves"]
+    if bad:
+        raise ConfigError(f"{at}.metrics: unknown {', '.join(bad)} ({', '.join(METRICS)})")
+    return metrics
+
+
 def _formats(raw: Any, at: str) -> tuple[str, ...]:
     """A table's output formats, each a known one."""
     formats = _names(raw, at)
@@ -256,12 +266,12 @@ def _formats(raw: Any, at: str) -> tuple[str, ...]:
 
 def _table_protocol(raw: Any, layout: str, protocols: Collection[str], at: str) -> str | None:
     """The protocol label a table shows: one of the study's; required with several of them
-    unless the layout is `protocols`."""
+    unless the layout shows them side by side (`protocols`, `audit`)."""
     if raw is None:
-        if len(protocols) > 1 and layout != "protocols":
+        if len(protocols) > 1 and layout not in ("protocols", "audit"):
             raise ConfigError(
                 f"{at}: the study has several protocols ({', '.join(protocols)}): name the one "
-                "this table shows (protocol: LABEL), or use layout: protocols"
+                "this table shows (protocol: LABEL), or use layout: protocols (or audit)"
             )
         return None
     if str(raw) not in protocols:

@@ -166,6 +166,8 @@ class TablePlan:
     entries: list[TableEntry]
     labels: dict[str, str]
     published: dict[tuple[str, str, str], float]
+    #: the protocols the table shows, label -> protocol string (the `audit` layout's columns)
+    protocols: dict[str, str] = field(default_factory=dict)
 
     @property
     def runs(self) -> list[StudyRun]:
@@ -181,13 +183,16 @@ def table_plans(p: Plan) -> list[TablePlan]:
         wanted = [m for m in t.models or (m.label for m in study.models) if m in p.models]
         data = [study.datasets[d] for d in t.datasets or study.datasets]
         runs = [r for r in p.runs if r.model.label in wanted and r.dataset in data]
+        shown = study.used_protocols()
         if t.protocol is not None:
             runs = [r for r in runs if r.protocol == t.protocol]
+            shown = {t.protocol: shown[t.protocol]}
         if t.layout == "sensitivity" and t.param is not None:
             runs = [r for r in runs if t.param in r.sets]
-        if t.layout == "protocols":
+        if t.layout in ("protocols", "audit"):
             used = [d for d in data if any(r.dataset == d for r in runs)]
-            out.append(TablePlan(t, used, _protocol_entries(study, wanted, runs), labels, {}))
+            side = _protocol_entries(study, wanted, runs) if t.layout == "protocols" else []
+            out.append(TablePlan(t, used, side, labels, {}, shown))
             continue
         entries: dict[str, TableEntry] = {}
         for label in wanted:
@@ -208,7 +213,7 @@ def table_plans(p: Plan) -> list[TablePlan]:
             )
         used = [d for d in data if any(r.dataset == d for r in runs)]
         published = {k: v for k, v in t.published.items() if k[0] in used and k[1] in entries}
-        out.append(TablePlan(t, used, list(entries.values()), labels, published))
+        out.append(TablePlan(t, used, list(entries.values()), labels, published, shown))
     return out
 
 

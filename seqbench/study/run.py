@@ -67,7 +67,7 @@ def run_study(
     for run_id in dict.fromkeys(i for i in ids if i is not None and i not in reused):
         for protocol in p.study.evaluate:
             reevaluate(run_id, protocol, ctx)
-    out = build(p, ids, store, notes(results), reused)
+    out = build(p, ids, store, notes(results), reused, ctx.data_dir)
     return StudyResult(out, results, time.perf_counter() - t0)
 
 
@@ -129,7 +129,8 @@ def render_study(p: Plan, folder: Path, runs_dir: str | None, data_dir: str | No
     or without per-user results) keeps its files, and then the README keeps its block."""
     store = RunStore(runs_dir)
     committed = load_exported(folder / RUN_FILES)
-    out = build(p, run_ids(p, store, data_dir, committed), store, study_notes(p), committed)
+    ids = run_ids(p, store, data_dir, committed)
+    out = build(p, ids, store, study_notes(p), committed, data_dir)
     short = lacking(out)
     kept = {t: why for t, why in short.items() if any(folder.glob(f"{t}.*"))}
     written = write_folder(folder, out, store, keep=kept, preserve=committed.values())

@@ -47,8 +47,9 @@ from seqbench.training.context import Tracking
 
 STUDY_FILE = "study.yaml"
 #: the report layouts (seqbench.report.layouts.LAYOUTS) a study builds from its runs, in the
-#: papers' order (`stats` reads data cards instead); formats and metrics are the report's own
-LAYOUTS = ("overall", "ablation", "sensitivity", "curves", "protocols")
+#: papers' order, and `audit`, which reads the prepared data instead (`stats` reads data cards);
+#: formats and metrics are the report's own
+LAYOUTS = ("overall", "ablation", "sensitivity", "curves", "protocols", "audit")
 DEFAULT_FORMATS = ("markdown", "latex", "html")
 
 Point = dict[str, str]
@@ -131,7 +132,7 @@ class StudyTable:
     published_models: tuple[str, ...] = ()
     budget_columns: bool = False
     #: the label of the one protocol this table shows (a study with several must name it,
-    #: except in the `protocols` layout, which shows them side by side)
+    #: except in the `protocols` and `audit` layouts, which show them side by side)
     protocol: str | None = None
 
 

@@ -1,9 +1,11 @@
 """The papers' layouts, one module each, registered once in `LAYOUTS`: overall (CBiT Table 3),
 ablation (Table 4 / Figure 3(a)), sensitivity (Figure 2), curves (Figure 3(b)), stats
-(Table 2) and protocols (the same models under several protocols, with Kendall's τ).
+(Table 2), protocols (the same models under several protocols, with Kendall's τ) and audit
+(the split of each protocol, `seqbench audit` side by side).
 `seqbench report` and studies both build their tables with `Layout.build`."""
 
 from seqbench.report.layouts.ablation import ABLATION
+from seqbench.report.layouts.audit import SPLIT_AUDIT
 from seqbench.report.layouts.base import (
     FOCUS_METRICS,
     LAYOUTS,
@@ -28,6 +30,7 @@ __all__ = [
     "OVERALL_METRICS",
     "PROTOCOLS",
     "SENSITIVITY",
+    "SPLIT_AUDIT",
     "Layout",
     "Published",
     "TableOptions",

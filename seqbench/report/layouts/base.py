@@ -24,7 +24,8 @@ Published = dict[tuple[str, str, str], float]
 @dataclass(frozen=True)
 class TableOptions:
     """Everything a table takes besides its entries, datasets and metrics; a layout uses the
-    options it has a place for (`param` only sensitivity, `data_dir` only stats)."""
+    options it has a place for (`param` only sensitivity, `data_dir` stats and audit,
+    `protocols` only audit)."""
 
     #: None: the layout's own title
     title: str | None = None
@@ -37,8 +38,10 @@ class TableOptions:
     budget_columns: bool = False
     #: sensitivity: the swept config key (None: the one that varies)
     param: str | None = None
-    #: stats: where the prepared datasets' cards are
+    #: stats, audit: where the prepared datasets are
     data_dir: str | Path | None = None
+    #: audit: the protocols whose splits it shows, label -> protocol string
+    protocols: dict[str, str] = field(default_factory=dict)
 
 
 class Layout(ABC):
