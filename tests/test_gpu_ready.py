@@ -69,6 +69,7 @@ def test_old_metrics_read_with_no_device_facts_and_new_ones_round_trip() -> None
         "budget_minutes": None,
         "precision": "fp32",
         "threads_reason": "",
+        "objective": None,
     }
     with pytest.raises(ResultError, match=r"m\.json: gpu_peak_mb must be a number or null"):
         RunResult.from_json({**new, "gpu_peak_mb": "812"}, "m.json")

@@ -327,5 +327,5 @@ def test_published_models_must_be_published_and_not_run(tmp_path) -> None:
         "tables: {t: {layout: overall, published: cbit-table3, "
         "published_models: [SASRec, NoSuch]}}\n"
     )
-    with pytest.raises(ConfigError, match="published_models: SASRec, NoSuch must be models"):
+    with pytest.raises(ConfigError, match=r"published_models: SASRec, NoSuch must be models"):
         load_study(tmp_path)

@@ -166,7 +166,7 @@ class SeqModel(nn.Module):
         raise NotImplementedError
 
     def objective(self) -> Objective | None:
-        """The resolved training objective metrics.json records (None: no loss axis)."""
+        """The resolved training objective the run records with its metrics (None: no loss axis)."""
         return None
 
     def unused_parameters(self) -> frozenset[str]:

@@ -55,7 +55,7 @@ class GSASRec(SASRec):
             "training objective",
             "gBCE with K = 256 uniform negatives and t = 0.75 (β from α = K/(|I|−1))",
             "as the paper (asash/gSASRec-pytorch)",
-            "as the paper; α and β of the real catalogue in metrics.json",
+            "as the paper; α and β of the real catalogue recorded with the run's metrics",
             "paper",
             "loss",
             "--ablate loss=bce (or sampled_ce, ce, bpr), --set negatives=K, --set gbce_t=T",

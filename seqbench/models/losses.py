@@ -61,7 +61,7 @@ class ObjectiveFields:
 
 @dataclass(frozen=True)
 class Objective:
-    """The resolved objective of a run, as metrics.json records it (α, β for gBCE only)."""
+    """The resolved objective of a run, as its metrics record it (α, β for gBCE only)."""
 
     loss: str
     negatives: int

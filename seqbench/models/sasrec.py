@@ -157,7 +157,7 @@ LOSS_AXIS = Departure(
     "BCE with one uniform negative per target position",
     "as the paper",
     "as the paper; the loss axis trains the same model under gBCE (Petrov & Macdonald 2023: "
-    "α = K/(|I|−1), β = 1 − t(1 − α) from the real catalogue, recorded in metrics.json), "
+    "α = K/(|I|−1), β = 1 − t(1 − α) from the real catalogue, recorded with the metrics), "
     "sampled softmax CE (accidental hits removed; uniform or popularity with logQ) or full CE "
     "over all items (Klenitskiy & Vasilev 2023; only at target positions, in chunks of "
     "ce_chunk rows); presets: gsasrec, sasrec_ce",

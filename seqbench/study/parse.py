@@ -205,21 +205,8 @@ def parse_table(
     if baseline != "best" and baseline not in models:
         raise ConfigError(f"{at}.baseline: {baseline!r} is not a model of the study (or best)")
     reference = {str(k): str(v) for k, v in _mapping(spec.get("reference"), at).items()}
-    published: dict[tuple[str, str, str], float] = {}
     source = spec.get("published")
-    if source is not None:
-        try:
-            published = dict(get_spec(str(source)).published)
-        except ConfigError as e:
-            raise ConfigError(f"{at}.published: {e}") from None
-    key = "published_models"
-    only = _names(spec[key], f"{at}.{key}") if key in spec else ()
-    unknown = [m for m in only if m in models or not any(k[1] == m for k in published)]
-    if unknown:
-        raise ConfigError(
-            f"{at}.published_models: {', '.join(unknown)} must be models of `published` "
-            "that are not models of the study"
-        )
+    published, only = _published(spec, at, models)
     return StudyTable(
         name=name,
         layout=layout,
@@ -240,6 +227,25 @@ def parse_table(
         budget_columns=bool(spec.get("budget_columns", False)),
         protocol=protocol,
     )
+
+
+def _published(
+    spec: dict[str, Any], at: str, models: dict[str, Any]
+) -> tuple[dict[tuple[str, str, str], float], tuple[str, ...]]:
+    """A table's published numbers and `published_models` (columns of those numbers only)."""
+    published: dict[tuple[str, str, str], float] = {}
+    if spec.get("published") is not None:
+        try:
+            published = dict(get_spec(str(spec["published"])).published)
+        except ConfigError as e:
+            raise ConfigError(f"{at}.published: {e}") from None
+    key = "published_models"
+    only = _names(spec[key], f"{at}.{key}") if key in spec else ()
+    unknown = [m for m in only if m in models or not any(k[1] == m for k in published)]
+    if unknown:
+        names = ", ".join(unknown)
+        raise ConfigError(f"{at}.published_models: {names} must be models of `published` only")
+    return published, only
 
 
 def _metrics(spec: dict[str, Any], layout: str, at: str) -> tuple[str, ...]:
@@ -412,8 +418,7 @@ def parse_study(raw: Any, where: str) -> Study:
 
 
 def _dataset_seeds(raw: Any, datasets: dict[str, str], where: str) -> dict[str, tuple[int, ...]]:
-    """dataset name -> its own seeds, from `dataset_seeds: {label: [seeds]}` (labels of
-    `datasets`), for a dataset that runs other seeds than the study's."""
+    """dataset name -> its own seeds, from `dataset_seeds: {label: [seeds]}`."""
     out = {}
     for label, seeds in _mapping(raw, f"{where}: dataset_seeds").items():
         if str(label) not in datasets:
