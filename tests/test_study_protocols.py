@@ -152,3 +152,6 @@ def test_a_study_runs_the_axis_and_renders_the_protocols_table(tmp_path: Path) -
     assert "- Protocols: LOO = `seqbench` (" in readme and "; Dup = `duorec` (" in readme
     assert "| Dataset | Model | LOO | Dup |" in (root / "order.md").read_text()
     assert "Kendall τ vs LOO" in readme and (root / "loo.md").is_file()
+    # the runs list names each run's protocol label
+    rows = [line for line in readme.splitlines() if line.startswith("| pop | synthetic |")]
+    assert sorted(row.split(" | ")[2] for row in rows) == ["Dup", "LOO"]

@@ -242,15 +242,19 @@ def table_lines(out: StudyOutput) -> list[str]:
 
 
 def run_lines(out: StudyOutput) -> list[str]:
-    """The README block's list of runs: each planned run's id, epochs, stop, time, params."""
+    """The README block's list of runs: each planned run's id, epochs, stop, time, params (and
+    its protocol label in a study with several)."""
+    several = len(out.plan.study.used_protocols()) > 1
+    extra = ("protocol | ", "---|") if several else ("", "")
     lines = [
         "### Runs",
         "",
-        "| model | dataset | seed | run | epochs (best) | stopped | train s | params |",
-        "|---|---|---|---|---:|---|---:|---:|",
+        f"| model | dataset | {extra[0]}seed | run | epochs (best) | stopped | train s | params |",
+        f"|---|---|{extra[1]}---|---|---:|---|---:|---:|",
     ]
     for sr, run in zip(out.plan.runs, out.runs, strict=True):
-        head = f"| {sr.label} | {sr.dataset} | {sr.request.seed} "
+        protocol = f"| {sr.protocol} " if several else ""
+        head = f"| {sr.label} | {sr.dataset} {protocol}| {sr.request.seed} "
         if run is None:
             lines.append(head + "| not run yet | | | | |")
             continue
