@@ -137,6 +137,23 @@ def bpr(pos: torch.Tensor, neg: torch.Tensor, valid: torch.Tensor) -> torch.Tens
     return _mean(F.softplus(neg - pos.unsqueeze(-1)).mean(-1), w, pos, neg)
 
 
+def sampled_ce_terms(
+    pos: torch.Tensor, neg: torch.Tensor, hits: torch.Tensor, log_q: torch.Tensor | None = None
+) -> torch.Tensor:
+    """Per-target softmax CE over the target and its K negatives (neg [..., K]; [...] is
+    K = 1): `hits` (a negative equal to the target) are left out, `log_q` (log of each
+    negative's sampling probability) is subtracted."""
+    neg = neg if neg.dim() > pos.dim() else neg.unsqueeze(-1)
+    if log_q is not None and log_q.dim() < neg.dim():
+        log_q = log_q.unsqueeze(-1)
+    shifted = neg - log_q if log_q is not None else neg
+    shifted = shifted.masked_fill(
+        hits if hits.dim() == neg.dim() else hits.unsqueeze(-1), -torch.inf
+    )
+    logits = torch.cat([pos.unsqueeze(-1), shifted], -1)
+    return torch.logsumexp(logits, -1) - pos
+
+
 def sampled_ce(
     pos: torch.Tensor,
     neg: torch.Tensor,
@@ -144,38 +161,42 @@ def sampled_ce(
     hits: torch.Tensor,
     log_q: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """Softmax CE over the target and K negatives; `hits` (a negative equal to the target) are
-    left out, and `log_q` (log of each negative's sampling probability) is subtracted."""
+    """`sampled_ce_terms`, mean over the valid targets."""
     pos, neg, w = _masked(pos, neg, valid)
-    shifted = neg - log_q if log_q is not None else neg
-    shifted = shifted.masked_fill(
-        hits if hits.dim() == neg.dim() else hits.unsqueeze(-1), -torch.inf
-    )
-    logits = torch.cat([pos.unsqueeze(-1), shifted], -1)
-    return _mean(torch.logsumexp(logits, -1) - pos, w, pos, neg)
+    return _mean(sampled_ce_terms(pos, neg, hits, log_q), w, pos, neg)
 
 
-def _ce_sum(h: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    return F.cross_entropy(h @ weight.T, targets, reduction="sum")
+def _ce_rows(
+    logits: Callable[[slice], torch.Tensor], rows: slice, targets: torch.Tensor
+) -> torch.Tensor:
+    return F.cross_entropy(logits(rows), targets, reduction="sum")
+
+
+def chunked_ce(
+    logits: Callable[[slice], torch.Tensor], targets: torch.Tensor, chunk: int = 0
+) -> torch.Tensor:
+    """Mean softmax CE of the target rows' scores `logits(rows)` [n, I] (targets: 0-based [N]).
+
+    chunk > 0: `chunk` rows at a time, each recomputed in the backward (checkpoint), so the
+    peak holds one chunk's [chunk, I] logits instead of [N, I]; chunk 0: one product."""
+    n = targets.shape[0]
+    if chunk == 0 or n <= chunk:
+        return F.cross_entropy(logits(slice(None)), targets)
+    total: torch.Tensor | None = None
+    for i in range(0, n, chunk):
+        part = checkpoint(
+            _ce_rows, logits, slice(i, i + chunk), targets[i : i + chunk], use_reentrant=False
+        )
+        total = part if total is None else total + part
+    return total / n
 
 
 def full_ce(
     h: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor, chunk: int = 0
 ) -> torch.Tensor:
-    """Mean softmax CE of rows h [N, d] over all items weight [I, d] (targets: 0-based [N]).
-
-    chunk > 0: `chunk` rows at a time, each recomputed in the backward (checkpoint), so the
-    peak holds one chunk's [chunk, I] logits instead of [N, I]; chunk 0: one product."""
-    n = h.shape[0]
-    if chunk == 0 or n <= chunk:
-        return F.cross_entropy(h @ weight.T, targets)
-    total = h.new_zeros(())
-    for i in range(0, n, chunk):
-        part = checkpoint(
-            _ce_sum, h[i : i + chunk], weight, targets[i : i + chunk], use_reentrant=False
-        )
-        total = total + part
-    return total / n
+    """Mean softmax CE of rows h [N, d] over all items weight [I, d] (targets: 0-based [N]),
+    in chunks of `chunk` rows (`chunked_ce`)."""
+    return chunked_ce(lambda rows: h[rows] @ weight.T, targets, chunk)
 
 
 class PopularityNegatives:
@@ -195,11 +216,34 @@ class PopularityNegatives:
         return torch.multinomial(self.probs, n, replacement=True, generator=gen).view(shape)
 
 
+#: K > 1 scoring: gathered item-row elements per chunk (16 MB of fp32)
+DOT_CHUNK = 1 << 22
+
+
+def _gathered_dot(h: torch.Tensor, weight: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+    return (weight[ids] @ h.unsqueeze(-1)).squeeze(-1)
+
+
 def dot_scores(h: torch.Tensor, weight: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
-    """⟨h, w_id⟩ for ids [...] (one per row of h [..., d]) or [..., K] (K per row)."""
+    """⟨h, w_id⟩ for ids [...] (one per row of h [..., d]) or [..., K] (K per row).
+
+    K per row gathers [rows, K, d] item vectors: above DOT_CHUNK elements they are gathered a
+    chunk of rows at a time and again in the backward (checkpoint), so neither pass holds
+    them whole; each score is the same product, so the values are those of one gather."""
     if ids.dim() == h.dim() - 1:
         return (h * weight[ids]).sum(-1)
-    return (weight[ids] @ h.unsqueeze(-1)).squeeze(-1)
+    k, d = ids.shape[-1], h.shape[-1]
+    rows = max(1, DOT_CHUNK // (k * d))
+    flat_h, flat_ids = h.reshape(-1, d), ids.reshape(-1, k)
+    if flat_h.shape[0] <= rows:
+        return _gathered_dot(h, weight, ids)
+    parts = [
+        checkpoint(
+            _gathered_dot, flat_h[i : i + rows], weight, flat_ids[i : i + rows], use_reentrant=False
+        )
+        for i in range(0, flat_h.shape[0], rows)
+    ]
+    return torch.cat(parts).view(ids.shape)
 
 
 def score_objective(
