@@ -11,12 +11,13 @@ from dataclasses import dataclass
 from typing import Literal
 
 from seqbench.models.base import register
-from seqbench.models.bert4rec import EVAL_INPUT, BERT4Rec, BERT4RecConfig
+from seqbench.models.bert4rec import CLOZE_LOSS, EVAL_INPUT, BERT4Rec, BERT4RecConfig
 from seqbench.models.departures import Departure
 
 #: BERT4Rec_S and CBiT follow CBiT's public code (github hw-du/CBiT) where the paper is silent
 CBIT_CODE_DEPARTURES = (
     EVAL_INPUT,
+    CLOZE_LOSS,
     Departure(
         "training instances",
         "slide windows of T over each training sequence: starts len−T, len−T−step, and on "
