@@ -95,7 +95,7 @@ class Caser(SeqModel):
             "as the code (negatives outside the user's training items); the loss axis scores "
             "each target against the window's K negatives under gbce (α = K/(|I|−1)), "
             "sampled_ce or bpr, or against all items (ce)",
-            "code",
+            "paper",
             "loss",
             "--ablate loss=sampled_ce (or gbce, ce, bpr), --set negatives=K, --set gbce_t=T, "
             "--set sampling=popularity",
