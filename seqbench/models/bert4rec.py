@@ -131,7 +131,7 @@ CLOZE_LOSS = Departure(
     "large catalogues",
     "paper",
     "loss",
-    "--ablate loss=sampled_ce, --set negatives=K (0: 256), --set sampling=popularity",
+    "--ablate loss=sampled_ce (K negatives), --set negatives=K (0: 256), --set sampling=popularity",
 )
 
 BERT4REC_DEPARTURES = (
