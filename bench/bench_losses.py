@@ -135,10 +135,10 @@ def child_ce50k(how: str, targets: int, chunk: int, items: int = 50_000, d: int 
     h = torch.randn(targets, d, generator=gen, requires_grad=True)
     w = torch.randn(items + 1, d, generator=gen, requires_grad=True)
     y = torch.randint(1, items + 1, (targets,), generator=gen)
-    base = peak_mb()
+    base = training_start()
     t0 = time.perf_counter()
-    items, y0 = w[1:], y - 1
-    loss = full_ce(h, items, y0, chunk) if how == "chunked" else F.cross_entropy(h @ items.T, y0)
+    table, y0 = w[1:], y - 1
+    loss = full_ce(h, table, y0, chunk) if how == "chunked" else F.cross_entropy(h @ table.T, y0)
     loss.backward()
     return {
         "how": how,
@@ -147,7 +147,7 @@ def child_ce50k(how: str, targets: int, chunk: int, items: int = 50_000, d: int 
         "d": d,
         "chunk": chunk if how == "chunked" else None,
         "s": round(time.perf_counter() - t0, 3),
-        "training_mb": round(peak_mb() - base),
+        "training_mb": round(status_mb("VmHWM") - base),
         "loss": float(loss),
     }
 
