@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, ClassVar, Literal
 
 import torch
 import torch.nn.functional as F
@@ -16,15 +16,33 @@ from torch import nn
 
 from seqbench.data.dataset import SeqDataset
 from seqbench.data.sequences import gather_padded, iterate_rows, slide_windows, train_segments
+from seqbench.errors import ConfigError
 from seqbench.models.base import Batch, ModelConfig, Parts, SeqModel, register
 from seqbench.models.departures import Departure
 from seqbench.models.layers import SeqEmbedding, TransformerEncoder, key_padding_mask
+from seqbench.models.losses import (
+    Objective,
+    ObjectiveFields,
+    PopularityNegatives,
+    dot_scores,
+    draw_negatives,
+    sampled_ce_terms,
+)
 from seqbench.models.pieces import NO_PLANS, Plans
 
 
 @dataclass
-class BERT4RecConfig(ModelConfig):
-    """BERT4Rec paper defaults; `window`, `norm` and `head` select the BERT4Rec_S layout."""
+class BERT4RecConfig(ObjectiveFields, ModelConfig):
+    """BERT4Rec paper defaults; `window`, `norm` and `head` select the BERT4Rec_S layout; the
+    cloze loss is full softmax CE (`loss=sampled_ce`: K uniform negatives per masked item)."""
+
+    quiet: ClassVar[dict[str, Any]] = {
+        **ObjectiveFields.objective_quiet,
+        "loss": "ce",
+        "ce_chunk": 0,
+    }
+    loss: Literal["ce", "sampled_ce"] = "ce"
+    ce_chunk: int = 0
 
     d: int = 64
     layers: int = 2
@@ -52,9 +70,12 @@ class BERT4RecConfig(ModelConfig):
     gelu: Literal["exact", "tanh"] = "exact"
 
     def validate(self) -> None:
+        self.validate_objective()
+        if self.ce_chunk:
+            raise ConfigError(
+                f"the cloze CE is one product: ce_chunk must be 0, got {self.ce_chunk}"
+            )
         if not 0.0 < self.mask_prob < 1.0:
-            from seqbench.errors import ConfigError
-
             raise ConfigError(f"mask_prob must be in (0, 1), got {self.mask_prob}")
 
 
@@ -101,8 +122,21 @@ EVAL_INPUT = Departure(
     "paper",
 )
 
+CLOZE_LOSS = Departure(
+    "cloze objective",
+    "softmax cross-entropy over all items at each masked position",
+    "the same",
+    "as paper and code; loss=sampled_ce scores each masked position against K items drawn "
+    "uniformly over the catalogue (or by popularity with logQ), accidental hits removed, for "
+    "large catalogues",
+    "paper",
+    "loss",
+    "--ablate loss=sampled_ce (K negatives), --set negatives=K (0: 256), --set sampling=popularity",
+)
+
 BERT4REC_DEPARTURES = (
     EVAL_INPUT,
+    CLOZE_LOSS,
     Departure(
         "training instances",
         "each user's sequence with random cloze masks, plus copies with only the last item masked",
@@ -140,7 +174,7 @@ class BERT4Rec(SeqModel):
 
     paper = "Sun et al., BERT4Rec, CIKM 2019"
     Config = BERT4RecConfig
-    ablations = ("window", *BERT_AXES)
+    ablations = ("window", "loss", *BERT_AXES)
     departures = BERT4REC_DEPARTURES
     micro_key = "labels"
     row_keys = ("inputs",)
@@ -181,6 +215,15 @@ class BERT4Rec(SeqModel):
         else:
             self.out = nn.Linear(cfg.d, data.n_items + 1)
         self._train: dict[str, torch.Tensor] | None = None
+        self._objective = Objective.resolve(cfg, data.n_items)
+        self._popularity = (
+            PopularityNegatives(torch.from_numpy(data.item_popularity("train")))
+            if self._objective.sampling == "popularity"
+            else None
+        )
+
+    def objective(self) -> Objective:
+        return self._objective
 
     def training_windows(self, data: SeqDataset) -> torch.Tensor:
         """All training instances: slide windows (window=on) or each user's last T items."""
@@ -206,11 +249,41 @@ class BERT4Rec(SeqModel):
             return F.cross_entropy(logits, labels, reduction="none")
         return F.cross_entropy(logits[:, 1:], labels - 1, reduction="none")
 
-    def cloze_loss(self, h: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        """Mean cloze cross-entropy over the masked positions."""
+    def cloze_terms(
+        self, h: torch.Tensor, labels: torch.Tensor, batch: Batch, where: torch.Tensor
+    ) -> torch.Tensor:
+        """Loss per masked position (h [N, d], labels [N] at `where` of the batch's [B, T]
+        labels): full softmax CE (`cloze_logits`), or sampled CE against its negatives."""
+        if self._objective.loss == "ce":
+            return self.cloze_logits(h, labels)
+        t = where.shape[1]
+        negs = batch["cloze_negatives"]
+        negs = (negs[:, -t:] if negs.dim() > 2 else negs)[where]
+        log_q = batch.get("cloze_log_q")
+        log_q = (log_q[:, -t:] if log_q.dim() > 2 else log_q)[where] if log_q is not None else None
+        if self.cfg.head == "bert":
+            z, w, b = self.transform(h), self.emb.item.weight, self.bias
+        else:
+            z, w, b = h, self.out.weight, self.out.bias
+        pos = dot_scores(z, w, labels) + b[labels]
+        neg = dot_scores(z, w, negs) + b[negs]
+        hits = negs == (labels.unsqueeze(-1) if negs.dim() > 1 else labels)
+        return sampled_ce_terms(pos, neg, hits, log_q)
+
+    def cloze_loss(self, h: torch.Tensor, batch: Batch) -> torch.Tensor:
+        """Mean cloze loss over the masked positions of batch["labels"]."""
+        labels = batch["labels"]
         where = labels != 0
-        per = self.cloze_logits(h[where], labels[where])
+        per = self.cloze_terms(h[where], labels[where], batch, where)
         return per.sum() / max(1, per.numel())
+
+    def cloze_draws(self, labels: torch.Tensor, gen: torch.Generator) -> Batch:
+        """The sampled cloze negatives of a batch's labels ([B, T] or [B, T, K]: K uniform
+        items per position, or by popularity with their log q); none under full CE."""
+        n = self.n_items
+        uniform = lambda shape: torch.randint(1, n + 1, shape, generator=gen)  # noqa: E731
+        drawn = draw_negatives(self._objective, uniform, self._popularity, labels.shape, gen)
+        return {f"cloze_{k}": v for k, v in drawn.items()}
 
     def train_batches(self, data: SeqDataset, gen: torch.Generator) -> Iterator[Batch]:
         if self._train is None:
@@ -219,6 +292,7 @@ class BERT4Rec(SeqModel):
             self._train, "seqs", self.cfg.batch_size, gen, self.cfg.batching == "grouped"
         ):
             batch["inputs"], batch["labels"] = self.mask(batch["seqs"], gen)
+            batch.update(self.cloze_draws(batch["labels"], gen))
             yield batch
 
     def mask(self, seqs: torch.Tensor, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
@@ -231,7 +305,7 @@ class BERT4Rec(SeqModel):
 
     def loss(self, batch: Batch, plans: Plans = NO_PLANS) -> tuple[torch.Tensor, Parts]:
         h = self.encode_rows(self.encode, batch["inputs"], plans.get("inputs"))
-        loss = self.cloze_loss(h, batch["labels"])
+        loss = self.cloze_loss(h, batch)
         return loss, {"cloze": loss.detach()}
 
     @property

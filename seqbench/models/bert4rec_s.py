@@ -7,16 +7,23 @@ share its dataset defaults and the code's departures declared here.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Literal
 
 from seqbench.models.base import register
-from seqbench.models.bert4rec import EVAL_INPUT, BERT4Rec, BERT4RecConfig
+from seqbench.models.bert4rec import CLOZE_LOSS, EVAL_INPUT, BERT4Rec, BERT4RecConfig
 from seqbench.models.departures import Departure
 
 #: BERT4Rec_S and CBiT follow CBiT's public code (github hw-du/CBiT) where the paper is silent
 CBIT_CODE_DEPARTURES = (
     EVAL_INPUT,
+    dataclasses.replace(
+        CLOZE_LOSS,
+        paper="a cloze loss over all items (Eq. 8 writes it as BCE with one negative: CBiT's "
+        "main_loss=bce)",
+        code="softmax cross-entropy over items 0..N at each masked position (hw-du/CBiT)",
+    ),
     Departure(
         "training instances",
         "slide windows of T over each training sequence: starts len−T, len−T−step, and on "

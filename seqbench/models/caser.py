@@ -22,12 +22,21 @@ from seqbench.data.dataset import SeqDataset
 from seqbench.data.sequences import NegativeSampler, gather_padded, iterate_rows, train_segments
 from seqbench.models.base import Batch, ModelConfig, Parts, SeqModel, register
 from seqbench.models.departures import Departure
+from seqbench.models.losses import (
+    Objective,
+    ObjectiveFields,
+    PopularityNegatives,
+    chunked_ce,
+    draw_negatives,
+    score_objective,
+)
 from seqbench.models.pieces import NO_PLANS, Plans
 
 
 @dataclass
-class CaserConfig(ModelConfig):
-    """Authors' defaults; `max_len` is Caser's L (input length), `targets` its T."""
+class CaserConfig(ObjectiveFields, ModelConfig):
+    """Authors' defaults; `max_len` is Caser's L (input length), `targets` its T; `negatives`
+    (K per window, shared by its T targets) was a field before the loss axis."""
 
     d: int = 50
     max_len: int = 5
@@ -42,7 +51,13 @@ class CaserConfig(ModelConfig):
     epochs: int = 50
     #: windows: every window of L+T items (step 1); last: only each user's last window
     instances: Literal["windows", "last"] = "windows"
-    quiet: ClassVar[dict[str, Any]] = {"instances": "windows"}
+    quiet: ClassVar[dict[str, Any]] = {
+        **{k: v for k, v in ObjectiveFields.objective_quiet.items() if k != "negatives"},
+        "instances": "windows",
+    }
+
+    def validate(self) -> None:
+        self.validate_objective()
 
 
 def caser_windows(
@@ -69,8 +84,22 @@ class Caser(SeqModel):
 
     paper = "Tang & Wang, Personalized Top-N Sequential Recommendation via CNN, WSDM 2018"
     Config = CaserConfig
-    ablations = ("instances",)
+    ablations = ("loss", "instances")
     departures = (
+        Departure(
+            "training objective",
+            "binary cross-entropy of the T targets and K sampled negatives per window",
+            "the same: the mean over targets of −log σ(s⁺) plus the mean over the window's "
+            "negatives of −log(1 − σ(s⁻)) (caser_pytorch), negatives uniform over items the "
+            "user has not interacted with",
+            "as the code (negatives outside the user's training items); the loss axis scores "
+            "each target against the window's K negatives under gbce (α = K/(|I|−1)), "
+            "sampled_ce or bpr, or against all items (ce)",
+            "paper",
+            "loss",
+            "--ablate loss=sampled_ce (or gbce, ce, bpr), --set negatives=K, --set gbce_t=T, "
+            "--set sampling=popularity",
+        ),
         Departure(
             "training instances",
             "every window of L inputs + T targets slid over the user's sequence",
@@ -104,6 +133,15 @@ class Caser(SeqModel):
             self.item.weight[0].zero_()
         self._train: dict[str, torch.Tensor] | None = None
         self._sampler: NegativeSampler | None = None
+        self._objective = Objective.resolve(cfg, data.n_items)
+        self._popularity = (
+            PopularityNegatives(torch.from_numpy(data.item_popularity("train")))
+            if self._objective.sampling == "popularity"
+            else None
+        )
+
+    def objective(self) -> Objective:
+        return self._objective
 
     def represent(self, seqs: torch.Tensor, users: torch.Tensor) -> torch.Tensor:
         """[B, 2d] = [FC(conv features), user embedding] from the last L items."""
@@ -130,23 +168,53 @@ class Caser(SeqModel):
                 "segments": torch.from_numpy(seg),
             }
             self._sampler = NegativeSampler(data.n_items, data.items, starts, ends)
+        obj, pop = self._objective, self._popularity
         for batch in iterate_rows(
             self._train, "seqs", cfg.batch_size, gen, cfg.batching == "grouped"
         ):
-            shape = (len(batch["rows"]), cfg.negatives)
-            batch["negatives"] = self._sampler.sample(batch["segments"], shape, gen)
+            segments, rows = batch["segments"], len(batch["rows"])
+            uniform = lambda shape, s=segments: self._sampler.sample(s, shape, gen)  # noqa: E731
+            drawn = draw_negatives(obj, uniform, pop, (rows,), gen)
+            batch.update({k: v.view(rows, -1) for k, v in drawn.items()})
             yield batch
 
     def loss(self, batch: Batch, plans: Plans = NO_PLANS) -> tuple[torch.Tensor, Parts]:
-        x = self.represent(batch["seqs"], batch["users"]).unsqueeze(2)  # [B, 2d, 1]
+        x = self.represent(batch["seqs"], batch["users"])  # [B, 2d]
+        if self._objective.loss == "ce":
+            return self.full_ce(x, batch["targets"])
         items = torch.cat([batch["targets"], batch["negatives"]], 1)
-        logits = torch.bmm(self.out(items), x).squeeze(2) + self.bias(items).squeeze(2)
+        logits = torch.bmm(self.out(items), x.unsqueeze(2)).squeeze(2) + self.bias(items).squeeze(2)
         t = batch["targets"].shape[1]
         valid = batch["targets"] != 0
+        if self._objective.loss != "bce":
+            return self.axis_loss(logits[:, :t], logits[:, t:], batch)
         pos = F.softplus(-logits[:, :t])[valid].mean()
         neg = F.softplus(logits[:, t:]).mean()
         loss = pos + neg
         return loss, {"pos": pos.detach(), "neg": neg.detach()}
+
+    def axis_loss(
+        self, pos: torch.Tensor, neg: torch.Tensor, batch: Batch
+    ) -> tuple[torch.Tensor, Parts]:
+        """gbce, sampled_ce or bpr of each target [B, T] against its window's K negatives."""
+        targets, negs = batch["targets"], batch["negatives"]
+        t = targets.shape[1]
+        expand = (-1, t, negs.shape[1])
+        log_q = batch.get("log_q")
+        log_q = log_q.unsqueeze(1).expand(expand) if log_q is not None else None
+        hits = negs.unsqueeze(1) == targets.unsqueeze(2)
+        loss = score_objective(
+            self._objective, pos, neg.unsqueeze(1).expand(expand), targets != 0, hits, log_q
+        )
+        return loss, {self._objective.loss: loss.detach()}
+
+    def full_ce(self, x: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, Parts]:
+        """Softmax CE over all items (output embedding + bias) at each of the T real targets."""
+        valid = targets != 0
+        rows = x.unsqueeze(1).expand(-1, targets.shape[1], -1)[valid]
+        out, bias = self.out.weight[1:], self.bias.weight[1:, 0]
+        loss = chunked_ce(lambda r: rows[r] @ out.T + bias, targets[valid] - 1, self.cfg.ce_chunk)
+        return loss, {"ce": loss.detach()}
 
     def score(self, batch: Batch) -> torch.Tensor:
         x = self.represent(batch["seqs"], batch["users"])

@@ -113,7 +113,7 @@ class CBiT(BERT4RecS):
     paper = "Du et al., CBiT, CIKM 2022"
     Config = CBiTConfig
     micro_key = None  # the contrastive loss couples the rows of a batch
-    ablations = ("window", "augment", "reweight", "main_loss", "theta_step", *BERT_AXES)
+    ablations = ("window", "augment", "reweight", "main_loss", "theta_step", "loss", *BERT_AXES)
     key_aliases = {"lambda": "lambda_"}
     dataset_defaults = {k: {**v, "m": CBIT_VIEWS[k]} for k, v in CBIT_DATASET_DEFAULTS.items()}
     departures = (
@@ -171,6 +171,7 @@ class CBiT(BERT4RecS):
             batch["inputs"], batch["labels"] = inputs, labels
             if c.main_loss == "bce":
                 batch["negatives"] = other_items(labels, self.n_items, gen)
+            batch.update(self.cloze_draws(labels, gen))
             yield batch
 
     def replays_views(self) -> bool:
@@ -204,7 +205,7 @@ class CBiT(BERT4RecS):
         view = view[:, None].expand_as(labels)[where]
         target = labels[where]
         if self.cfg.main_loss == "softmax":
-            per = self.cloze_logits(h[where], target)
+            per = self.cloze_terms(h[where], target, batch, where)
         else:
             logits = self.logits(h[where])
             pos = logits.gather(1, target[:, None]).squeeze(1)

@@ -50,7 +50,7 @@ class CoSeBERT(BERT4RecS):
     Config = CoSeBERTConfig
     micro_key = None  # the contrastive loss couples the rows of a batch
     row_keys = ("inputs", "views")
-    ablations = ("augment", "window", *BERT_AXES)
+    ablations = ("augment", "window", "loss", *BERT_AXES)
     departures = (
         *(d for d in CBIT_CODE_DEPARTURES if d.field != "pad_outputs"),
         Departure(

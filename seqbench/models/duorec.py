@@ -27,10 +27,10 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from seqbench.data.dataset import SeqDataset
 from seqbench.data.sequences import (
+    NegativeSampler,
     batch_indices,
     gather_padded,
     instance_ranges,
@@ -41,6 +41,14 @@ from seqbench.models.base import Batch, ModelConfig, Parts, SeqModel, register
 from seqbench.models.contrastive import nt_xent
 from seqbench.models.departures import Departure
 from seqbench.models.layers import SeqEmbedding, TransformerEncoder
+from seqbench.models.losses import (
+    LossName,
+    Objective,
+    ObjectiveFields,
+    PopularityNegatives,
+    draw_negatives,
+    next_item_objective,
+)
 from seqbench.models.pieces import NO_PLANS, Plans
 from seqbench.models.sasrec import causal_mask, check_items
 
@@ -75,8 +83,12 @@ class SameTargetSampler:
 
 
 @dataclass
-class DuoRecConfig(ModelConfig):
-    """The authors' Beauty settings: RecBole SASRec (post-LN, GELU, inner 256), λ=0.1, τ=1."""
+class DuoRecConfig(ObjectiveFields, ModelConfig):
+    """The authors' Beauty settings: RecBole SASRec (post-LN, GELU, inner 256), λ=0.1, τ=1;
+    softmax CE over all items in one product (the loss axis's ce, ce_chunk 0)."""
+
+    loss: LossName = "ce"
+    ce_chunk: int = 0
 
     d: int = 64
     layers: int = 2
@@ -96,7 +108,15 @@ class DuoRecConfig(ModelConfig):
     epochs: int = 50
     #: prefixes: every prefix of a training sequence is an instance; last: only the whole one
     instances: Literal["prefixes", "last"] = "prefixes"
-    quiet: ClassVar[dict[str, Any]] = {"instances": "prefixes"}
+    quiet: ClassVar[dict[str, Any]] = {
+        **ObjectiveFields.objective_quiet,
+        "loss": "ce",
+        "ce_chunk": 0,
+        "instances": "prefixes",
+    }
+
+    def validate(self) -> None:
+        self.validate_objective()
 
 
 @register("duorec")
@@ -107,8 +127,20 @@ class DuoRec(SeqModel):
     Config = DuoRecConfig
     piecewise = True  # positions and attention read only a row's own items
     row_keys = ("seqs", "positives")
-    ablations = ("contrast", "positions", "instances")
+    ablations = ("loss", "contrast", "positions", "instances")
     departures = (
+        Departure(
+            "training objective (next-item half)",
+            "softmax cross-entropy over all items at the instance's last position",
+            "the same (RecBole loss_type CE)",
+            "as paper and code, in one catalogue-wide product; the loss axis trains the "
+            "next-item half under bce, gbce (α = K/(|I|−1)), sampled_ce or bpr with K negatives "
+            "outside the user's training items (the contrastive term unchanged)",
+            "paper",
+            "loss",
+            "--ablate loss=sampled_ce (or bce, gbce, bpr), --set negatives=K, --set gbce_t=T, "
+            "--set ce_chunk=N (bounded memory on large catalogues)",
+        ),
         Departure(
             "training instances",
             "silent",
@@ -167,6 +199,17 @@ class DuoRec(SeqModel):
         #: training instances: items, input starts, input ends, targets (built on first use)
         self._inst: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
         self._sampler: SameTargetSampler | None = None
+        self._negatives: NegativeSampler | None = None
+        self._owner: torch.Tensor | None = None
+        self._objective = Objective.resolve(cfg, data.n_items)
+        self._popularity = (
+            PopularityNegatives(torch.from_numpy(data.item_popularity("train")))
+            if self._objective.sampling == "popularity"
+            else None
+        )
+
+    def objective(self) -> Objective:
+        return self._objective
 
     def represent(self, seqs: torch.Tensor) -> torch.Tensor:
         """Encoder output at the last position [B, d]."""
@@ -183,9 +226,13 @@ class DuoRec(SeqModel):
 
     def train_batches(self, data: SeqDataset, gen: torch.Generator) -> Iterator[Batch]:
         if self._inst is None:
-            _, starts, ends = instance_ranges(*train_segments(data, min_len=2), self.cfg.instances)
+            segments = train_segments(data, min_len=2)
+            owner, starts, ends = instance_ranges(*segments, self.cfg.instances)
             self._inst = (data.items, starts, ends, data.items[ends])
             self._sampler = SameTargetSampler(data.items[ends])
+            if self._objective.loss != "ce":
+                self._negatives = NegativeSampler(data.n_items, data.items, *segments)
+                self._owner = torch.from_numpy(owner)
         _, starts, ends, targets = self._inst
         lengths = torch.from_numpy(np.minimum(ends - starts, self.cfg.max_len))
         for rows in batch_indices(
@@ -200,6 +247,10 @@ class DuoRec(SeqModel):
             if self.cfg.contrast in ("su", "both"):
                 batch["positives"] = self.gather(self._sampler.sample(rows, gen))
                 check_items(batch, "positives")
+            uniform = lambda shape, r=rows: self._negatives.sample(self._owner[r], shape, gen)  # noqa: E731
+            batch.update(
+                draw_negatives(self._objective, uniform, self._popularity, (len(rows),), gen)
+            )
             yield batch
 
     def loss(self, batch: Batch, plans: Plans = NO_PLANS) -> tuple[torch.Tensor, Parts]:
@@ -209,9 +260,10 @@ class DuoRec(SeqModel):
             return self.encode_rows(self.represent, batch[key], plans.get(key), per_position=False)
 
         h = represent("seqs")
-        ce = F.cross_entropy(h @ self.emb.item.weight[1:].T, batch["targets"] - 1)
+        name = self._objective.loss
+        ce = next_item_objective(self._objective, cfg.ce_chunk, h, self.emb.item.weight, batch)
         if cfg.contrast == "none":
-            return ce, {"ce": ce.detach()}
+            return ce, {name: ce.detach()}
         if cfg.contrast == "un":
             pair = (h, represent("seqs"))
         elif cfg.contrast == "su":
@@ -219,7 +271,7 @@ class DuoRec(SeqModel):
         else:
             pair = (represent("seqs"), represent("positives"))
         cl = nt_xent(torch.stack(pair), cfg.tau, reduce="mean", cosine=cfg.sim == "cos")
-        return ce + cfg.weight * cl, {"ce": ce.detach(), "cl": cl.detach()}
+        return ce + cfg.weight * cl, {name: ce.detach(), "cl": cl.detach()}
 
     def score(self, batch: Batch) -> torch.Tensor:
         return self.represent(batch["seqs"]) @ self.emb.item.weight.T

@@ -22,7 +22,7 @@ from seqbench.data.dataset import SeqDataset
 from seqbench.data.sequences import gather_padded, slide_windows, train_segments
 from seqbench.errors import ConfigError
 from seqbench.models.base import Batch, Parts, register
-from seqbench.models.bert4rec import EVAL_INPUT, BERT4Rec, BERT4RecConfig
+from seqbench.models.bert4rec import CLOZE_LOSS, EVAL_INPUT, BERT4Rec, BERT4RecConfig
 from seqbench.models.departures import Departure
 from seqbench.models.fusion import Fusion, FusionKind
 from seqbench.models.layers import key_padding_mask, with_self
@@ -66,9 +66,10 @@ class NovaBERT(BERT4Rec):
 
     paper = "Liu et al., NOVA-BERT (non-invasive self-attention), AAAI 2021"
     Config = NovaBERTConfig
-    ablations = ("mode", "fusion", "side", "values", "window")
+    ablations = ("mode", "fusion", "side", "values", "window", "loss")
     departures = (
         EVAL_INPUT,
+        CLOZE_LOSS,
         Departure(
             "training instances",
             "BERT4Rec's cloze task on each user's sequence",
@@ -158,7 +159,7 @@ class NovaBERT(BERT4Rec):
         return self.encoder.final(x)
 
     def loss(self, batch: Batch, plans: Plans = NO_PLANS) -> tuple[torch.Tensor, Parts]:
-        loss = self.cloze_loss(self.encode(batch["inputs"], batch["index"]), batch["labels"])
+        loss = self.cloze_loss(self.encode(batch["inputs"], batch["index"]), batch)
         return loss, {"cloze": loss.detach()}
 
     def score(self, batch: Batch) -> torch.Tensor:

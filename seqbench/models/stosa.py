@@ -30,6 +30,15 @@ from seqbench.errors import ConfigError
 from seqbench.models.base import Batch, ModelConfig, Parts, SeqModel, register
 from seqbench.models.departures import S3REC_INSTANCES, Departure
 from seqbench.models.layers import SeqEmbedding, with_self
+from seqbench.models.losses import (
+    LossName,
+    Objective,
+    ObjectiveFields,
+    PopularityNegatives,
+    chunked_ce,
+    draw_negatives,
+    score_objective,
+)
 from seqbench.models.pieces import NO_PLANS, Plans
 from seqbench.models.sasrec import causal_mask, check_items
 from seqbench.models.wasserstein import wasserstein2, wasserstein2_matrix
@@ -60,8 +69,11 @@ DISTANCES: dict[str, tuple[Callable[..., Tensor], Callable[..., Tensor]]] = {
 
 
 @dataclass
-class STOSAConfig(ModelConfig):
-    """The authors' Beauty settings, used for every dataset without its own entry."""
+class STOSAConfig(ObjectiveFields, ModelConfig):
+    """The authors' Beauty settings, used for every dataset without its own entry; the paper's
+    BPR with one negative per position (the loss axis's bpr)."""
+
+    loss: LossName = "bpr"
 
     d: int = 64
     layers: int = 1
@@ -82,9 +94,19 @@ class STOSAConfig(ModelConfig):
     patience: int = 100
     #: which sub-sequences are trained on (seqbench.data.sequences.instance_ranges)
     instances: InstanceRule = "all_positions"
-    quiet: ClassVar[dict[str, Any]] = {"instances": "all_positions"}
+    quiet: ClassVar[dict[str, Any]] = {
+        **ObjectiveFields.objective_quiet,
+        "loss": "bpr",
+        "instances": "all_positions",
+    }
 
     def validate(self) -> None:
+        self.validate_objective()
+        if self.loss == "ce" and self.pvn_lambda > 0:
+            raise ConfigError(
+                "loss=ce draws no negatives for the pvn term: add --ablate pvn=off "
+                "(or --set pvn_weight=0)"
+            )
         if self.d % self.heads:
             raise ConfigError(f"d={self.d} must be divisible by heads={self.heads}")
         if self.pvn_weight < 0:
@@ -205,9 +227,21 @@ class STOSA(SeqModel):
             "patience": 10,
         },
     }
-    ablations = ("pvn", "distance", "mean_stream", "norms", "instances")
+    ablations = ("loss", "pvn", "distance", "mean_stream", "norms", "instances")
     departures = (
         S3REC_INSTANCES,
+        Departure(
+            "training objective",
+            "BPR of the target against one negative per position, scores −W₂², plus λ·pvn",
+            "the same (DistSAModel's loss)",
+            "as paper and code; the loss axis applies bce, gbce (α = K/(|I|−1)), sampled_ce "
+            "(K negatives, hits removed) or full ce to the same scores −W₂² (pvn averaged over "
+            "the K negatives; ce has none, so it needs pvn=off)",
+            "paper",
+            "loss",
+            "--ablate loss=sampled_ce (or bce, gbce, ce with --ablate pvn=off), --set "
+            "negatives=K, --set gbce_t=T, --set sampling=popularity",
+        ),
         Departure(
             "mean stream across layers",
             "each layer's mean output feeds the next layer and the prediction",
@@ -259,6 +293,15 @@ class STOSA(SeqModel):
         self.blocks = nn.ModuleList(WassersteinBlock(cfg) for _ in range(cfg.layers))
         self.apply(self._init)
         self._train: NextItemInstances | None = None
+        self._objective = Objective.resolve(cfg, data.n_items)
+        self._popularity = (
+            PopularityNegatives(torch.from_numpy(data.item_popularity("train")))
+            if self._objective.sampling == "popularity"
+            else None
+        )
+
+    def objective(self) -> Objective:
+        return self._objective
 
     @staticmethod
     def _init(module: nn.Module) -> None:
@@ -296,27 +339,58 @@ class STOSA(SeqModel):
         if self._train is None:
             self._train = NextItemInstances(data, self.cfg.max_len, self.cfg.instances)
         bucket = self.cfg.batching == "grouped"
+        obj, pop = self._objective, self._popularity
         for batch in self._train.batches(self.cfg.batch_size, gen, bucket):
-            batch["negatives"] = self._train.negatives(batch["rows"], batch["seqs"].shape, gen)
+            rows = batch["rows"]
+            uniform = lambda shape, rows=rows: self._train.negatives(rows, shape, gen)  # noqa: E731
+            batch.update(draw_negatives(obj, uniform, pop, tuple(batch["seqs"].shape), gen))
             check_items(batch, "seqs")
             yield batch
 
     def loss(self, batch: Batch, plans: Plans = NO_PLANS) -> tuple[Tensor, Parts]:
-        """BPR softplus(d⁺ − d⁻) + λ·max(0, d⁺ − d(j⁺, j⁻)), averaged over target positions."""
+        """The objective on the scores −d(output, item) of the target and its negatives (BPR
+        softplus(d⁺ − d⁻) by default) + λ·max(0, d⁺ − d(j⁺, j⁻)), over target positions."""
         mean, cov = self.encode(batch["seqs"])
-        targets = batch["targets"]
+        targets, obj = batch["targets"], self._objective
+        if obj.loss == "ce":
+            return self.full_ce(mean, cov, targets)
+        t = targets.shape[1]
+        negs, log_q = batch["negatives"], batch.get("log_q")
+        many = negs.dim() > targets.dim()  # K > 1: [B, T, K], left columns not trimmed
+        if many:
+            negs, log_q = negs[:, -t:], (log_q[:, -t:] if log_q is not None else None)
+
+        def each(x: Tensor | None) -> Tensor | None:
+            return x.unsqueeze(-2) if many and x is not None else x
+
         pos_mean, pos_cov = self.items(targets)
-        neg_mean, neg_cov = self.items(batch["negatives"])
+        neg_mean, neg_cov = self.items(negs)
         d_pos = self.pair(mean, cov, pos_mean, pos_cov)
-        d_neg = self.pair(mean, cov, neg_mean, neg_cov)
-        d_pn = self.pair(pos_mean, pos_cov, neg_mean, neg_cov)
+        d_neg = self.pair(each(mean), each(cov), neg_mean, neg_cov)
+        d_pn = self.pair(each(pos_mean), each(pos_cov), neg_mean, neg_cov)
         valid = targets != 0
-        n = valid.sum().clamp(min=1)
+        hits = negs == (targets.unsqueeze(-1) if many else targets)
+        main = score_objective(obj, -d_pos, -d_neg, valid, hits, log_q)
+        gap = F.relu((d_pos.unsqueeze(-1) if many else d_pos) - d_pn)
+        gap = gap.mean(-1) if many else gap
         zero = torch.zeros((), dtype=d_pos.dtype, device=d_pos.device)
-        bpr = torch.where(valid, F.softplus(d_pos - d_neg), zero).sum() / n
-        pvn = torch.where(valid, F.relu(d_pos - d_pn), zero).sum() / n
-        loss = bpr + self.cfg.pvn_lambda * pvn
-        return loss, {"bpr": bpr.detach(), "pvn": pvn.detach()}
+        pvn = torch.where(valid, gap, zero).sum() / valid.sum().clamp(min=1)
+        loss = main + self.cfg.pvn_lambda * pvn
+        return loss, {obj.loss: main.detach(), "pvn": pvn.detach()}
+
+    def full_ce(self, mean: Tensor, cov: Tensor | None, targets: Tensor) -> tuple[Tensor, Parts]:
+        """Softmax CE of −d(output, item) over all items at the real target positions."""
+        valid = targets != 0
+        rows_mean, rows_cov = mean[valid], (cov[valid] if cov is not None else None)
+        item_mean, item_cov = self.items()
+        item_mean, item_cov = item_mean[1:], (item_cov[1:] if item_cov is not None else None)
+
+        def logits(r: slice) -> Tensor:
+            cov_r = rows_cov[r] if rows_cov is not None else None
+            return self.matrix(rows_mean[r], cov_r, item_mean, item_cov).neg()
+
+        loss = chunked_ce(logits, targets[valid] - 1, self.cfg.ce_chunk)
+        return loss, {"ce": loss.detach()}
 
     def score(self, batch: Batch) -> Tensor:
         """−distance between the last output distribution and every item: [B, N+1]."""
