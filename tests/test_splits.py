@@ -129,6 +129,10 @@ def test_protocol_strings_ids_and_missing_timestamps() -> None:
     for bad in ("gts:target=middle", "gts:quantile=1.5", "gts:depth=2", "cbit:quantile=0.9"):
         with pytest.raises(ConfigError):
             get_protocol(bad)
+    with pytest.raises(ConfigError, match=r"'validaton=by_user': unknown key \(keys: quantile,"):
+        get_protocol("gts:validaton=by_user")
+    with pytest.raises(ConfigError, match=r"'quantile': expected key=value"):
+        get_protocol("gts:quantile")
     bare = timeline(USERS)
     bare.timestamps = None
     with pytest.raises(ConfigError, match=r"dataset hand has no timestamps.*seqbench"):

@@ -116,9 +116,8 @@ class GlobalTemporalSplit:
         for pair in filter(None, params.split(",")):
             key, eq, raw = pair.partition("=")
             if key not in types or not eq:
-                raise ConfigError(
-                    f"gts parameter {pair!r}: expected key=value, keys: {', '.join(types)}"
-                )
+                what = "unknown key" if eq else "expected key=value"
+                raise ConfigError(f"gts parameter {pair!r}: {what} (keys: {', '.join(types)})")
             try:
                 values[key] = types[key](raw)
             except ValueError:
