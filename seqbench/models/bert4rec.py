@@ -23,9 +23,9 @@ from seqbench.models.layers import SeqEmbedding, TransformerEncoder, key_padding
 from seqbench.models.losses import (
     Objective,
     ObjectiveFields,
-    PopularityNegatives,
     dot_scores,
     draw_negatives,
+    resolve_objective,
     sampled_ce_terms,
 )
 from seqbench.models.pieces import NO_PLANS, Plans
@@ -215,12 +215,7 @@ class BERT4Rec(SeqModel):
         else:
             self.out = nn.Linear(cfg.d, data.n_items + 1)
         self._train: dict[str, torch.Tensor] | None = None
-        self._objective = Objective.resolve(cfg, data.n_items)
-        self._popularity = (
-            PopularityNegatives(torch.from_numpy(data.item_popularity("train")))
-            if self._objective.sampling == "popularity"
-            else None
-        )
+        self._objective, self._popularity = resolve_objective(cfg, data)
 
     def objective(self) -> Objective:
         return self._objective

@@ -25,9 +25,9 @@ from seqbench.models.departures import Departure
 from seqbench.models.losses import (
     Objective,
     ObjectiveFields,
-    PopularityNegatives,
     chunked_ce,
     draw_negatives,
+    resolve_objective,
     score_objective,
 )
 from seqbench.models.pieces import NO_PLANS, Plans
@@ -133,12 +133,7 @@ class Caser(SeqModel):
             self.item.weight[0].zero_()
         self._train: dict[str, torch.Tensor] | None = None
         self._sampler: NegativeSampler | None = None
-        self._objective = Objective.resolve(cfg, data.n_items)
-        self._popularity = (
-            PopularityNegatives(torch.from_numpy(data.item_popularity("train")))
-            if self._objective.sampling == "popularity"
-            else None
-        )
+        self._objective, self._popularity = resolve_objective(cfg, data)
 
     def objective(self) -> Objective:
         return self._objective

@@ -45,9 +45,9 @@ from seqbench.models.losses import (
     LossName,
     Objective,
     ObjectiveFields,
-    PopularityNegatives,
     draw_negatives,
     next_item_objective,
+    resolve_objective,
 )
 from seqbench.models.pieces import NO_PLANS, Plans
 from seqbench.models.sasrec import causal_mask, check_items
@@ -201,12 +201,7 @@ class DuoRec(SeqModel):
         self._sampler: SameTargetSampler | None = None
         self._negatives: NegativeSampler | None = None
         self._owner: torch.Tensor | None = None
-        self._objective = Objective.resolve(cfg, data.n_items)
-        self._popularity = (
-            PopularityNegatives(torch.from_numpy(data.item_popularity("train")))
-            if self._objective.sampling == "popularity"
-            else None
-        )
+        self._objective, self._popularity = resolve_objective(cfg, data)
 
     def objective(self) -> Objective:
         return self._objective

@@ -25,9 +25,9 @@ from seqbench.models.losses import (
     LossName,
     Objective,
     ObjectiveFields,
-    PopularityNegatives,
-    draw_negatives,
+    next_item_batches,
     next_item_objective,
+    resolve_objective,
 )
 from seqbench.models.pieces import NO_PLANS, Plans
 
@@ -115,12 +115,7 @@ class GRU4Rec(SeqModel):
         for w in self.gru.parameters():
             nn.init.xavier_uniform_(w)
         self._train: NextItemInstances | None = None
-        self._objective = Objective.resolve(cfg, data.n_items)
-        self._popularity = (
-            PopularityNegatives(torch.from_numpy(data.item_popularity("train")))
-            if self._objective.sampling == "popularity"
-            else None
-        )
+        self._objective, self._popularity = resolve_objective(cfg, data)
 
     def objective(self) -> Objective:
         return self._objective
@@ -138,13 +133,10 @@ class GRU4Rec(SeqModel):
     def train_batches(self, data: SeqDataset, gen: torch.Generator) -> Iterator[Batch]:
         if self._train is None:
             self._train = NextItemInstances(data, self.cfg.max_len, self.cfg.instances)
-        bucket = self.cfg.batching == "grouped"
-        obj, pop = self._objective, self._popularity
-        for batch in self._train.batches(self.cfg.batch_size, gen, bucket):
-            rows = batch["rows"]
-            uniform = lambda shape, rows=rows: self._train.negatives(rows, shape, gen)  # noqa: E731
-            batch.update(draw_negatives(obj, uniform, pop, tuple(batch["seqs"].shape), gen))
-            yield batch
+        bucket, obj = self.cfg.batching == "grouped", self._objective
+        yield from next_item_batches(
+            self._train, self.cfg.batch_size, bucket, obj, self._popularity, gen
+        )
 
     def loss(self, batch: Batch, plans: Plans = NO_PLANS) -> tuple[torch.Tensor, Parts]:
         """The objective at the real target positions, in row-major order: right-aligned

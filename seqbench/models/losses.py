@@ -7,7 +7,7 @@ reads the device (CUDA-safe). Negatives' scores are [..., K] (a [...] tensor is 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
@@ -15,6 +15,8 @@ import torch
 import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
 
+from seqbench.data.dataset import SeqDataset
+from seqbench.data.sequences import NextItemInstances
 from seqbench.errors import ConfigError
 
 LossName = Literal["bce", "gbce", "sampled_ce", "ce", "bpr"]
@@ -256,6 +258,35 @@ class GatheredDot(torch.autograd.Function):
                 outer = g[i : i + rows, :, None] * h[i : i + rows, None, :].to(weight.dtype)
                 grad_w.index_add_(0, ids[i : i + rows].reshape(-1), outer.flatten(0, 1))
         return grad_h, grad_w, None
+
+
+def resolve_objective(
+    cfg: ObjectiveFields, data: SeqDataset
+) -> tuple[Objective, PopularityNegatives | None]:
+    """A model's objective resolved for `data`'s catalogue, and its popularity sampler where
+    the objective samples by popularity (None otherwise)."""
+    obj = Objective.resolve(cfg, data.n_items)
+    if obj.sampling != "popularity":
+        return obj, None
+    return obj, PopularityNegatives(torch.from_numpy(data.item_popularity("train")))
+
+
+def next_item_batches(
+    inst: NextItemInstances,
+    batch_size: int,
+    bucket: bool,
+    obj: Objective,
+    popularity: PopularityNegatives | None,
+    gen: torch.Generator,
+) -> Iterator[dict[str, torch.Tensor]]:
+    """One epoch of `inst`'s batches, each with the objective's negatives for its targets
+    (uniform ones outside each row's own training items)."""
+    for batch in inst.batches(batch_size, gen, bucket):
+        rows = batch["rows"]
+        shape = tuple(batch["seqs"].shape)
+        uniform = lambda full, rows=rows: inst.negatives(rows, full, gen)  # noqa: E731
+        batch.update(draw_negatives(obj, uniform, popularity, shape, gen))
+        yield batch
 
 
 def dot_scores(h: torch.Tensor, weight: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:

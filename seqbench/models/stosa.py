@@ -34,9 +34,9 @@ from seqbench.models.losses import (
     LossName,
     Objective,
     ObjectiveFields,
-    PopularityNegatives,
     chunked_ce,
-    draw_negatives,
+    next_item_batches,
+    resolve_objective,
     score_objective,
 )
 from seqbench.models.pieces import NO_PLANS, Plans
@@ -293,12 +293,7 @@ class STOSA(SeqModel):
         self.blocks = nn.ModuleList(WassersteinBlock(cfg) for _ in range(cfg.layers))
         self.apply(self._init)
         self._train: NextItemInstances | None = None
-        self._objective = Objective.resolve(cfg, data.n_items)
-        self._popularity = (
-            PopularityNegatives(torch.from_numpy(data.item_popularity("train")))
-            if self._objective.sampling == "popularity"
-            else None
-        )
+        self._objective, self._popularity = resolve_objective(cfg, data)
 
     def objective(self) -> Objective:
         return self._objective
@@ -338,12 +333,10 @@ class STOSA(SeqModel):
     def train_batches(self, data: SeqDataset, gen: torch.Generator) -> Iterator[Batch]:
         if self._train is None:
             self._train = NextItemInstances(data, self.cfg.max_len, self.cfg.instances)
-        bucket = self.cfg.batching == "grouped"
-        obj, pop = self._objective, self._popularity
-        for batch in self._train.batches(self.cfg.batch_size, gen, bucket):
-            rows = batch["rows"]
-            uniform = lambda shape, rows=rows: self._train.negatives(rows, shape, gen)  # noqa: E731
-            batch.update(draw_negatives(obj, uniform, pop, tuple(batch["seqs"].shape), gen))
+        bucket, obj = self.cfg.batching == "grouped", self._objective
+        for batch in next_item_batches(
+            self._train, self.cfg.batch_size, bucket, obj, self._popularity, gen
+        ):
             check_items(batch, "seqs")
             yield batch
 
