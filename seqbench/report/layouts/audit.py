@@ -9,10 +9,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from seqbench.data.audit import Audit, audit
-from seqbench.data.dataset import dataset_path, load_dataset, prepared_names
+from seqbench.data.dataset import dataset_path, load_dataset
 from seqbench.evaluation.protocols import get_protocol, split_view
-from seqbench.report.layouts.base import Layout, TableOptions, register
-from seqbench.report.select import ReportError, Run, Selection
+from seqbench.report.layouts.base import DataLayout, TableOptions, register
+from seqbench.report.select import ReportError
 from seqbench.report.tables import Cell, Entry, Table
 
 #: the protocol audited when none is given (`seqbench report --layout audit`)
@@ -93,30 +93,13 @@ def audit_rows_table(checked: Audit, title: str) -> Table:
     return Table(title=title, header=["what", "value"], rows=rows, notes=[checked.summary()])
 
 
-class SplitAudit(Layout):
+class SplitAudit(DataLayout):
     """The datasets are the prepared ones named (`seqbench report`: all prepared ones when
     none is), audited under `options.protocols` (label -> protocol string; default the
     `seqbench` preset); entries and metrics are not used."""
 
     name = "audit"
     title = "Split audit"
-    metrics = ()
-    cards = True
-
-    def group(
-        self, runs: Sequence[Run], models: Sequence[str] | None
-    ) -> tuple[list[Entry], list[str]]:
-        return [], []
-
-    def report(
-        self,
-        sel: Selection | None,
-        datasets: Sequence[str] | None,
-        models: Sequence[str] | None,
-        metrics: Sequence[str] | None,
-        options: TableOptions,
-    ) -> Table:
-        return self.build([], datasets or prepared_names(options.data_dir), metrics, options)
 
     def table(
         self,

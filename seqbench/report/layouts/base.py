@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
+from seqbench.data.dataset import prepared_names
 from seqbench.registry import Registry
 from seqbench.report.entries import order
 from seqbench.report.select import ReportError, Run, Selection
@@ -102,6 +103,30 @@ class Layout(ABC):
         table = self.build(entries, shown, metrics, options)
         table.notes = [*sel.notes, *notes, *table.notes]
         return table
+
+
+class DataLayout(Layout):
+    """A layout of the prepared datasets themselves (their cards or their splits), not of
+    runs: the datasets named, else every prepared one; entries and metrics are not used."""
+
+    metrics: ClassVar[tuple[str, ...]] = ()
+    cards: ClassVar[bool] = True
+
+    def group(
+        self, runs: Sequence[Run], models: Sequence[str] | None
+    ) -> tuple[list[Entry], list[str]]:
+        return [], []
+
+    def report(
+        self,
+        sel: Selection | None,
+        datasets: Sequence[str] | None,
+        models: Sequence[str] | None,
+        metrics: Sequence[str] | None,
+        options: TableOptions,
+    ) -> Table:
+        names = datasets or prepared_names(options.data_dir)
+        return self.build([], names, metrics, options)
 
 
 LAYOUTS: Registry[Layout] = Registry("layout")

@@ -8,9 +8,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from seqbench.data.dataset import dataset_path, prepared_names
-from seqbench.report.layouts.base import Layout, TableOptions, register
-from seqbench.report.select import ReportError, Run, Selection
+from seqbench.data.dataset import dataset_path
+from seqbench.report.layouts.base import DataLayout, TableOptions, register
+from seqbench.report.select import ReportError
 from seqbench.report.tables import Cell, Entry, Table
 
 STATS = ("users", "items", "actions", "avg_length", "sparsity")
@@ -43,30 +43,12 @@ def stats_row(name: str, card: dict[str, Any]) -> list[Cell]:
     ]
 
 
-class DatasetStats(Layout):
+class DatasetStats(DataLayout):
     """The datasets are the prepared ones named (`seqbench report`: all prepared ones when
     none is), their cards under `data_dir`; entries and metrics are not used."""
 
     name = "stats"
     title = "Dataset statistics"
-    metrics = ()
-    cards = True
-
-    def group(
-        self, runs: Sequence[Run], models: Sequence[str] | None
-    ) -> tuple[list[Entry], list[str]]:
-        return [], []
-
-    def report(
-        self,
-        sel: Selection | None,
-        datasets: Sequence[str] | None,
-        models: Sequence[str] | None,
-        metrics: Sequence[str] | None,
-        options: TableOptions,
-    ) -> Table:
-        names = datasets or prepared_names(options.data_dir)
-        return self.build([], names, metrics, options)
 
     def table(
         self,
