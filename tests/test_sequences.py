@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import scipy.stats
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -55,6 +56,56 @@ def test_negative_sampler_never_returns_owned_items() -> None:
     assert set(out[0].tolist()) <= {5, 6} and set(out[2].tolist()) <= {5, 6}
     assert set(out[1].tolist()) <= {1, 3, 4, 6}
     assert set(out[1].tolist()) == {1, 3, 4, 6}  # uniform over the rest: all appear in 500 draws
+
+
+def rejection_loop(
+    n_items: int, owns: list[set[int]], rows: list[int], shape: tuple[int, ...], seed: int
+) -> torch.Tensor:
+    """Plain rejection: draw all, then redraw every owned draw (row-major) until none is."""
+    gen = torch.Generator().manual_seed(seed)
+    out = torch.randint(1, n_items + 1, shape, generator=gen)
+    flat = out.view(len(rows), -1)
+    while True:
+        bad = [(r, j) for r in range(len(rows)) for j in range(flat.shape[1])]
+        bad = [(r, j) for r, j in bad if int(flat[r, j]) in owns[rows[r]]]
+        if not bad:
+            return out
+        new = torch.randint(1, n_items + 1, (len(bad),), generator=gen)
+        for (r, j), v in zip(bad, new, strict=True):
+            flat[r, j] = v
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    st.lists(st.lists(st.integers(1, 9), min_size=1, max_size=8), min_size=1, max_size=5),
+    st.lists(st.integers(0, 4), min_size=1, max_size=6),
+    st.integers(1, 4),
+    st.booleans(),
+    st.integers(0, 99),
+)
+def test_negative_sampler_draws_what_plain_rejection_draws(
+    users: list[list[int]], picks: list[int], k: int, search: bool, seed: int
+) -> None:
+    """Same generator, same draws as the loop, by the ownership table and by key search."""
+    items = np.array([i for u in users for i in u])
+    ends = np.cumsum([len(u) for u in users])
+    sampler = NegativeSampler(10, items, ends - [len(u) for u in users], ends)
+    if search:
+        sampler.TABLE_MAX = 0
+    rows = [p % len(users) for p in picks]
+    gen = torch.Generator().manual_seed(seed)
+    got = sampler.sample(torch.tensor(rows), (len(rows), 3, k), gen)
+    want = rejection_loop(10, [set(u) for u in users], rows, (len(rows), 3, k), seed)
+    assert torch.equal(got, want)
+
+
+def test_negative_sampler_is_uniform_outside_owned_items() -> None:
+    """Chi-square (scipy) of 40,000 draws for a row owning 3 of 8 items: flat over the other 5."""
+    sampler = NegativeSampler(8, np.array([2, 5, 7]), np.array([0]), np.array([3]))
+    out = sampler.sample(torch.tensor([0]), (1, 40_000), torch.Generator().manual_seed(1))
+    counts = np.bincount(out.view(-1).numpy(), minlength=9)
+    assert counts[[0, 2, 5, 7]].sum() == 0
+    assert scipy.stats.chisquare(counts[[1, 3, 4, 6, 8]]).pvalue > 0.001
 
 
 def test_batches_cover_every_row_once_and_are_seeded() -> None:

@@ -6,7 +6,7 @@ over interactions, so an epoch's instances are ready in milliseconds.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Literal
 
 import numpy as np
@@ -91,9 +91,13 @@ def trim(seqs: torch.Tensor, *others: torch.Tensor) -> tuple[torch.Tensor, ...]:
 class NegativeSampler:
     """Uniform negatives that avoid each row's own items (rejection sampling, vectorised).
 
-    Row r owns items[starts[r]:ends[r]]. Membership is tested on sorted (row * (N+1) + item)
-    keys with searchsorted and only collisions are redrawn: a few tensor ops per batch.
+    Row r owns items[starts[r]:ends[r]], kept as sorted (row * (N+1) + item) keys. A batch's
+    rows get a dense ownership table (searchsorted on the keys where it would be large), and
+    only redrawn collisions are tested again: about one table lookup per negative.
     """
+
+    #: most booleans a batch's ownership table may hold; beyond it the keys are searched
+    TABLE_MAX = 1 << 26
 
     def __init__(self, n_items: int, items: np.ndarray, starts: np.ndarray, ends: np.ndarray):
         self.n_items = n_items
@@ -103,21 +107,44 @@ class NegativeSampler:
         keys = rows.astype(np.int64) * (n_items + 1) + items[pos]
         self.keys = torch.from_numpy(np.unique(keys))
 
+    def _search(self, keys: torch.Tensor) -> torch.Tensor:
+        """Whether each (row * (N+1) + item) key is owned, by binary search."""
+        pos = torch.searchsorted(self.keys, keys).clamp(max=len(self.keys) - 1)
+        return self.keys[pos] == keys
+
+    def _owned(self, rows: torch.Tensor) -> tuple[torch.Tensor, Callable[..., torch.Tensor]]:
+        """(each row's base key, a test of base + item keys): does the row own the item."""
+        width = self.n_items + 1
+        if len(rows) * width > self.TABLE_MAX:
+            return rows * width, self._search
+        uniq, local = torch.unique(rows, return_inverse=True)
+        lo = torch.searchsorted(self.keys, uniq * width)
+        count = torch.searchsorted(self.keys, (uniq + 1) * width) - lo
+        owner = torch.repeat_interleave(torch.arange(len(uniq)), count)
+        first = torch.repeat_interleave(torch.cumsum(count, 0) - count, count)
+        pos = lo[owner] + torch.arange(len(owner)) - first
+        table = torch.zeros(len(uniq) * width, dtype=torch.bool)
+        table[owner * width + self.keys[pos] % width] = True
+        return local * width, table.__getitem__
+
     def sample(
         self, rows: torch.Tensor, shape: tuple[int, ...], gen: torch.Generator
     ) -> torch.Tensor:
-        """Negatives of `shape` = (len(rows), …): uniform over items the row does not own."""
+        """Negatives of `shape` = (len(rows), …): uniform over items the row does not own.
+
+        Collisions are redrawn in row-major order, as many per round as remain."""
         out = torch.randint(1, self.n_items + 1, shape, generator=gen)
         if len(self.keys) == 0:
             return out
-        base = rows.view(-1, *([1] * (len(shape) - 1))) * (self.n_items + 1)
+        base, owned = self._owned(rows)
+        flat, per_row = out.view(-1), max(out[0].numel(), 1) if len(out) else 1
+        idx = owned((base.view(-1, *([1] * (len(shape) - 1))) + out).view(-1)).nonzero()[:, 0]
         for _ in range(1000):
-            keys = base + out
-            pos = torch.searchsorted(self.keys, keys).clamp(max=len(self.keys) - 1)
-            bad = self.keys[pos] == keys
-            if not bool(bad.any()):
+            if len(idx) == 0:
                 return out
-            out[bad] = torch.randint(1, self.n_items + 1, (int(bad.sum()),), generator=gen)
+            new = torch.randint(1, self.n_items + 1, (len(idx),), generator=gen)
+            flat[idx] = new
+            idx = idx[owned(base[idx // per_row] + new)]
         raise RuntimeError("negative sampling did not converge: a user owns almost every item")
 
 
