@@ -66,3 +66,23 @@ def test_a_study_dry_run_shows_each_missing_configuration(
     cells = [c.strip() for c in row.strip("│").split("│")]
     assert cells[:5] == ["sasrec", "synthetic", "0,1", cells[3], "1,000"]
     assert "estimate, not a measurement" in out and "would train 2 run(s)" in out
+
+
+def test_a_minutes_budget_caps_each_estimate_and_the_study_total(
+    prepared: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """15 default epochs of a 1,000-sequence SASRec take seconds; a 0.001-minute budget (0.06 s)
+    caps each run's total, and the study line sums two seeds of it: 0.12 s."""
+    study = tmp_path / "s"
+    study.mkdir()
+    (study / "study.yaml").write_text(
+        "protocol: seqbench\ndatasets: [synthetic]\nseeds: [0, 1]\nbudget: {minutes: 0.001}\n"
+        "models: {sasrec: {sets: {d: 8}}}\ntables: {t: {layout: overall}}\n"
+    )
+    capsys.readouterr()
+    main(["study", "run", str(study), "--dry-run", "--threads", "1", "--runs-dir", str(tmp_path)])
+    out = capsys.readouterr().out
+    out = out[out.index("missing runs: size") :]
+    (row,) = [line for line in out.splitlines() if line.startswith("│ sasrec")]
+    assert [c.strip() for c in row.strip("│").split("│")][6] == "0.06 s"
+    assert "all missing runs: ≈ 0.12 s of training, each at most 0.06 s (the budget)" in out
