@@ -178,6 +178,7 @@ def build_report(
         budget_columns=request.budget_columns,
         param=request.param,
         data_dir=data_dir,
+        protocols={request.protocol: request.protocol} if request.protocol else {},
     )
     selection, notes = None, []
     if not chosen.cards:

@@ -174,6 +174,22 @@ def test_cli_audit_markdown_and_csv_give_the_same_rows(
     assert exc.value.code == 2 and "--format tsv" in capsys.readouterr().err
 
 
+def test_report_audit_shows_the_split_of_its_protocol_option(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`seqbench report --layout audit --protocol P` audits P (the GTS column of the hand
+    counts), and leave-one-out without one."""
+    root = str(prepare_hand(tmp_path / "data"))
+    runs = str(tmp_path / "runs")
+    for protocol, column in ((GTS, 1), (None, 0)):
+        args = ["--protocol", protocol] if protocol else []
+        main(["report", "--layout", "audit", "--format", "markdown", "--data-dir", root,
+              "--runs-dir", runs, *args])  # fmt: skip
+        head, *rows = grid(capsys.readouterr().out)
+        assert head == ["hand", protocol or "seqbench"]
+        assert {r[0]: r[1] for r in rows} == {k: v[column] for k, v in EXPECTED.items()}
+
+
 def test_a_leave_one_out_run_prints_the_audit_line_before_its_header(
     data_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

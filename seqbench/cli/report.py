@@ -109,7 +109,10 @@ def report(
         str, typer.Option(help="multiple-test correction: holm|bonferroni|none")
     ] = "holm",
     protocol: Annotated[
-        str | None, typer.Option(help="protocol of the runs (default: the most common one)")
+        str | None,
+        typer.Option(
+            help="protocol of the runs (default: the most common one); audit: the split shown"
+        ),
     ] = None,
     budget_columns: Annotated[
         bool,
