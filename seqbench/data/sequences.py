@@ -137,7 +137,8 @@ class NegativeSampler:
         if len(self.keys) == 0:
             return out
         base, owned = self._owned(rows)
-        flat, per_row = out.view(-1), max(out[0].numel(), 1) if len(out) else 1
+        flat = out.view(-1)
+        per_row = flat.numel() // len(rows) if len(rows) else 1
         idx = owned((base.view(-1, *([1] * (len(shape) - 1))) + out).view(-1)).nonzero()[:, 0]
         for _ in range(1000):
             if len(idx) == 0:
