@@ -32,11 +32,14 @@ GTS = "gts:quantile=0.5,validation=last_train_item"
 # items first seen at/after 5: 3, 5, 6, 8. Leave-one-out: training = all but the last two:
 # user 2's (8, 9) is later than the earliest target stamp 7; targets 3, 5 cold, 6 not; user
 # 2's target 6 repeats its previous item. Both: repeats 2→2 and 6→6, one equal-stamp pair.
+# Validation: leave-one-out every user's second-to-last item (3 users); last_train_item users
+# 0 and 1, each with >= 2 interactions before the cut (user 2 has none).
 EXPECTED = {
     "cut (timestamp)": ("-", "5"),
     "training at/after cut": ("1", "0"),
     "inputs later than target": ("0", "0"),
     "test users scored": ("3", "2"),
+    "valid users scored": ("3", "2"),
     "users only after cut": ("0", "1"),
     "cold test targets": ("2", "2"),
     "test users, no training": ("0", "0"),

@@ -33,6 +33,7 @@ class Audit:
     train_late: int
     input_late: int
     test_users: int
+    valid_users: int
     unscored_users: int
     cold_targets: int
     test_only_users: int
@@ -66,6 +67,7 @@ class Audit:
             (late, f"{self.train_late:,}"),
             ("test inputs later than target", f"{self.input_late:,}"),
             ("test users scored", f"{self.test_users:,}"),
+            ("validation users scored", f"{self.valid_users:,}"),
             ("users after the cut, none before", f"{self.unscored_users:,}"),
             ("cold test targets", f"{self.cold_targets:,}"),
             ("test users with no training", f"{self.test_only_users:,}"),
@@ -87,6 +89,7 @@ class Audit:
             ("training at/after cut", f"{self.train_late:,}"),
             ("inputs later than target", f"{self.input_late:,}"),
             ("test users scored", f"{self.test_users:,}"),
+            ("valid users scored", f"{self.valid_users:,}"),
             ("users only after cut", f"{self.unscored_users:,}"),
             ("cold test targets", f"{self.cold_targets:,}"),
             ("test users, no training", f"{self.test_only_users:,}"),
@@ -132,6 +135,7 @@ def audit(data: SeqDataset) -> Audit:
         train_late=_late(data, train, cut, ends),
         input_late=_input_late(data, users, ends),
         test_users=len(users),
+        valid_users=len(data.eval_split("valid")[0]),
         unscored_users=_unscored(data, cut) if cut is not None else 0,
         cold_targets=int(cold.sum()),
         test_only_users=int((np.bincount(owner[train], minlength=data.n_users)[users] == 0).sum()),
