@@ -42,6 +42,8 @@ class ModelConfig:
     warmup: float = 0.0
     grad_clip: float = 0.0
     patience: int = 20
+    #: early stopping waits until this epoch (a slow starter's plateau is not its end)
+    min_epochs: int = 0
     eval_every: int = 1
     max_len: int = 50
     d: int = 64
@@ -55,7 +57,15 @@ class ModelConfig:
     micro_overhead: int = 256
     #: fields added after runs were first stored, with the value that keeps them out of the
     #: run id (`identity_config`), so a run at that value keeps the id it had before the field
-    quiet: ClassVar[dict[str, Any]] = {}
+    quiet: ClassVar[dict[str, Any]] = {"min_epochs": 0}
+
+
+def quiet_fields(cfg: ModelConfig) -> dict[str, Any]:
+    """The `quiet` fields of the config's class and of every config class it extends."""
+    out: dict[str, Any] = {}
+    for klass in reversed(type(cfg).__mro__):
+        out.update(vars(klass).get("quiet", {}))
+    return out
 
 
 def identity_config(cfg: ModelConfig) -> dict[str, Any]:
@@ -63,10 +73,11 @@ def identity_config(cfg: ModelConfig) -> dict[str, Any]:
     is also the field's default (so a stored config read back with `Config(**config)` is
     the same config)."""
     defaults = {f.name: f.default for f in dataclasses.fields(cfg)}
+    quiet = quiet_fields(cfg)
     return {
         k: v
         for k, v in dataclasses.asdict(cfg).items()
-        if not (k in cfg.quiet and v == cfg.quiet[k] == defaults[k])
+        if not (k in quiet and v == quiet[k] == defaults[k])
     }
 
 

@@ -38,7 +38,6 @@ class GRU4RecConfig(ObjectiveFields, ModelConfig):
     in one product (as before the loss axis)."""
 
     quiet: ClassVar[dict[str, Any]] = {
-        **ModelConfig.quiet,
         **ObjectiveFields.objective_quiet,
         "loss": "ce",
         "ce_chunk": 0,

@@ -121,7 +121,6 @@ class SASRecConfig(ObjectiveFields, ModelConfig):
     """SASRec paper defaults (Amazon); ML-1M overrides in dataset_defaults."""
 
     quiet: ClassVar[dict[str, Any]] = {
-        **ModelConfig.quiet,
         **ObjectiveFields.objective_quiet,
         "instances": "all_positions",
     }

@@ -110,6 +110,7 @@ COUNTS = ("epochs", "batch_size", "eval_batch_size", "eval_every", "d", "max_len
 RANGES: dict[str, tuple[Callable[[Any], bool], str]] = {
     **dict.fromkeys((*COUNTS, "heads", "layers"), (lambda v: v >= 1, ">= 1")),
     "lr": (lambda v: v > 0, "> 0"),
+    "min_epochs": (lambda v: v >= 0, ">= 0"),
     **dict.fromkeys(("dropout", "attn_dropout"), (lambda v: 0 <= v < 1, "in [0, 1)")),
 }
 

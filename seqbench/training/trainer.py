@@ -213,7 +213,7 @@ class Trainer:
                     break
                 feed, gen_state = self._fit_epoch(epoch, opt, feed, gen, scaler, p)
                 save_checkpoint(*self.checkpoints, self._state(epoch, opt, gen_state, p))
-                if p.bad >= cfg.patience:
+                if p.bad >= cfg.patience and epoch >= cfg.min_epochs:
                     stopped = "early"
                     break
                 budget = self.options.max_minutes
