@@ -15,6 +15,7 @@ import numpy as np
 
 from seqbench.data.dataset import SeqDataset
 from seqbench.data.preprocess import Order
+from seqbench.data.sequences import segment_offsets
 from seqbench.data.splits import GlobalTemporalSplit
 from seqbench.data.variants import match_variant
 
@@ -166,12 +167,8 @@ def _input_late(data: SeqDataset, users: np.ndarray, ends: np.ndarray) -> int:
     if ts is None or not len(users):
         return 0
     lens = ends - data.offsets[users]
-    idx = (
-        np.repeat(ends - lens, lens)
-        + np.arange(lens.sum())
-        - np.repeat(np.cumsum(lens) - lens, lens)
-    )
-    return int((ts[idx] > np.repeat(ts[ends], lens)).sum())
+    seg, k = segment_offsets(lens)
+    return int((ts[(ends - lens)[seg] + k] > ts[ends][seg]).sum())
 
 
 def _unscored(data: SeqDataset, cut: int) -> int:

@@ -20,6 +20,12 @@ Batch = dict[str, torch.Tensor]
 InstanceRule = Literal["all_positions", "last", "prefixes"]
 
 
+def segment_offsets(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(segment, offset within it) of every element of segments of `counts` laid end to end."""
+    seg = np.repeat(np.arange(len(counts)), counts)
+    return seg, np.arange(len(seg)) - (np.cumsum(counts) - counts)[seg]
+
+
 def train_segments(data: SeqDataset, min_len: int = 1) -> tuple[np.ndarray, np.ndarray]:
     """(start, end) global indices of each user's training part, users with >= min_len items."""
     starts = data.offsets[:-1]
@@ -39,9 +45,7 @@ def slide_windows(
     lens = ends - starts
     extra = np.maximum(lens - size, 0)
     counts = np.where(extra > 0, -(-extra // step) + 1, 1)
-    seg = np.repeat(np.arange(len(lens)), counts)
-    first = np.cumsum(counts) - counts
-    k = np.arange(counts.sum()) - first[seg]
+    seg, k = segment_offsets(counts)
     offset = extra[seg] - k * step
     last = k == counts[seg] - 1
     offset = np.where(last, 0, offset)
@@ -102,9 +106,8 @@ class NegativeSampler:
     def __init__(self, n_items: int, items: np.ndarray, starts: np.ndarray, ends: np.ndarray):
         self.n_items = n_items
         lens = ends - starts
-        rows = np.repeat(np.arange(len(lens)), lens)
-        pos = np.arange(lens.sum()) - np.repeat(np.cumsum(lens) - lens, lens) + starts[rows]
-        keys = rows.astype(np.int64) * (n_items + 1) + items[pos]
+        rows, k = segment_offsets(lens)
+        keys = rows.astype(np.int64) * (n_items + 1) + items[starts[rows] + k]
         self.keys = torch.from_numpy(np.unique(keys))
 
     def _search(self, keys: torch.Tensor) -> torch.Tensor:
@@ -120,9 +123,8 @@ class NegativeSampler:
         uniq, local = torch.unique(rows, return_inverse=True)
         lo = torch.searchsorted(self.keys, uniq * width)
         count = torch.searchsorted(self.keys, (uniq + 1) * width) - lo
-        owner = torch.repeat_interleave(torch.arange(len(uniq)), count)
-        first = torch.repeat_interleave(torch.cumsum(count, 0) - count, count)
-        pos = lo[owner] + torch.arange(len(owner)) - first
+        owner, k = (torch.from_numpy(a) for a in segment_offsets(count.numpy()))
+        pos = lo[owner] + k
         table = torch.zeros(len(uniq) * width, dtype=torch.bool)
         table[owner * width + self.keys[pos] % width] = True
         return local * width, table.__getitem__
@@ -189,8 +191,7 @@ def instance_ranges(
     """
     if rule == "prefixes":
         counts = np.maximum(ends - starts - 1, 0)
-        owner = np.repeat(np.arange(len(starts)), counts)
-        k = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
+        owner, k = segment_offsets(counts)
         return owner, starts[owner], starts[owner] + 1 + k
     return np.arange(len(starts)), starts, ends - 1
 

@@ -19,7 +19,13 @@ import torch.nn.functional as F
 from torch import nn
 
 from seqbench.data.dataset import SeqDataset
-from seqbench.data.sequences import NegativeSampler, gather_padded, iterate_rows, train_segments
+from seqbench.data.sequences import (
+    NegativeSampler,
+    gather_padded,
+    iterate_rows,
+    segment_offsets,
+    train_segments,
+)
 from seqbench.models.base import Batch, ModelConfig, Parts, SeqModel, register
 from seqbench.models.departures import Departure
 from seqbench.models.losses import (
@@ -71,8 +77,7 @@ def caser_windows(
     """
     lens = ends - starts
     counts = np.where((lens >= size) & (not last), lens - size + 1, 1)
-    seg = np.repeat(np.arange(len(lens)), counts)
-    k = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
+    seg, k = segment_offsets(counts)
     w_end = ends[seg] - k
     w_start = np.maximum(w_end - size, starts[seg])
     return seg, w_start, w_end

@@ -15,7 +15,7 @@ import scipy.sparse as sp
 import torch
 
 from seqbench.data.dataset import SeqDataset
-from seqbench.data.sequences import train_segments
+from seqbench.data.sequences import segment_offsets, train_segments
 
 
 def itemcf_iuf(
@@ -23,8 +23,8 @@ def itemcf_iuf(
 ) -> sp.csr_matrix:
     """Sparse [N+1, N+1] ItemCF-IUF similarity of the segments items[starts[r]:ends[r]]."""
     lens = ends - starts
-    rows = np.repeat(np.arange(len(lens)), lens)
-    pos = np.arange(lens.sum()) - np.repeat(np.cumsum(lens) - lens, lens) + np.repeat(starts, lens)
+    rows, k = segment_offsets(lens)
+    pos = starts[rows] + k
     x = sp.csr_matrix((np.ones(len(rows)), (rows, items[pos])), shape=(len(lens), n_items + 1))
     x.data[:] = 1.0  # duplicates of an item in one segment count once (set semantics)
     n_distinct = np.asarray(x.sum(1)).ravel()
