@@ -127,7 +127,8 @@ def show_estimates(p: Plan, rows: list[tuple[str | None, str]], ctx: RunContext)
             est = estimate(run, dataset(r.request.dataset, ctx.data_dir), ctx)
             seen[key] = (r, [], est)
         seen[key][1].append(r.request.seed)
-    cap = p.budget.minutes * 60 if p.budget.minutes is not None else float("inf")
+    minutes = p.budget.minutes
+    cap = float("inf") if minutes is None else minutes * 60
     for r, seeds, e in seen.values():
         table.add_row(
             escape(r.label), r.dataset, ",".join(map(str, seeds)), f"{e.params:,}", f"{e.rows:,}",
@@ -137,7 +138,7 @@ def show_estimates(p: Plan, rows: list[tuple[str | None, str]], ctx: RunContext)
     if seen:
         console.print(fit(table, console))
         total = sum(min(e.total_seconds, cap) * len(seeds) for _, seeds, e in seen.values())
-        budget = "" if cap == float("inf") else f", each at most {duration(cap)} (the budget)"
+        budget = "" if minutes is None else f", each at most {duration(cap)} (the budget)"
         console.print(f"all missing runs: ≈ {duration(total)} of training{budget}")
         console.print(f"({next(iter(seen.values()))[2].method()})", soft_wrap=True, markup=False)
 
