@@ -15,7 +15,7 @@ import numpy as np
 
 from seqbench.data.dataset import SeqDataset
 from seqbench.data.preprocess import Order
-from seqbench.data.sequences import segment_offsets
+from seqbench.data.segments import segment_offsets
 from seqbench.data.splits import GlobalTemporalSplit
 from seqbench.data.variants import match_variant
 
@@ -124,7 +124,9 @@ def audit(data: SeqDataset) -> Audit:
     ts = data.timestamps
     cut = split.cut(data) if temporal else None
     pop = np.bincount(data.items[train], minlength=data.n_items + 1)
-    cold = pop[targets] == 0
+    sets = data.target_sets("test")
+    scored = targets if sets is None else sets.items  # every target of a set counts
+    cold = pop[scored] == 0
     same = np.r_[False, (owner[1:] == owner[:-1])]
     repeat = same & np.r_[False, data.items[1:] == data.items[:-1]]
     tied = np.zeros_like(same) if ts is None else same & np.r_[False, ts[1:] == ts[:-1]]
@@ -140,7 +142,7 @@ def audit(data: SeqDataset) -> Audit:
         unscored_users=_unscored(data, cut) if cut is not None else 0,
         cold_targets=int(cold.sum()),
         test_only_users=int((np.bincount(owner[train], minlength=data.n_users)[users] == 0).sum()),
-        test_only_items=len(np.unique(targets[cold])),
+        test_only_items=len(np.unique(scored[cold])),
         new_items=_new_items(data, cut) if cut is not None else 0,
         repeats=int(repeat.sum()),
         target_repeats=int(repeat[ends].sum()),

@@ -28,7 +28,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from seqbench.data.checksum import KINDS, SCHEME, SIDE, content_checksum
-from seqbench.data.splits import EvalSplit, LeaveOneOut, Split
+from seqbench.data.segments import segment_offsets
+from seqbench.data.splits import EvalSplit, LeaveOneOut, Split, TargetSets
 from seqbench.errors import DataError
 from seqbench.paths import data_dir
 
@@ -76,6 +77,13 @@ class SeqDataset:
         if split not in ("valid", "test"):
             raise ValueError(f"split must be 'valid' or 'test', got {split!r}")
         return self.split.eval_split(self, split)
+
+    def target_sets(self, split: str) -> TargetSets | None:
+        """The target set of each user of `eval_split(split)` when the split scores sets (gts
+        `target=all`), else None (one target per user)."""
+        if split not in ("valid", "test"):
+            raise ValueError(f"split must be 'valid' or 'test', got {split!r}")
+        return self.split.target_sets(self, split)
 
     def windows(self, users: np.ndarray, ends: np.ndarray, length: int) -> np.ndarray:
         """Left-padded [B, length] int64 matrix of items[max(start, end-length):end] per user."""
@@ -133,9 +141,8 @@ def _pad_lists(items: pd.DataFrame, col: str, n_items: int) -> tuple[np.ndarray,
     lens = pc.fill_null(lists.value_lengths(), 0).to_numpy().astype(np.int64)
     flat = lists.flatten().to_numpy()
     out = np.zeros((n_items + 1, max(int(lens.max(initial=0)), 1)), dtype=np.int64)
-    rows = np.repeat(items["item"].to_numpy(np.int64), lens)
-    cols = np.arange(len(flat)) - np.repeat(np.cumsum(lens) - lens, lens)
-    out[rows, cols] = flat
+    seg, cols = segment_offsets(lens)
+    out[items["item"].to_numpy(np.int64)[seg], cols] = flat
     return out, int(out.max()) + 1
 
 

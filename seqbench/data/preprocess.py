@@ -16,6 +16,7 @@ import pandas as pd
 import pyarrow as pa
 
 from seqbench.data.dataset import TEST, TRAIN, VALID
+from seqbench.data.segments import segment_offsets
 from seqbench.errors import DataError
 
 
@@ -184,7 +185,7 @@ def interaction_frame(
 ) -> pd.DataFrame:
     """The prepared interaction table: grouped users in order, 0-based positions, split markers."""
     n = len(users)
-    starts = np.repeat(np.cumsum(lengths) - lengths, lengths)
+    positions = segment_offsets(lengths)[1]
     if timestamps is None:
         ts = pd.arrays.IntegerArray(np.zeros(n, dtype=np.int64), np.ones(n, dtype=bool))
     else:
@@ -194,7 +195,7 @@ def interaction_frame(
         {
             "user": users.astype(np.int32),
             "item": items.astype(np.int32),
-            "position": (np.arange(n) - starts).astype(np.int32),
+            "position": positions.astype(np.int32),
             "split": split_markers(lengths),
             "timestamp": ts,
             "rating": np.asarray(rating, dtype=np.float32),

@@ -13,17 +13,12 @@ import numpy as np
 import torch
 
 from seqbench.data.dataset import SeqDataset
+from seqbench.data.segments import segment_offsets
 
 Batch = dict[str, torch.Tensor]
 
 #: which sub-sequences a next-item model trains on (`instances`, see `instance_ranges`)
 InstanceRule = Literal["all_positions", "last", "prefixes"]
-
-
-def segment_offsets(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(segment, offset within it) of every element of segments of `counts` laid end to end."""
-    seg = np.repeat(np.arange(len(counts)), counts)
-    return seg, np.arange(len(seg)) - (np.cumsum(counts) - counts)[seg]
 
 
 def train_segments(data: SeqDataset, min_len: int = 1) -> tuple[np.ndarray, np.ndarray]:

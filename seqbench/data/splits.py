@@ -3,8 +3,11 @@
 A split answers two questions for every caller (instance builders, evaluator, popularity):
 where each user's training prefix ends (`train_ends`) and, for 'valid' and 'test', which users
 are scored on which target with which input (`eval_split`: users, input end, target item; the
-input is the user's items before the target's position). Users' items are in position order
-(chronological, equal timestamps in file order), so a training part is always a prefix.
+input is the user's items before the target's position). A split that scores a set of targets
+per user (gts `target=all`) also gives the sets (`target_sets`; None for one target per user);
+its `eval_split` target is then each set's first item.
+Users' items are in position order (chronological, equal timestamps in file order), so a
+training part is always a prefix.
 """
 
 from __future__ import annotations
@@ -14,10 +17,26 @@ from typing import Literal, Protocol
 
 import numpy as np
 
+from seqbench.data.segments import segment_offsets
 from seqbench.errors import ConfigError
 
 #: (users, input end index, target item) of one evaluated split
 EvalSplit = tuple[np.ndarray, np.ndarray, np.ndarray]
+
+
+@dataclass(frozen=True)
+class TargetSets:
+    """Each evaluated user's distinct target items, in order of first occurrence (CSR):
+    user i of the split scores `items[offsets[i]:offsets[i + 1]]`."""
+
+    offsets: np.ndarray
+    items: np.ndarray
+
+    def take(self, rows: np.ndarray) -> TargetSets:
+        """The sets of `rows` (indices into the split's users), in that order."""
+        lens = np.diff(self.offsets)[rows]
+        seg, k = segment_offsets(lens)
+        return TargetSets(np.r_[0, np.cumsum(lens)], self.items[self.offsets[rows][seg] + k])
 
 
 class SeqDataset(Protocol):
@@ -41,6 +60,8 @@ class Split(Protocol):
 
     def eval_split(self, data: SeqDataset, split: str) -> EvalSplit: ...
 
+    def target_sets(self, data: SeqDataset, split: str) -> TargetSets | None: ...
+
     def describe(self) -> str: ...
 
 
@@ -61,8 +82,11 @@ class LeaveOneOut:
         ends = data.offsets[users + 1] - (2 if split == "valid" else 1)
         return users, ends, data.items[ends]
 
+    def target_sets(self, data: SeqDataset, split: str) -> TargetSets | None:
+        return None
 
-TARGETS = ("last", "first", "random")
+
+TARGETS = ("last", "first", "random", "all")
 VALIDATIONS = ("by_time", "last_train_item", "by_user")
 COLD = ("keep", "drop")
 
@@ -75,22 +99,25 @@ class GlobalTemporalSplit:
     interaction at or after the cut is never training. Each user's training part is the first
     #(own timestamps < cut) positions (exactly the interactions before the cut when positions
     follow time; where they do not, the audit counts the leak and `seqbench run` refuses it).
-    Test users: >= 1 interaction before the cut and >= 1 at/after it (users with none before
-    are not scored; the audit counts them). Their target among those at/after the cut:
-    `last`, `first` or `random` (one per user, seeded by `seed`); input: everything of the user
-    before the target. Validation (model selection; training shrinks, test never changes):
-    `by_time`: a second cut, the same quantile of the timestamps before the cut; everyone
-    trains on what precedes it; validation users are those with interactions on both sides of
-    it before the test cut, scored like test on that window. `last_train_item`: each user with
-    >= 2 interactions before the cut is validated on the last of them (input: the earlier
-    ones), which leaves training. `by_user`: a seeded `valid_users` share of the `by_time`
-    validation users is held out and scored like `by_time`; all others train on everything
-    before the test cut. Items first seen at/after the cut stay candidates (cold); `cold=drop`
-    drops the targets whose item never occurs in training (the audit counts them either way).
+    Test users: >= 1 interaction before the cut and >= 1 at/after it (users with none before are
+    not scored; the audit counts them). Their target among those at/after the cut: `last`,
+    `first` or `random` (one per user, seeded by `seed`; input: everything of the user before
+    the target) or `all` (the distinct items at/after the cut as one set, targets that are also
+    input items included; input: everything before the cut). Validation (model selection;
+    training shrinks, test never changes): `by_time`: a second cut, the same quantile of the
+    timestamps before the cut; everyone trains on what precedes it; validation users are those
+    with interactions on both sides of it before the test cut, scored like test on that window.
+    `last_train_item`: each user with >= 2 interactions before the cut is validated on the last
+    of them (input: the earlier ones), which leaves training. `by_user`: a seeded `valid_users`
+    share of the `by_time` validation users is held out and scored like `by_time`; all others
+    train on everything before the test cut. Validation targets follow the same target rule in
+    the validation window (`last_train_item`: its one item). Items first seen at/after the cut
+    stay candidates (cold); `cold=drop` drops the targets whose item never occurs in training,
+    and users left with none (the audit counts them either way).
     """
 
     quantile: float = 0.9
-    target: Literal["last", "first", "random"] = "last"
+    target: Literal["last", "first", "random", "all"] = "last"
     validation: Literal["by_time", "last_train_item", "by_user"] = "by_time"
     cold: Literal["keep", "drop"] = "keep"
     valid_users: float = 0.1
@@ -136,9 +163,15 @@ class GlobalTemporalSplit:
     def describe(self) -> str:
         """The split in words, for the protocol note of every table."""
         share = f" ({self.valid_users:g} of users)" if self.validation == "by_user" else ""
+        target = self.target
+        if target == "all":
+            target = (
+                "all (each user's distinct items after the cut as one set: HR@K a target in "
+                "the top K, NDCG@K over min(set, K) ideal hits, MRR of the first target)"
+            )
         return (
             f"global temporal split at the {self.quantile:g} timestamp quantile (lower), "
-            f"target {self.target}, validation {self.validation}{share}, cold items "
+            f"target {target}, validation {self.validation}{share}, cold items "
             f"{'kept' if self.cold == 'keep' else 'dropped'}, seed {self.seed}"
         )
 
@@ -179,23 +212,54 @@ class GlobalTemporalSplit:
         return ends
 
     def eval_split(self, data: SeqDataset, split: str) -> EvalSplit:
-        starts = data.offsets[:-1]
-        pre = starts + self.before(data, self.cut(data))
-        if split == "test":
-            users = np.flatnonzero((pre > starts) & (pre < data.offsets[1:]))
-            lo, hi = pre[users], data.offsets[users + 1]
-        elif self.validation == "last_train_item":
-            users = np.flatnonzero(pre - starts >= 2)
-            lo, hi = pre[users] - 1, pre[users]
-        else:
-            users = self.valid_users_of(data)
-            lo = starts[users] + self.before(data, self.valid_cut(data))[users]
-            hi = pre[users]
+        users, ends, sets = self._evaluated(data, split)
+        return users, ends, data.items[ends] if sets is None else sets.items[sets.offsets[:-1]]
+
+    def target_sets(self, data: SeqDataset, split: str) -> TargetSets | None:
+        return self._evaluated(data, split)[2]
+
+    def _evaluated(
+        self, data: SeqDataset, split: str
+    ) -> tuple[np.ndarray, np.ndarray, TargetSets | None]:
+        """(users, input end, their target sets under `all`, else None) of a split."""
+        users, lo, hi = self._window(data, split)
+        if self.target == "all":
+            return self._sets(data, users, lo, hi)
         ends = self._pick(lo, hi, 1 if split == "valid" else 2)
         if self.cold == "drop":
             known = np.isin(data.items[ends], training_items(data, self.train_ends(data)))
             users, ends = users[known], ends[known]
-        return users, ends, data.items[ends]
+        return users, ends, None
+
+    def _window(self, data: SeqDataset, split: str) -> EvalSplit:
+        """(users, first, end) of each evaluated user's target window [first, end)."""
+        starts = data.offsets[:-1]
+        pre = starts + self.before(data, self.cut(data))
+        if split == "test":
+            users = np.flatnonzero((pre > starts) & (pre < data.offsets[1:]))
+            return users, pre[users], data.offsets[users + 1]
+        if self.validation == "last_train_item":
+            users = np.flatnonzero(pre - starts >= 2)
+            return users, pre[users] - 1, pre[users]
+        users = self.valid_users_of(data)
+        return users, starts[users] + self.before(data, self.valid_cut(data))[users], pre[users]
+
+    def _sets(
+        self, data: SeqDataset, users: np.ndarray, lo: np.ndarray, hi: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, TargetSets]:
+        """Each user's window as a set: its distinct items in first-occurrence order (cold
+        items dropped under `cold=drop`, then users left with none); input ends at `lo`."""
+        seg, k = segment_offsets(hi - lo)
+        items = data.items[lo[seg] + k]
+        first = np.unique(np.stack([seg, items]), axis=1, return_index=True)[1]
+        keep = np.zeros(len(items), dtype=bool)
+        keep[first] = True
+        if self.cold == "drop":
+            keep &= np.isin(items, training_items(data, self.train_ends(data)))
+        sizes = np.bincount(seg[keep], minlength=len(users))
+        rows = np.flatnonzero(sizes)
+        sets = TargetSets(np.r_[0, np.cumsum(sizes)], items[keep]).take(rows)
+        return users[rows], lo[rows], sets
 
     def _pick(self, lo: np.ndarray, hi: np.ndarray, stream: int) -> np.ndarray:
         """The target index in [lo, hi) of each user by the target rule (random: seeded)."""

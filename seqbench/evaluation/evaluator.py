@@ -2,7 +2,10 @@
 
 Scores come from `model.score` in batches (one matmul against all items), the rank is found
 by counting (never sorting), and history handling follows the protocol. The negatives of
-sampled protocols come from a fixed seed, so every model sees the same candidates.
+sampled protocols come from a fixed seed, so every model sees the same candidates. A split
+that scores a set of targets per user (gts `target=all`) ranks each target among the same
+candidates (the other targets included, none excluded as history) and keeps every target's
+counts beside the user's set metrics (`set_metrics_from_counts`).
 """
 
 from __future__ import annotations
@@ -14,8 +17,16 @@ import pandas as pd
 import torch
 
 from seqbench.data.dataset import SeqDataset
+from seqbench.data.segments import segment_offsets
 from seqbench.data.sequences import NegativeSampler, gather_padded, trim
-from seqbench.evaluation.metrics import METRICS, metrics_from_counts, rank_counts
+from seqbench.data.splits import TargetSets
+from seqbench.errors import ConfigError
+from seqbench.evaluation.metrics import (
+    METRICS,
+    metrics_from_counts,
+    rank_counts,
+    set_metrics_from_counts,
+)
 from seqbench.evaluation.protocols import Protocol
 
 SPLIT_SEED = {"valid": 17, "test": 29}
@@ -25,13 +36,15 @@ SPLIT_SEED = {"valid": 17, "test": 29}
 class EvalInputs:
     """One evaluation batch's tensors on the device: the model's input, the targets, the
     last `window` history items, the whole history (protocols that exclude all of it, else
-    None) and the sampled negatives (sampled protocols, else None)."""
+    None), the sampled negatives (sampled protocols, else None) and, for target sets, each
+    target's (row, item) (else None)."""
 
     batch: dict[str, torch.Tensor]
     target: torch.Tensor
     window: torch.Tensor
     history: torch.Tensor | None
     negatives: torch.Tensor | None
+    pairs: tuple[torch.Tensor, torch.Tensor] | None = None
 
 
 def history_items(data: SeqDataset, users: np.ndarray, ends: np.ndarray) -> torch.Tensor:
@@ -62,13 +75,21 @@ class Evaluator:
         self.data, self.split, self.protocol = data, split, protocol
         self.window, self.batch_size, self.device = window, batch_size, torch.device(device)
         users, ends, targets = data.eval_split(split)
+        sets = data.target_sets(split)
+        if sets is not None and protocol.candidates != "full":
+            raise ConfigError(
+                f"protocol {protocol.name}: target sets (gts target=all) are ranked against "
+                "every item; use a full-ranking protocol"
+            )
         gen = np.random.default_rng(SPLIT_SEED[split])
         if protocol.max_users and len(users) > protocol.max_users:
             keep = np.sort(gen.choice(len(users), protocol.max_users, replace=False))
             users, ends, targets = users[keep], ends[keep], targets[keep]
+            sets = sets.take(keep) if sets is not None else None
         # evaluate in order of input length so each batch trims to a short window
         order = np.argsort(np.minimum(ends - data.offsets[users], window), kind="stable")
         self.users, self.ends, self.targets = users[order], ends[order], targets[order]
+        self.sets: TargetSets | None = sets.take(order) if sets is not None else None
         self.negatives = self._negatives() if protocol.candidates != "full" else None
         self.positions = np.arange(1, len(data.items) + 1, dtype=np.int64)
         self._cache: dict[tuple[int, int], EvalInputs] = {}
@@ -98,7 +119,9 @@ class Evaluator:
     @torch.no_grad()
     def run(self, model: torch.nn.Module) -> pd.DataFrame:
         """Per-user metrics (user, target, rank, HR@K, NDCG@K, MRR, MRR@10) for this split, with
-        the counts they follow from (`above`, `equal`: see `rank_counts`)."""
+        the counts they follow from (`above`, `equal`: see `rank_counts`). Target sets: the
+        counts are the first-ranked target's, `target` the set's first item, and `targets`,
+        `target_above`, `target_equal` give the set's size and every target's counts."""
         was_training = model.training
         model.eval()
         parts = []
@@ -108,8 +131,15 @@ class Evaluator:
         finally:
             model.train(was_training)
         frame = {k: torch.cat([p[k] for p in parts]).cpu().numpy() for k in parts[0]}
-        df = pd.DataFrame({"user": self.users, "target": self.targets, **frame})
+        df = pd.DataFrame({"user": self.users, "target": self.targets})
         columns = ["user", "target", "above", "equal", "rank", *METRICS]
+        if self.sets is not None:
+            cuts = self.sets.offsets[1:-1]
+            df["targets"] = np.diff(self.sets.offsets)
+            for key in ("target_above", "target_equal"):
+                df[key] = np.split(frame.pop(key), cuts)
+            columns += ["targets", "target_above", "target_equal"]
+        df = df.assign(**frame)
         return df[columns].sort_values("user", ignore_index=True)
 
     def model_batch(self, users: np.ndarray, ends: np.ndarray) -> dict[str, torch.Tensor]:
@@ -124,8 +154,36 @@ class Evaluator:
         return {"seqs": seqs, "users": torch.from_numpy(users), "index": index}
 
     def _batch(self, model: torch.nn.Module, sl: slice) -> dict[str, torch.Tensor]:
+        if self.sets is not None:
+            return self._set_batch(model, sl)
         above, equal = self._counts(model, sl)
         return {"above": above, "equal": equal, **metrics_from_counts(above, equal)}
+
+    def _set_batch(self, model: torch.nn.Module, sl: slice) -> dict[str, torch.Tensor]:
+        """Every target of the slice's users ranked alone among the same candidates (other
+        targets included, history excluded as the protocol says), then the set metrics."""
+        inputs = self._inputs(sl)
+        scores = model.score(inputs.batch).float()[:, : self.data.n_items + 1]
+        owner, items = (t.to(scores.device) for t in inputs.pairs)  # type: ignore[union-attr]
+        rows = len(inputs.target)
+        is_target = torch.zeros(rows, scores.shape[1], dtype=torch.bool, device=scores.device)
+        is_target[owner, items] = True
+        hist = inputs.window if inputs.history is None else inputs.history
+        excl = hist.to(scores.device)
+        excl = excl.masked_fill(is_target.gather(1, excl), 0)
+        if self.protocol.history == "zero":
+            scores = scores.scatter(1, excl, scores.gather(1, excl).masked_fill(excl != 0, 0.0))
+        if self.protocol.history in ("zero", "none"):
+            excl = excl[:, :0]
+        excl = torch.cat([pad_column(inputs.target), excl], dim=1)
+        above, equal = [], []
+        for o, t in zip(owner.split(self.batch_size), items.split(self.batch_size), strict=True):
+            counts = rank_counts(scores[o], t, excl[o])
+            above.append(counts[0])
+            equal.append(counts[1])
+        pair_above, pair_equal = torch.cat(above), torch.cat(equal)
+        out = set_metrics_from_counts(owner, pair_above, pair_equal, rows)
+        return {**out, "target_above": pair_above, "target_equal": pair_equal}
 
     def _inputs(self, sl: slice) -> EvalInputs:
         """The slice's inputs on the device, built once and kept: validation runs every epoch
@@ -146,8 +204,17 @@ class Evaluator:
                 if p.history in ("all", "zero")
                 else None,
                 self.negatives[sl].to(dev) if self.negatives is not None else None,
+                self._pairs(sl, dev) if self.sets is not None else None,
             )
         return self._cache[key]
+
+    def _pairs(self, sl: slice, dev: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+        """(row within the slice, item) of every target of the slice's users."""
+        rows = np.arange(len(self.users))[sl]
+        part = self.sets.take(rows)  # type: ignore[union-attr]
+        owner = segment_offsets(np.diff(part.offsets))[0]
+        items = part.items.astype(np.int64)
+        return torch.from_numpy(owner).to(dev), torch.from_numpy(items).to(dev)
 
     def _counts(self, model: torch.nn.Module, sl: slice) -> tuple[torch.Tensor, torch.Tensor]:
         """(#candidates above the target, #equal to it) of each user of the slice."""

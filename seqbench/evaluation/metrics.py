@@ -15,6 +15,7 @@ METRICS = (*(f"{m}@{k}" for m in ("HR", "NDCG") for k in KS), "MRR", "MRR@10")
 
 _WORDS = 255  # int64 words summed at once: each of their 8 byte lanes then stays <= 255
 _GROUP = 8 * _WORDS  # bool columns per summed group
+_TIE_CELLS = 1 << 22  # (row, place) cells of tied first-target distributions computed at once
 
 
 def rank_counts(
@@ -88,3 +89,67 @@ def metrics_from_counts(above: torch.Tensor, equal: torch.Tensor) -> dict[str, t
     out["MRR@10"] = (harm[hi.clamp(max=10)] - harm[lo.clamp(max=10)]) / width
     out["rank"] = g.to(torch.float64) + e.to(torch.float64) / 2 + 1
     return out
+
+
+def set_metrics_from_counts(
+    owner: torch.Tensor, above: torch.Tensor, equal: torch.Tensor, rows: int
+) -> dict[str, torch.Tensor]:
+    """Per-row metrics of a set of distinct targets: one (above, equal) pair per target, its
+    row in `owner` (every row owns >= 1); expectations over random tie-breaking, as above.
+
+    HR@K: a target in the top K; NDCG@K: binary gains over the targets, over the ideal DCG of
+    min(|set|, K) hits; MRR, MRR@10, the rank and `above`/`equal` (G, b below): of the first
+    target in the ranking. Each target's own expected gain is `metrics_from_counts`' NDCG
+    (linearity makes the sum exact); the first target sits after the G candidates above the
+    best-scored targets, uniformly among its tie group of a targets and b others: P(J >= j) =
+    C(a+b-j+1, a) / C(a+b, a). A row of one target gets exactly `metrics_from_counts`.
+    """
+    per_target = metrics_from_counts(above, equal)
+    size = torch.bincount(owner, minlength=rows)
+    best = torch.full((rows,), torch.iinfo(torch.int64).max, dtype=torch.int64, device=owner.device)
+    best = best.scatter_reduce(0, owner, above.to(torch.int64), "amin")
+    top = above == best[owner]
+    a = torch.bincount(owner[top], minlength=rows)
+    b = torch.zeros(rows, dtype=torch.int64, device=owner.device)
+    b = b.scatter_reduce(0, owner[top], equal[top].to(torch.int64), "amax") - (a - 1)
+    first = metrics_from_counts(best, b)
+    tied = torch.nonzero(a > 1).flatten()
+    chunks = tied.split(max(1, _TIE_CELLS // (int(b.max()) + 1))) if len(tied) else ()
+    for chunk in chunks:
+        for key, value in _first_of_tied(best[chunk], a[chunk], b[chunk]).items():
+            first[key][chunk] = value
+    out = {k: first[k] for k in ("rank", "MRR", "MRR@10", *(f"HR@{k}" for k in KS))}
+    out.update(above=best, equal=b)
+    gain = _prefix(lambda p: 1.0 / torch.log2(p + 1.0), max(KS), owner.device)
+    for k in KS:
+        dcg = torch.zeros(rows, dtype=torch.float64, device=owner.device)
+        dcg = dcg.index_add(0, owner, per_target[f"NDCG@{k}"])
+        out[f"NDCG@{k}"] = torch.where(size == 1, dcg, dcg / gain[size.clamp(max=k)])
+    return out
+
+
+def _first_of_tied(g: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> dict[str, torch.Tensor]:
+    """HR@K, MRR, MRR@10 and the rank of the first target when a >= 2 targets tie with b
+    others after g candidates: J (its place in the tie group) has P(J = j) = C(a+b-j, a-1) /
+    C(a+b, a), j = 1..b+1 (float64, log-binomials)."""
+    n = (a + b).to(torch.float64)
+    af = a.to(torch.float64)
+    j = torch.arange(1, int(b.max()) + 2, dtype=torch.float64, device=g.device)[None, :]
+    valid = j <= (b[:, None] + 1)
+    rest = (n[:, None] - j).clamp(min=0)
+    log_p = (_log_binom(rest, af[:, None] - 1) - _log_binom(n, af)[:, None]).masked_fill(
+        ~valid, -torch.inf
+    )
+    p = log_p.exp()
+    place = g[:, None].to(torch.float64) + j
+    out = {"rank": g.to(torch.float64) + (n + 1) / (af + 1)}
+    out["MRR"] = (p / place).sum(1)
+    out["MRR@10"] = (p / place * (place <= 10)).sum(1)
+    for k in KS:
+        out[f"HR@{k}"] = (p * (place <= k)).sum(1)
+    return out
+
+
+def _log_binom(n: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+    """log C(n, k) for float64 n >= k >= 0."""
+    return torch.lgamma(n + 1) - torch.lgamma(k + 1) - torch.lgamma(n - k + 1)

@@ -19,13 +19,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from seqbench.data.dataset import SeqDataset
-from seqbench.data.sequences import (
-    NegativeSampler,
-    gather_padded,
-    iterate_rows,
-    segment_offsets,
-    train_segments,
-)
+from seqbench.data.segments import segment_offsets
+from seqbench.data.sequences import NegativeSampler, gather_padded, iterate_rows, train_segments
 from seqbench.models.base import Batch, ModelConfig, Parts, SeqModel, register
 from seqbench.models.departures import Departure
 from seqbench.models.losses import (

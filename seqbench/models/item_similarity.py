@@ -15,7 +15,8 @@ import scipy.sparse as sp
 import torch
 
 from seqbench.data.dataset import SeqDataset
-from seqbench.data.sequences import segment_offsets, train_segments
+from seqbench.data.segments import segment_offsets
+from seqbench.data.sequences import train_segments
 
 
 def itemcf_iuf(

@@ -4,7 +4,8 @@ needs, so a study re-renders from the repository alone.
 
 Each user's test rank is kept as two integers (candidates scored above the target, others
 scored equal to it); `metrics_from_counts` turns them back into that user's HR@k, NDCG@k and
-MRR exactly as the evaluator computed them.
+MRR exactly as the evaluator computed them. A run that scored target sets (gts `target=all`)
+keeps one row per target instead, and `set_metrics_from_counts` turns a user's rows back.
 """
 
 from __future__ import annotations
@@ -20,19 +21,28 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 import torch
 
-from seqbench.evaluation.metrics import METRICS, metrics_from_counts
+from seqbench.evaluation.metrics import METRICS, metrics_from_counts, set_metrics_from_counts
 from seqbench.runs.result import RunResult, load_json
 from seqbench.runs.store import Run, RunFolder, RunStore
 
-#: per-user counts of an exported run: user, above, equal (int32, sorted by user; delta-coded
-#: and zstd-compressed: ~44 kB for Beauty's 22,363 users)
+#: per-user counts of an exported run: user, above, equal (int32, sorted by user; one row per
+#: target for target sets; delta-coded and zstd-compressed: ~44 kB for Beauty's 22,363 users)
 RANKS = "ranks.parquet"
 COUNT_COLUMNS = ("user", "above", "equal")
 
 
 def ranks_table(per_user: pd.DataFrame) -> pa.Table:
-    """The compact per-user counts of a run's per-user metrics (users in ascending order)."""
+    """The compact per-user counts of a run's per-user metrics (users in ascending order;
+    every target's counts for target sets)."""
     rows = per_user.sort_values("user")
+    if "target_above" in rows.columns:
+        rows = pd.DataFrame(
+            {
+                "user": np.repeat(rows["user"].to_numpy(), rows["targets"].to_numpy()),
+                "above": np.concatenate(rows["target_above"].to_list()),
+                "equal": np.concatenate(rows["target_equal"].to_list()),
+            }
+        )
     return pa.table({c: pa.array(rows[c].to_numpy(np.int32)) for c in COUNT_COLUMNS})
 
 
@@ -40,8 +50,12 @@ def per_user_from_ranks(ranks: pd.DataFrame) -> pd.DataFrame:
     """Per-user metrics (user, rank, HR@k, NDCG@k, MRR, MRR@10) from the counts."""
     above = torch.tensor(ranks["above"].to_numpy(np.int64))
     equal = torch.tensor(ranks["equal"].to_numpy(np.int64))
-    values = metrics_from_counts(above, equal)
-    frame = {"user": ranks["user"].to_numpy(np.int64)}
+    users, owner = np.unique(ranks["user"].to_numpy(np.int64), return_inverse=True)
+    if len(users) == len(owner):
+        values = metrics_from_counts(above, equal)
+    else:
+        values = set_metrics_from_counts(torch.from_numpy(owner), above, equal, len(users))
+    frame = {"user": users}
     frame.update({k: values[k].numpy() for k in ("rank", *METRICS)})
     return pd.DataFrame(frame)
 

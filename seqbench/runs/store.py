@@ -176,8 +176,9 @@ class Run:
 
 
 def check_table(path: Path, required: tuple[str, ...] = ()) -> None:
-    """A stored per-user or history table: readable parquet of numeric columns, `required`
-    among them (its footer and schema only, so checking thousands of runs stays fast)."""
+    """A stored per-user or history table: readable parquet of numeric columns (or integer
+    lists: every target's counts of target sets), `required` among them (its footer and
+    schema only, so checking thousands of runs stays fast)."""
     if not path.is_file():
         raise ResultError(f"{path}: file missing")
     try:
@@ -185,7 +186,8 @@ def check_table(path: Path, required: tuple[str, ...] = ()) -> None:
     except (OSError, pa.ArrowException) as e:
         raise ResultError(f"{path}: not a readable parquet file ({type(e).__name__})") from None
     for f in schema:
-        if not (pa.types.is_integer(f.type) or pa.types.is_floating(f.type)):
+        kind = f.type.value_type if pa.types.is_list(f.type) else f.type
+        if not (pa.types.is_integer(kind) or pa.types.is_floating(f.type)):
             raise ResultError(f"{path}: column {f.name} must be numeric, got {f.type}")
     absent = [c for c in required if c not in schema.names]
     if absent:
