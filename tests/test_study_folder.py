@@ -117,6 +117,33 @@ def test_render_only_never_overwrites_with_less(
     assert snapshot(toy["root"]) == before
 
 
+def test_a_partial_table_grows_as_its_missing_runs_arrive(
+    toy: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    study(toy)
+    full = snapshot(toy["root"])
+    first, second = sorted(p for p in (toy["root"] / "metrics").iterdir() if "-sasrec-" in p.name)
+    shutil.copytree(toy["root"] / "metrics", tmp_path / "all")
+    for name in ("main.md", "main.tex", "curves.md", "curves.png"):
+        (toy["root"] / name).unlink()
+    shutil.rmtree(first)
+    shutil.rmtree(second)
+    study(toy, "--render-only", runs=tmp_path / "empty")  # the first render: both missing
+    note = "Not in the run store yet: sasrec on synthetic seed 0; sasrec on synthetic seed 1."
+    assert note in (toy["root"] / "main.md").read_text()
+    shutil.copytree(tmp_path / "all" / first.name, first)  # one of them arrives
+    capsys.readouterr()
+    study(toy, "--render-only", runs=tmp_path / "empty")
+    assert "kept as it was" not in capsys.readouterr().err
+    grown = (toy["root"] / "main.md").read_text()
+    left = [f"yet: sasrec on synthetic seed {s}." in grown for s in (0, 1)]
+    assert note not in grown and sum(left) == 1  # the note names only the one still missing
+    shutil.copytree(tmp_path / "all" / second.name, second)  # and the other
+    study(toy, "--render-only", runs=tmp_path / "empty")
+    for name in ("main.md", "main.tex", "curves.md", "curves.png"):
+        assert (toy["root"] / name).read_bytes() == full[name], name
+
+
 def test_ranks_are_compact_ints(toy: dict[str, Path]) -> None:
     study(toy)
     for path in (toy["root"] / "metrics").glob(f"*/{RANKS}"):

@@ -68,6 +68,10 @@ def study_notes(p: Plan) -> list[str]:
     ]
 
 
+#: how a table's note lists the runs it lacks (`render_study` reads it back)
+NOT_YET = "Not in the run store yet: "
+
+
 def build(
     p: Plan,
     run_ids: Sequence[str | None],
@@ -89,7 +93,7 @@ def build(
     by_id = {id(s): r for s, r in zip(p.runs, found, strict=True)}
     for tp in table_plans(p):
         missing = sorted({describe(s) for s in tp.runs if by_id[id(s)] is None})
-        extra = [f"Not in the run store yet: {'; '.join(missing)}."] if missing else []
+        extra = [f"{NOT_YET}{'; '.join(missing)}."] if missing else []
         try:
             table = build_table(tp, by_id, data_dir)
         except ReportError as e:

@@ -17,6 +17,7 @@ from seqbench.runs.options import Pool, RunOptions
 from seqbench.runs.reevaluate import reevaluate
 from seqbench.runs.store import RunStore
 from seqbench.study.output import (
+    NOT_YET,
     RUN_FILES,
     StudyOutput,
     build,
@@ -123,15 +124,40 @@ def lacking(out: StudyOutput) -> dict[str, list[str]]:
     return short
 
 
+def only_gains(out: StudyOutput, table: str, files: list[Path]) -> bool:
+    """Whether the new `table` shows everything its rendered `files` showed: it was built,
+    every run it lacks is not found at all, and the files' note already listed each as not in
+    the run store (`build`), so the earlier render lacked them too."""
+    built = next(b for b in out.tables if b.plan.table.name == table)
+    if built.table is None:
+        return False
+    found = dict(zip(map(id, out.plan.runs), out.runs, strict=True))
+    if any(found[id(s)] is not None and not found[id(s)].has_per_user for s in built.plan.runs):
+        return False
+    texts = [f.read_text(errors="replace") for f in files if f.suffix != ".png"]
+    notes = [t[t.find(NOT_YET) :] for t in texts if NOT_YET in t]
+    return bool(notes) and all(
+        any(f"{describe(s)}{end}" in n for n in notes for end in (";", "."))
+        for s in built.plan.runs
+        if found[id(s)] is None
+    )
+
+
 def render_study(p: Plan, folder: Path, runs_dir: str | None, data_dir: str | None) -> Rendering:
     """Write the study folder from the runs already stored, else from its own committed copies
     (metrics/<run_id>/); a table that would show less than its rendered files (a run missing
-    or without per-user results) keeps its files, and then the README keeps its block."""
+    or without per-user results) keeps its files, and then the README keeps its block. A
+    partial table whose files already named every run it still lacks as not yet run is
+    rewritten: it only gains runs."""
     store = RunStore(runs_dir)
     committed = load_exported(folder / RUN_FILES)
     ids = run_ids(p, store, data_dir, committed)
     out = build(p, ids, store, study_notes(p), committed, data_dir)
     short = lacking(out)
-    kept = {t: why for t, why in short.items() if any(folder.glob(f"{t}.*"))}
+    kept = {
+        t: why
+        for t, why in short.items()
+        if (files := list(folder.glob(f"{t}.*"))) and not only_gains(out, t, files)
+    }
     written = write_folder(folder, out, store, keep=kept, preserve=committed.values())
     return Rendering(out, written, kept)
