@@ -5,9 +5,8 @@ where each user's training prefix ends (`train_ends`) and, for 'valid' and 'test
 are scored on which target with which input (`eval_split`: users, input end, target item; the
 input is the user's items before the target's position). A split that scores a set of targets
 per user (gts `target=all`) also gives the sets (`target_sets`; None for one target per user);
-its `eval_split` target is then each set's first item.
-Users' items are in position order (chronological, equal timestamps in file order), so a
-training part is always a prefix.
+its `eval_split` target is then each set's first item. Users' items are in position order
+(chronological, equal timestamps in file order), so a training part is always a prefix.
 """
 
 from __future__ import annotations
