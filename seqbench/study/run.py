@@ -25,7 +25,7 @@ from seqbench.study.output import (
     study_notes,
     write_folder,
 )
-from seqbench.study.plan import Plan, run_ids
+from seqbench.study.plan import Plan, StudyRun, run_ids
 from seqbench.training.context import RunContext
 
 
@@ -108,39 +108,46 @@ class Rendering:
     kept: dict[str, list[str]]
 
 
-def lacking(out: StudyOutput) -> dict[str, list[str]]:
-    """Per table, the runs it cannot show in full: not stored anywhere, or without the per-user
-    results its tests need."""
+@dataclass(frozen=True)
+class Shortfall:
+    """What one table cannot show in full: runs not found anywhere, runs found without the
+    per-user results its tests need, or (`reason`) why it could not be built at all."""
+
+    unfound: list[StudyRun]
+    partial: list[StudyRun]
+    reason: str | None
+
+    def why(self) -> list[str]:
+        """One line per run it lacks, or the reason it was not built."""
+        lines = [f"{describe(s)} (not found)" for s in self.unfound]
+        lines += [f"{describe(s)} (no per-user results)" for s in self.partial]
+        return sorted(set(lines)) or [self.reason or ""]
+
+    def only_gains(self, files: list[Path]) -> bool:
+        """Whether rewriting the table's rendered `files` loses nothing: it was built, every run
+        it lacks is not found at all, and the files' note already listed each as not in the
+        run store (`build`), so the earlier render lacked them too."""
+        if self.reason is not None or self.partial:
+            return False
+        texts = [f.read_text(errors="replace") for f in files if f.suffix != ".png"]
+        notes = [t[t.find(NOT_YET) :] for t in texts if NOT_YET in t]
+        return bool(notes) and all(
+            any(f"{describe(s)}{end}" in n for n in notes for end in (";", "."))
+            for s in self.unfound
+        )
+
+
+def lacking(out: StudyOutput) -> dict[str, Shortfall]:
+    """Per table that cannot show everything its plan names, what it lacks."""
     found = dict(zip(map(id, out.plan.runs), out.runs, strict=True))
     short = {}
     for b in out.tables:
-        missing = [
-            f"{describe(s)} ({'not found' if found[id(s)] is None else 'no per-user results'})"
-            for s in b.plan.runs
-            if found[id(s)] is None or not found[id(s)].has_per_user
-        ]
-        if missing or b.table is None:
-            short[b.plan.table.name] = sorted(set(missing)) or [b.reason]
+        unfound = [s for s in b.plan.runs if found[id(s)] is None]
+        partial = [s for s in b.plan.runs if (r := found[id(s)]) is not None and not r.has_per_user]
+        if unfound or partial or b.table is None:
+            reason = b.reason if b.table is None else None
+            short[b.plan.table.name] = Shortfall(unfound, partial, reason)
     return short
-
-
-def only_gains(out: StudyOutput, table: str, files: list[Path]) -> bool:
-    """Whether the new `table` shows everything its rendered `files` showed: it was built,
-    every run it lacks is not found at all, and the files' note already listed each as not in
-    the run store (`build`), so the earlier render lacked them too."""
-    built = next(b for b in out.tables if b.plan.table.name == table)
-    if built.table is None:
-        return False
-    found = dict(zip(map(id, out.plan.runs), out.runs, strict=True))
-    if any(found[id(s)] is not None and not found[id(s)].has_per_user for s in built.plan.runs):
-        return False
-    texts = [f.read_text(errors="replace") for f in files if f.suffix != ".png"]
-    notes = [t[t.find(NOT_YET) :] for t in texts if NOT_YET in t]
-    return bool(notes) and all(
-        any(f"{describe(s)}{end}" in n for n in notes for end in (";", "."))
-        for s in built.plan.runs
-        if found[id(s)] is None
-    )
 
 
 def render_study(p: Plan, folder: Path, runs_dir: str | None, data_dir: str | None) -> Rendering:
@@ -153,11 +160,10 @@ def render_study(p: Plan, folder: Path, runs_dir: str | None, data_dir: str | No
     committed = load_exported(folder / RUN_FILES)
     ids = run_ids(p, store, data_dir, committed)
     out = build(p, ids, store, study_notes(p), committed, data_dir)
-    short = lacking(out)
     kept = {
-        t: why
-        for t, why in short.items()
-        if (files := list(folder.glob(f"{t}.*"))) and not only_gains(out, t, files)
+        t: gap.why()
+        for t, gap in lacking(out).items()
+        if (files := list(folder.glob(f"{t}.*"))) and not gap.only_gains(files)
     }
     written = write_folder(folder, out, store, keep=kept, preserve=committed.values())
     return Rendering(out, written, kept)
