@@ -10,6 +10,7 @@ counts beside the user's set metrics (`set_metrics_from_counts`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -168,14 +169,7 @@ class Evaluator:
         rows = len(inputs.target)
         is_target = torch.zeros(rows, scores.shape[1], dtype=torch.bool, device=scores.device)
         is_target[owner, items] = True
-        hist = inputs.window if inputs.history is None else inputs.history
-        excl = hist.to(scores.device)
-        excl = excl.masked_fill(is_target.gather(1, excl), 0)
-        if self.protocol.history == "zero":
-            scores = scores.scatter(1, excl, scores.gather(1, excl).masked_fill(excl != 0, 0.0))
-        if self.protocol.history in ("zero", "none"):
-            excl = excl[:, :0]
-        excl = torch.cat([pad_column(inputs.target), excl], dim=1)
+        scores, excl = self._history_rule(scores, inputs, lambda e: is_target.gather(1, e))
         above, equal = [], []
         for o, t in zip(owner.split(self.batch_size), items.split(self.batch_size), strict=True):
             counts = rank_counts(scores[o], t, excl[o])
@@ -221,22 +215,32 @@ class Evaluator:
         inputs = self._inputs(sl)
         scores = model.score(inputs.batch).float()
         target = inputs.target.to(scores.device)
-        p = self.protocol
         if inputs.negatives is not None:
             cand = torch.cat([target[:, None], inputs.negatives.to(scores.device)], dim=1)
             return rank_counts(scores.gather(1, cand), torch.zeros_like(target))
         scores = scores[:, : self.data.n_items + 1]
-        if p.history == "none":
-            return rank_counts(scores, target, pad_column(target))
+        scores, excl = self._history_rule(scores, inputs, lambda e: e == target[:, None])
+        return rank_counts(scores, target, excl)
+
+    def _history_rule(
+        self,
+        scores: torch.Tensor,
+        inputs: EvalInputs,
+        targets_in: Callable[[torch.Tensor], torch.Tensor],
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """(scores, columns that are not candidates) under the protocol's history rule for full
+        ranking; `targets_in(items)` marks the history items that are targets, which stay
+        candidates with their own scores."""
+        pad = pad_column(inputs.target)
+        if self.protocol.history == "none":
+            return scores, pad
         hist = inputs.window if inputs.history is None else inputs.history
         excl = hist.to(scores.device)
-        if p.history == "zero":
-            keep = (excl != 0) & (excl != target[:, None])
-            scores = scores.scatter(1, excl, scores.gather(1, excl).masked_fill(keep, 0.0))
-            excl = pad_column(target)
-        else:
-            excl = torch.cat([pad_column(target), excl], dim=1)
-        return rank_counts(scores, target, excl)
+        excl = excl.masked_fill(targets_in(excl), 0)
+        if self.protocol.history == "zero":
+            zeroed = scores.gather(1, excl).masked_fill(excl != 0, 0.0)
+            return scores.scatter(1, excl, zeroed), pad
+        return scores, torch.cat([pad, excl], dim=1)
 
 
 def pad_column(target: torch.Tensor) -> torch.Tensor:
