@@ -113,6 +113,16 @@ def test_new_fields_at_their_defaults_stay_out_of_the_identity() -> None:
     assert identity_config(moved)["loss"] == "gbce"
 
 
+@pytest.mark.parametrize("dataset", ("ml-1m", "ml-1m-5core", "beauty"))
+def test_gsasrec_preset_is_the_authors_ml1m_config(dataset) -> None:
+    # asash/gSASRec-pytorch config_ml1m.py: embedding_dim=128, num_blocks=2, num_heads=1,
+    # sequence_length=200, dropout_rate=0.5, negs_per_pos=256, gbce_t=0.75
+    cfg = resolve_config(get_model("gsasrec"), dataset)
+    got = (cfg.d, cfg.layers, cfg.heads, cfg.max_len, cfg.dropout, cfg.negatives, cfg.gbce_t)
+    assert got == (128, 2, 1, 200, 0.5, 256, 0.75)
+    assert cfg.loss == "gbce"
+
+
 @pytest.fixture(scope="module")
 def data() -> SeqDataset:
     inter, items = generate(n_users=300, n_items=120, seed=5, max_len=30)
