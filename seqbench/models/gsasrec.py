@@ -71,11 +71,20 @@ class GSASRec(SASRec):
         Departure(
             "epochs and stopping",
             "silent",
-            "an epoch is 100 batches; early stopping after 200 epochs without improvement",
+            "an epoch is at most 100 batches (one pass on ML-1M: 48 of 128 users); early "
+            "stopping after 200 epochs without improvement (the released ML-1M checkpoint is "
+            "from step 86,064, ≈ 1,800 passes)",
             "an epoch is one pass over the training users; SASRec's patience (20)",
             "choice",
             "patience",
             "--set patience=N (and epochs=N)",
+        ),
+        Departure(
+            "initialisation",
+            "silent",
+            "PyTorch's default N(0, 1) item and position embeddings, items not scaled by √d",
+            "SASRec's: truncated normal (std 0.02), item embeddings scaled by √d",
+            "choice",
         ),
         Departure(
             "output embeddings",
