@@ -1,7 +1,7 @@
-"""The committed runs of results/losses and of results/gbce_budget (its longer gBCE run): each
-run's recorded objective is the one its study row asks for, with gBCE's α and β recomputed here
-by hand from the published catalogue sizes (Beauty 12,101 items; ML-1M 3,706; its 5-core file
-3,416), not from seqbench's code."""
+"""The committed runs of results/losses and of its follow-ups results/gbce_budget and
+results/losses_epochs: each run's recorded objective is the one its study row asks for, with
+gBCE's α and β recomputed here by hand from the published catalogue sizes (Beauty 12,101 items;
+ML-1M 3,706; its 5-core file 3,416), not from seqbench's code."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ STUDY = Path(__file__).resolve().parents[1] / "results" / "losses"
 ITEMS = {"beauty": 12_101, "ml-1m": 3_706, "ml-1m-5core": 3_416}
 RUNS = sorted(
     p
-    for folder in (STUDY, STUDY.parent / "gbce_budget")
+    for folder in (STUDY, STUDY.parent / "gbce_budget", STUDY.parent / "losses_epochs")
     for p in folder.glob("metrics/*/metrics.json")
 )
 

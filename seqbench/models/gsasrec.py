@@ -3,7 +3,7 @@
 A named preset of `sasrec` (the same model, its own Config defaults): gBCE with K = 256
 uniform negatives per target and t = 0.75, so β = 1 − t(1 − α) with α = K/(|I|−1) from the
 real catalogue; the authors' ML-1M encoder (128-d, 2 blocks, 1 head, 200 items, dropout 0.5)
-on every dataset.
+on every real dataset (synthetic has quick settings).
 """
 
 from __future__ import annotations
