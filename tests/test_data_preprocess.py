@@ -44,6 +44,18 @@ def test_stable_sort_and_dedupe_keep_earliest() -> None:
     assert list(seqs.ratings) == [5.0, 4.0, 2.0, 3.0]  # the kept 'a' is the earliest (rating 4)
 
 
+def test_without_dedupe_repeats_are_kept_and_counted_by_the_kcore() -> None:
+    raw = pd.DataFrame({"user": [1, 1, 1, 2, 2], "item": [10, 20, 10, 10, 20]})
+    assert sequences_by_user(preprocess(raw, dedupe=False)) == {
+        "1": ["10", "20", "10"],
+        "2": ["10", "20"],
+    }
+    # user 1 reaches 3 interactions only with its repeat: dedupe drops it under min_user=3
+    assert sequences_by_user(preprocess(raw, min_user=3, dedupe=False)) == {"1": ["10", "20", "10"]}
+    with pytest.raises(DataError):
+        preprocess(raw, min_user=3)
+
+
 def test_without_timestamps_file_order_is_kept() -> None:
     raw = pd.DataFrame({"user": [2, 1, 2, 1], "item": [30, 10, 20, 10]})
     seqs = preprocess(raw)

@@ -9,15 +9,25 @@ import pytest
 import yaml
 
 from seqbench.data.readers import READERS
-from seqbench.data.registry import all_specs, dataset_names, get_spec
-from seqbench.errors import DataError
+from seqbench.data.registry import all_specs, dataset_names, get_spec, parse_spec
+from seqbench.errors import ConfigError, DataError
 
 REPO = Path(__file__).resolve().parents[1]
 
 
 def test_required_entries_exist() -> None:
     names = set(dataset_names())
-    required = {"beauty", "toys", "sports", "ml-1m", "ml-1m-5core", "ml-20m", "ml-100k"}
+    required = {
+        "beauty",
+        "toys",
+        "sports",
+        "yelp",
+        "lastfm",
+        "ml-1m",
+        "ml-1m-5core",
+        "ml-20m",
+        "ml-100k",
+    }
     assert required | {"synthetic", "amazon2018-<category>"} <= names
 
 
@@ -48,6 +58,14 @@ def test_template_expands_with_official_names_and_known_checksums() -> None:
     assert files["meta"].optional and "Gift_Cards" in spec.variant
     assert get_spec("amazon2018-amazon_fashion").sources[0].files[0].file.startswith("AMAZON_")
     assert "amazon2018-all_beauty" in dataset_names(expand=True)
+
+
+def test_yelp_keeps_repeats_and_a_bad_dedupe_is_refused() -> None:
+    assert (
+        get_spec("yelp").filters.dedupe == "none" and get_spec("lastfm").filters.dedupe == "first"
+    )
+    with pytest.raises(ConfigError, match="dedupe must be one of"):
+        parse_spec("x", {"variant": "x", "filters": {"dedupe": "last"}})
 
 
 def test_unknown_name_lists_closest() -> None:

@@ -15,6 +15,8 @@ from seqbench.data.variants import identify, known_variants, match_variant
 BY_HAND = {
     "beauty-s3rec": (22363, 12101, 198502),
     "beauty-bert4rec": (40226, 54542, 353962),
+    "yelp-s3rec": (30431, 20033, 316354),
+    "lastfm-s3rec": (1090, 3646, 52551),
     "ml-1m-3706": (6040, 3706, 1000209),
     "ml-1m-3416": (6040, 3416, 999611),
     "ml-1m-u2999": (2999, 3615, 487650),
@@ -71,6 +73,8 @@ def test_variants_agree_with_the_registry() -> None:
 
 PREPARED = {  # dataset -> (raw dirs under ../shared/data, the variant its files are)
     "beauty": (["s3rec"], "beauty-s3rec"),
+    "yelp": (["s3rec"], "yelp-s3rec"),
+    "lastfm": (["s3rec"], "lastfm-s3rec"),
     "ml-1m-5core": (["cbit", "ml-1m"], "ml-1m-3416"),
     "ml-1m-u2999": (["ml-1m/partial", "ml-1m"], "ml-1m-u2999"),
     "ml-100k": (["ml-100k"], "ml-100k"),

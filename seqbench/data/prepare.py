@@ -208,6 +208,7 @@ def _read_raw(
         min_item=flt.min_item,
         iterative=flt.kcore == "iterative",
         source=inter_file,
+        dedupe=flt.dedupe == "first",
     )
     return seqs, parts
 

@@ -127,9 +127,11 @@ def preprocess(
     min_item: int = 1,
     iterative: bool = True,
     source: str = "input",
+    dedupe: bool = True,
 ) -> Sequences:
     """Min-rating filter, stable time sort (ties keep file order: `BY_TIMESTAMP`; no timestamps:
-    file order, `AS_GIVEN`), dedupe (user, item) keeping the earliest, k-core."""
+    file order, `AS_GIVEN`), dedupe (user, item) keeping the earliest (unless a variant counts
+    repeats, e.g. S3-Rec's Yelp), k-core."""
     has_ts = "timestamp" in raw
     has_rating = "rating" in raw
     if min_rating is not None and has_rating:
@@ -141,7 +143,7 @@ def preprocess(
     else:
         order = np.argsort(u_codes, kind="stable")
     u_codes, i_codes = u_codes[order], i_codes[order]
-    first = first_occurrence(u_codes * len(i_ids) + i_codes)
+    first = first_occurrence(u_codes * len(i_ids) + i_codes) if dedupe else slice(None)
     keep = np.zeros(len(u_codes), dtype=bool)
     keep[first] = kcore(u_codes[first], i_codes[first], min_user, min_item, iterative)
     if not keep.any():

@@ -13,6 +13,7 @@ from seqbench.errors import ConfigError, DataError
 from seqbench.registry import closest
 
 TEMPLATE_MARK = "<category>"
+DEDUPE = ("first", "none")  # keep the earliest of each (user, item) pair | keep repeats
 
 
 @dataclass(frozen=True)
@@ -114,7 +115,7 @@ def _source(raw: dict[str, Any]) -> SourceSpec:
 def parse_spec(name: str, raw: dict[str, Any]) -> DatasetSpec:
     """Build a typed spec from one yaml entry (a bad entry is a ConfigError naming the key)."""
     try:
-        return DatasetSpec(
+        spec = DatasetSpec(
             name=name,
             variant=raw["variant"],
             sources=tuple(_source(s) for s in raw.get("sources", [])),
@@ -127,6 +128,9 @@ def parse_spec(name: str, raw: dict[str, Any]) -> DatasetSpec:
         )
     except (KeyError, TypeError) as e:
         raise ConfigError(f"datasets.yaml: entry {name!r} is invalid ({e})") from None
+    if spec.filters.dedupe not in DEDUPE:
+        raise ConfigError(f"datasets.yaml: entry {name!r}: dedupe must be one of {DEDUPE}")
+    return spec
 
 
 @functools.cache
