@@ -70,11 +70,11 @@ def datasets(
     ),
 ) -> None:
     """List the registry: name, variant, source, whether prepared, stats of the prepared ones."""
-    # four columns that wrap (long words fold), so the table fits an 80-column terminal
+    # three columns, the long text in one wide one (variant, sources, statistics), so a row
+    # stays a few lines high on an 80-column terminal
     table = Table(title=f"datasets (prepared under {data_dir(data_dir_opt)}/)")
     table.add_column("name", min_width=9, overflow="fold")
-    table.add_column("variant", min_width=16, overflow="fold")
-    table.add_column("source", min_width=9, overflow="fold")
+    table.add_column("variant · sources · statistics when prepared", overflow="fold")
     table.add_column("prepared", min_width=8, overflow="fold")
     names = dataset_names()
     extra = [n for n in prepared_names(data_dir_opt) if n not in names]
@@ -87,21 +87,25 @@ def datasets(
             variant = (
                 f"template for {len(expanded)} categories, e.g. {category} ({example.variant})"
             )
-            table.add_row(name, variant, example.source_label, "")
+            table.add_row(name, f"{variant} · sources: {example.source_label}", "")
             continue
         spec = get_spec(name)
         card = _card(name, data_dir_opt)
-        table.add_row(name, spec.variant, spec.source_label, _prepared(card))
+        text = f"{spec.variant} · sources: {spec.source_label}"
+        table.add_row(name, text + (f"\n{_stats_line(card)}" if card else ""), _prepared(card))
     console.print(fit(table, console))
 
 
 def _prepared(card: dict[str, Any] | None) -> str:
-    """'no', or 'yes' with the dataset's statistics."""
-    if card is None:
-        return "no"
+    """'yes' or 'no'."""
+    return "no" if card is None else "yes"
+
+
+def _stats_line(card: dict[str, Any]) -> str:
+    """The prepared dataset's statistics in one line."""
     users, items, actions, avg, sparsity = stat_cells(card["stats"])
     return (
-        f"yes: {users} users · {items} items · {actions} actions · avg. length {avg} · "
+        f"{users} users · {items} items · {actions} actions · avg. length {avg} · "
         f"sparsity {sparsity}"
     )
 

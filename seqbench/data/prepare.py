@@ -191,7 +191,11 @@ def _read_raw(
         parts[reader.kind].append(reader.read(path))
         if reader.kind == "interactions":
             inter_file = str(path)
-    raw = parts["interactions"].pop()  # only referenced here, so freed after preprocessing
+    # only referenced here, so freed after preprocessing; split parts (e.g. Amazon'23's official
+    # train/valid/test files) are joined in registry order
+    inter = parts["interactions"]
+    raw = inter.pop() if len(inter) == 1 else pd.concat(inter, ignore_index=True)
+    inter.clear()
     if parts["item_map"]:
         id_map = parts["item_map"][0]
         back = pd.Series(id_map["original"].to_numpy(), index=id_map["mapped"].to_numpy())

@@ -412,3 +412,6 @@ def read_ml_csv_movies(path: Path) -> pd.DataFrame:
         rows += [(str(movie), "genres", g) for g in genres.split("|") if g and "(" not in g]
         rows += [(str(movie), "year", y) for y in _title_year(title)]
     return _long(rows)
+
+
+from seqbench.data import event_readers  # noqa: E402, F401  (registers the event-log formats)
