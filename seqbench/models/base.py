@@ -71,13 +71,15 @@ def quiet_fields(cfg: ModelConfig) -> dict[str, Any]:
 def identity_config(cfg: ModelConfig) -> dict[str, Any]:
     """The config a run id hashes: every field except those at their `quiet` value where that
     is also the field's default (so a stored config read back with `Config(**config)` is
-    the same config)."""
+    the same config), and those the config's `identity_omits()` names (a switch at the value
+    that computes what runs stored before it did)."""
     defaults = {f.name: f.default for f in dataclasses.fields(cfg)}
     quiet = quiet_fields(cfg)
+    omits = cfg.identity_omits() if hasattr(cfg, "identity_omits") else set()
     return {
         k: v
         for k, v in dataclasses.asdict(cfg).items()
-        if not (k in quiet and v == quiet[k] == defaults[k])
+        if not (k in quiet and v == quiet[k] == defaults[k]) and k not in omits
     }
 
 

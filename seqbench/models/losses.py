@@ -18,12 +18,19 @@ from torch.utils.checkpoint import checkpoint
 from seqbench.data.dataset import SeqDataset
 from seqbench.data.sequences import NextItemInstances
 from seqbench.errors import ConfigError
+from seqbench.models.departures import Departure
 
 LossName = Literal["bce", "gbce", "sampled_ce", "ce", "bpr"]
 Sampling = Literal["uniform", "popularity"]
+#: where uniform negatives come from: every item (gSASRec's authors), the items the user did
+#: not train on (SASRec's sampler), or the loss's own default (`NEGATIVES_FROM`)
+NegativesFrom = Literal["default", "all", "unseen"]
 
 #: K when `negatives` is 0: SASRec's one negative for bce/bpr, the gSASRec authors' 256
 DEFAULT_NEGATIVES: dict[str, int] = {"bce": 1, "bpr": 1, "gbce": 256, "sampled_ce": 256, "ce": 0}
+#: `negatives_from=default` per loss: gBCE's α = K/(|I|−1) assumes draws over all items (the
+#: authors' torch.randint); the others keep SASRec's draws outside the user's training items
+NEGATIVES_FROM: dict[str, str] = {"gbce": "all"}
 
 
 @dataclass
@@ -39,6 +46,9 @@ class ObjectiveFields:
     sampling: Sampling = "uniform"
     #: full CE: target rows per chunk of the catalogue-wide product (0: one product)
     ce_chunk: int = 2048
+    #: uniform negatives over all items or outside the user's training items (default: the
+    #: loss's own, `NEGATIVES_FROM`)
+    negatives_from: NegativesFrom = "default"
 
     #: the fields' values that leave them out of a run id (runs stored before the axis)
     objective_quiet: ClassVar[dict[str, Any]] = {
@@ -48,6 +58,17 @@ class ObjectiveFields:
         "sampling": "uniform",
         "ce_chunk": 2048,
     }
+
+    def identity_omits(self) -> set[str]:
+        """Fields left out of the run id: `negatives_from` wherever it resolves to draws outside
+        the user's items, which every run stored before the switch made (so their ids stay)."""
+        return {"negatives_from"} if self.resolved_negatives_from() == "unseen" else set()
+
+    def resolved_negatives_from(self) -> str:
+        """'all' or 'unseen': the switch, or the loss's default where it is 'default'."""
+        if self.negatives_from != "default":
+            return self.negatives_from
+        return NEGATIVES_FROM.get(self.loss, "unseen")
 
     def validate_objective(self) -> None:
         """One-line ConfigErrors for values no loss can use."""
@@ -59,6 +80,10 @@ class ObjectiveFields:
             raise ConfigError(f"gbce_t must be in [0, 1], got {self.gbce_t}")
         if self.ce_chunk < 0:
             raise ConfigError(f"ce_chunk must be >= 0 (0: unchunked), got {self.ce_chunk}")
+        if self.negatives_from not in ("default", "all", "unseen"):
+            raise ConfigError(
+                f"negatives_from must be default, all or unseen, got {self.negatives_from!r}"
+            )
 
 
 @dataclass(frozen=True)
@@ -72,21 +97,27 @@ class Objective:
     gbce_t: float | None = None
     alpha: float | None = None
     beta: float | None = None
+    #: uniform negatives over 'all' items or the user's 'unseen' ones (None: not uniform)
+    negatives_from: str | None = None
 
     @classmethod
     def resolve(cls, fields: ObjectiveFields, n_items: int) -> Objective:
         """K from the loss's default where `negatives` is 0; α, β from the real catalogue."""
         k = resolved_negatives(fields.loss, fields.negatives)
+        origin = fields.resolved_negatives_from()
         if fields.loss != "gbce":
             sampling = fields.sampling if fields.loss == "sampled_ce" else "uniform"
-            return cls(fields.loss, k, "all items" if fields.loss == "ce" else sampling, n_items)
+            if fields.loss == "ce":
+                return cls("ce", k, "all items", n_items)
+            uniform = origin if sampling == "uniform" else None
+            return cls(fields.loss, k, sampling, n_items, negatives_from=uniform)
         if k > n_items - 1:
             raise ConfigError(
                 f"negatives={k} exceeds the catalogue's |I|−1 = {n_items - 1} (gBCE's α > 1): "
                 f"--set negatives=N with N <= {n_items - 1}"
             )
         alpha, beta = gbce_alpha_beta(k, n_items, fields.gbce_t)
-        return cls("gbce", k, "uniform", n_items, fields.gbce_t, alpha, beta)
+        return cls("gbce", k, "uniform", n_items, fields.gbce_t, alpha, beta, origin)
 
 
 def resolved_negatives(loss: str, negatives: int) -> int:
@@ -144,7 +175,11 @@ def sampled_ce_terms(
 ) -> torch.Tensor:
     """Per-target softmax CE over the target and its K negatives (neg [..., K]; [...] is
     K = 1): `hits` (a negative equal to the target) are left out, `log_q` (log of each
-    negative's sampling probability) is subtracted."""
+    negative's sampling probability) is subtracted.
+
+    The logQ form: −s⁺ + log(exp(s⁺) + Σₖ exp(s⁻ₖ − log q(i⁻ₖ))). Only the negatives are
+    corrected; the target's logit is left as it is (Yi et al. 2019 subtract log q from every
+    logit, the target's too): the target is not a draw from q but the observed item."""
     neg = neg if neg.dim() > pos.dim() else neg.unsqueeze(-1)
     if log_q is not None and log_q.dim() < neg.dim():
         log_q = log_q.unsqueeze(-1)
@@ -217,6 +252,19 @@ class PopularityNegatives:
             n *= s
         return torch.multinomial(self.probs, n, replacement=True, generator=gen).view(shape)
 
+
+#: gBCE's draws: declared on every model whose loss axis offers gbce
+GBCE_NEGATIVES = Departure(
+    "gBCE negatives",
+    "uniform negatives; α = K/(|I|−1) is the rate of a draw over the catalogue",
+    "torch.randint over all items (asash/gSASRec-pytorch), the user's own items included",
+    "as the code (since 2026-12-02; earlier gBCE runs drew outside the user's training items, "
+    "an effective per-user rate of 1.08× α on ML-1M on average, up to 2.66×); recorded as "
+    "`negatives_from` in each run's objective",
+    "code",
+    "negatives_from",
+    "--set negatives_from=unseen (outside the user's training items; =all for bce/sampled_ce)",
+)
 
 #: K > 1 scoring: gathered item-row elements per chunk (16 MB of fp32)
 DOT_CHUNK = 1 << 22
@@ -347,12 +395,15 @@ def draw_negatives(
     gen: torch.Generator,
 ) -> dict[str, torch.Tensor]:
     """A training batch's negatives for targets of `shape`: none for ce; [*shape] for K = 1
-    (today's draws), else [*shape, K]; `uniform(shape)` draws outside each row's own items, or
-    by popularity (with their `log_q`) where configured."""
+    (today's draws), else [*shape, K]; `uniform(shape)` draws outside each row's own items,
+    uniform over all items where `negatives_from` is 'all', or by popularity (with their
+    `log_q`) where configured."""
     if obj.loss == "ce":
         return {}
     full = shape if obj.negatives == 1 else (*shape, obj.negatives)
     if obj.sampling == "popularity" and popularity is not None:
         negs = popularity.sample(full, gen)
         return {"negatives": negs, "log_q": popularity.log_q[negs]}
+    if obj.negatives_from == "all":
+        return {"negatives": torch.randint(1, obj.n_items + 1, full, generator=gen)}
     return {"negatives": uniform(full)}

@@ -15,6 +15,7 @@ from seqbench.models.base import Batch, ModelConfig, Parts, SeqModel, register
 from seqbench.models.departures import Departure
 from seqbench.models.layers import SeqEmbedding, TransformerEncoder
 from seqbench.models.losses import (
+    GBCE_NEGATIVES,
     Objective,
     ObjectiveFields,
     next_item_batches,
@@ -176,7 +177,7 @@ class SASRec(SeqModel):
     micro_key = "targets"
     row_keys = ("seqs",)
     ablations = ("loss", "instances")
-    departures = (LOSS_AXIS, SASREC_INSTANCES)
+    departures = (LOSS_AXIS, GBCE_NEGATIVES, SASREC_INSTANCES)
     dataset_defaults = {
         "beauty": {"dropout": 0.5, "max_len": 50},
         "toys": {"dropout": 0.5, "max_len": 50},

@@ -57,7 +57,10 @@ def _is_objective(value: Any) -> bool:
     if value is None:
         return True
     names = {f.name for f in dataclasses.fields(Objective)}
-    if not (isinstance(value, dict) and set(value) == names):
+    # runs stored before `negatives_from` was recorded lack it
+    if not (isinstance(value, dict) and names - {"negatives_from"} <= set(value) <= names):
+        return False
+    if value.get("negatives_from") not in (None, "all", "unseen"):
         return False
     texts = all(isinstance(value[k], str) for k in ("loss", "sampling"))
     ints = _is_int(value["negatives"]) and _is_int(value["n_items"])
