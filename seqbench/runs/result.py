@@ -180,8 +180,12 @@ class RunResult:
     objective: Objective | None = None
 
     def to_json(self) -> dict[str, Any]:
-        """The stored form: every field under its own name."""
-        return dataclasses.asdict(self)
+        """The stored form: every field under its own name (an objective's `negatives_from`
+        only where it drew uniformly, as runs stored before it lack it)."""
+        out = dataclasses.asdict(self)
+        if out["objective"] is not None and out["objective"]["negatives_from"] is None:
+            del out["objective"]["negatives_from"]
+        return out
 
     @classmethod
     def from_json(cls, obj: dict[str, Any], source: Path | str) -> RunResult:
