@@ -11,3 +11,7 @@ class DataError(SeqbenchError):
 
 class ConfigError(SeqbenchError):
     """Unknown or invalid configuration key, value or ablation axis."""
+
+
+class ModelError(SeqbenchError):
+    """A model's output seqbench cannot use (e.g. a non-finite score), naming the model."""

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from seqbench.data.dataset import SeqDataset
+from seqbench.errors import ModelError
 from seqbench.evaluation.evaluator import Evaluator
 from seqbench.evaluation.protocols import get_protocol
 
@@ -128,3 +129,27 @@ def test_cbit_excludes_exactly_what_a_bert_model_reads(split: str) -> None:
         hr, ndcg = expected(scores, target, cands)
         assert row["HR@10"] == pytest.approx(hr, abs=1e-6), u
         assert row["NDCG@10"] == pytest.approx(ndcg, abs=1e-6), u
+
+
+def test_a_non_finite_score_on_any_candidate_is_an_error_naming_model_and_item() -> None:
+    data = tiny_dataset()
+    table = torch.arange(41 * 26, dtype=torch.float32).view(41, 26) % 7
+    own = set(data.items[data.offsets[0] : data.offsets[1]].tolist())
+    outsider = next(i for i in range(1, 26) if i not in own)
+    inside = next(iter(own - {int(data.items[data.offsets[1] - 1])}))
+    full = Evaluator(data, "test", get_protocol("seqbench"), 5)
+    # NaN on the padding column and on a history item (not candidates): ranked as before
+    quiet = table.clone()
+    quiet[0, 0] = quiet[0, inside] = float("nan")
+    assert full.run(TableModel(quiet)).equals(full.run(TableModel(table)))
+    for value in (float("nan"), float("inf"), -float("inf")):
+        bad = table.clone()
+        bad[0, outsider] = value
+        with pytest.raises(ModelError, match=f"model TableModel scored item {outsider} "):
+            full.run(TableModel(bad))
+    sampled = Evaluator(data, "test", get_protocol("sasrec"), 5)
+    negative = int(sampled.negatives[0, 3])
+    bad = table.clone()
+    bad[int(sampled.users[0]), negative] = float("nan")
+    with pytest.raises(ModelError, match=f"scored item {negative} nan for user"):
+        sampled.run(TableModel(bad))

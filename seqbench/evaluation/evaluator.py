@@ -21,7 +21,7 @@ from seqbench.data.dataset import SeqDataset
 from seqbench.data.segments import segment_offsets
 from seqbench.data.sequences import NegativeSampler, gather_padded, trim
 from seqbench.data.splits import TargetSets
-from seqbench.errors import ConfigError
+from seqbench.errors import ConfigError, ModelError
 from seqbench.evaluation.metrics import (
     METRICS,
     metrics_from_counts,
@@ -170,6 +170,7 @@ class Evaluator:
         is_target = torch.zeros(rows, scores.shape[1], dtype=torch.bool, device=scores.device)
         is_target[owner, items] = True
         scores, excl = self._history_rule(scores, inputs, lambda e: is_target.gather(1, e))
+        self._check_finite(model, sl, scores, excl)
         above, equal = [], []
         for o, t in zip(owner.split(self.batch_size), items.split(self.batch_size), strict=True):
             counts = rank_counts(scores[o], t, excl[o])
@@ -217,10 +218,41 @@ class Evaluator:
         target = inputs.target.to(scores.device)
         if inputs.negatives is not None:
             cand = torch.cat([target[:, None], inputs.negatives.to(scores.device)], dim=1)
-            return rank_counts(scores.gather(1, cand), torch.zeros_like(target))
+            picked = scores.gather(1, cand)
+            self._check_finite(model, sl, picked, None, cand)
+            return rank_counts(picked, torch.zeros_like(target))
         scores = scores[:, : self.data.n_items + 1]
         scores, excl = self._history_rule(scores, inputs, lambda e: e == target[:, None])
+        self._check_finite(model, sl, scores, excl)
         return rank_counts(scores, target, excl)
+
+    def _check_finite(
+        self,
+        model: torch.nn.Module,
+        sl: slice,
+        scores: torch.Tensor,
+        excl: torch.Tensor | None,
+        items: torch.Tensor | None = None,
+    ) -> None:
+        """Refuse a non-finite score on any candidate (the target or another item): NaN
+        compares false with everything, so it would rank below the target unseen. `excl`:
+        columns that are not candidates; `items`: each column's item (None: the column is
+        the item)."""
+        bad = ~torch.isfinite(scores)
+        if excl is not None:
+            bad[:, 0] = False  # the padding column is never a candidate
+            bad.scatter_(1, excl, False)
+        if not bool(bad.any()):
+            return
+        row, col = (int(v) for v in bad.nonzero()[0])
+        item = col if items is None else int(items[row, col])
+        value = float(scores[row, col])
+        name = getattr(model, "name", "") or type(model).__name__
+        raise ModelError(
+            f"model {name} scored item {item} {value} for user "
+            f"{int(self.users[sl][row])} ({self.split}): every candidate's score must be "
+            "finite (a NaN ranks below the target unseen); fix the model's score()"
+        )
 
     def _history_rule(
         self,
