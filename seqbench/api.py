@@ -192,7 +192,7 @@ def build_report(
         if missing:
             raise ConfigError(
                 f"--runs: no finished run {', '.join(missing)} in the run store "
-                f"{runs_dir or 'results/runs'} (list them with `seqbench runs`)"
+                f"{RunStore(runs_dir).root} (list them with `seqbench runs`)"
             )
         if request.sweep is not None:
             in_sweep = set(sweep_run_ids(request.sweep, runs_dir))

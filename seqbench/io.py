@@ -1,25 +1,75 @@
-"""Atomic writes: a temp file (or folder) in the same directory, then os.replace."""
+"""Atomic writes: a temp file (or folder) in the same directory, then os.replace; the one
+writer of the files seqbench keeps, so it also gives them the permissions a plain `open()` or
+`mkdir` would (the umask's), not the 0600/0700 of a temp file."""
 
 from __future__ import annotations
 
 import contextlib
+import errno
+import glob
 import json
 import os
 import shutil
+import socket
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 
+def umask() -> int:
+    """The process's umask (read from /proc where it can be, else set and restored)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except OSError:
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _tag(path: Path) -> str:
+    """The temp-name prefix of `path` for this process: host and pid, so that the temp left
+    by a killed process is known as such (`_sweep`) and one of a live process is not."""
+    return f".{path.name}.{socket.gethostname()}.{os.getpid()}."
+
+
+def _sweep(path: Path) -> None:
+    """Remove the temps of `path` that a killed process of this host left behind."""
+    host = socket.gethostname()
+    for old in path.parent.glob(f".{glob.escape(path.name)}.{glob.escape(host)}.*.tmp"):
+        pid = old.name[len(f".{path.name}.{host}.") :].split(".", 1)[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            if old.is_dir():
+                shutil.rmtree(old, ignore_errors=True)
+            else:
+                old.unlink(missing_ok=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | Path) -> Iterator[Path]:
     """Yield a temp path next to `path`; rename it over `path` only if the block succeeds."""
     path = Path(path)
+    if path.is_dir():
+        raise IsADirectoryError(errno.EISDIR, "Is a directory", str(path))
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    _sweep(path)
+    fd, tmp = tempfile.mkstemp(prefix=_tag(path), suffix=".tmp", dir=path.parent)
     os.close(fd)
     tmp_path = Path(tmp)
+    tmp_path.chmod(0o666 & ~umask())
     try:
         yield tmp_path
         os.replace(tmp_path, path)
@@ -32,7 +82,9 @@ def atomic_dir(path: str | Path) -> Iterator[Path]:
     """Yield a temp folder next to `path`; it replaces `path` only if the block succeeds."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+    _sweep(path)
+    tmp = Path(tempfile.mkdtemp(prefix=_tag(path), suffix=".tmp", dir=path.parent))
+    tmp.chmod(0o777 & ~umask())
     try:
         yield tmp
         if path.exists():

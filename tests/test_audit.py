@@ -18,9 +18,8 @@ from seqbench.errors import DataError
 from seqbench.runs.execute import RunRequest, execute
 from seqbench.training.context import RunContext
 
-REPO = Path(__file__).resolve().parents[1]
-#: where prepared public datasets may be: this checkout's ./data, or the main checkout's
-PREPARED = (REPO / "data", REPO.parent / "main" / "data")
+#: the raw folder of ../shared/data each public dataset is prepared from, here (seconds)
+RAW = {"ml-100k": "ml-100k", "beauty": "s3rec", "ml-1m": "cbit"}
 
 
 def timeline(users: list[list[tuple[int, int]]]) -> SeqDataset:
@@ -99,13 +98,24 @@ def test_cli_audit_fits_80_columns_on_synthetic(
         assert lines[-1].startswith("audit:") and lines[-1].endswith("no leak")
 
 
-@pytest.mark.parametrize("name", ["beauty", "ml-1m", "ml-100k"])
+@pytest.mark.parametrize(
+    "name", [pytest.param("beauty", marks=pytest.mark.slow), "ml-100k",
+             pytest.param("ml-1m", marks=pytest.mark.slow)]
+)  # fmt: skip
 def test_cli_audit_fits_80_columns_on_public_data(
-    name: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    name: str,
+    shared_data: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    root = next((p for p in PREPARED if (p / name / "card.json").is_file()), None)
-    if root is None:
-        pytest.skip(f"{name} is not prepared under {' or '.join(map(str, PREPARED))}")
+    """Prepared here from the offline raw copies (no folder layout assumed; skips without)."""
+    raw = shared_data / RAW[name]
+    if not raw.is_dir():
+        pytest.skip(f"the raw files of {name} are not in {raw}")
+    root = tmp_path / "data"
+    main(["prepare", name, "--raw-dir", str(raw), "--data-dir", str(root), "--no-download"])
+    capsys.readouterr()
     monkeypatch.setattr(console, "width", 80)
     card = json.loads((root / name / "card.json").read_text())
     lines = lines_of(capsys, ["audit", name, "--data-dir", str(root)])

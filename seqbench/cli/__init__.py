@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import importlib
 import sys
 
@@ -42,9 +43,8 @@ def main(argv: list[str] | None = None) -> None:
     except SeqbenchError as e:
         _error(str(e))
         sys.exit(2)
-    except OSError as e:  # a full disk or an I/O error while writing: one line, not a traceback
-        where = f"{e.filename}: " if e.filename else ""
-        _error(f"{where}{e.strerror or e}: free space or fix the disk, then rerun to resume")
+    except OSError as e:  # a full disk, an I/O error, a path of the wrong kind: one line
+        _error(os_error(e))
         sys.exit(1)
     except (KeyboardInterrupt, typer.Abort):
         console_err.print("[yellow]interrupted[/yellow]: rerun the same command to resume")
@@ -54,6 +54,29 @@ def main(argv: list[str] | None = None) -> None:
         hint = f" (see `{ctx.command_path} --help`)" if ctx is not None else ""
         _error(e.format_message() + hint)
         sys.exit(e.exit_code)
+
+
+#: what to do about an OSError, by its errno (anything else is a disk or I/O fault)
+FIXES = {
+    errno.ENOTDIR: "a file stands where a folder is needed: give a folder (or move the file)",
+    errno.EEXIST: "a file stands where a folder is needed: give a folder (or move the file)",
+    errno.EISDIR: "is a folder: give a file name",
+    errno.EACCES: "permission denied: give a folder you can write, or ask its owner",
+    errno.EPERM: "permission denied: give a folder you can write, or ask its owner",
+    errno.EROFS: "read-only file system: give a writable folder",
+    errno.ENAMETOOLONG: "name too long: give a shorter path",
+}
+
+
+def os_error(e: OSError) -> str:
+    """One line for an OSError: the path it concerns (the target of a rename, not a temp
+    file) and the fix for its kind; a full disk or an I/O error resumes once fixed."""
+    path = e.filename2 if e.errno == errno.EISDIR and e.filename2 else e.filename
+    where = f"{path}: " if path else ""
+    fix = FIXES.get(e.errno or 0)
+    if fix is None:
+        fix = f"{e.strerror or e}: free space or fix the disk, then rerun to resume"
+    return f"{where}{fix}"
 
 
 def _error(message: str) -> None:

@@ -19,7 +19,7 @@ from seqbench.errors import ConfigError
 from seqbench.evaluation.metrics import METRICS
 from seqbench.io import atomic_path
 from seqbench.report.layouts import LAYOUTS, Layout
-from seqbench.report.plots import save_figure
+from seqbench.report.plots import plot_format, save_figure
 from seqbench.report.render import format_for, render
 from seqbench.report.significance import SignificanceOptions
 from seqbench.report.tables import Table
@@ -48,7 +48,6 @@ def write_output(tables: list[Table], fmt: str, out: str | None, plot: str | Non
     else:
         with atomic_path(out) as tmp:
             tmp.write_text(text)
-            tmp.chmod(0o644)
         console_err.print(f"wrote {out}")
     if fmt == "csv":
         for t in tables:
@@ -141,6 +140,8 @@ def report(
 ) -> None:
     """Tables in the papers' layouts from stored runs, with paired significance tests."""
     fmt = format_for(out, format_)
+    if plot is not None:
+        plot_format(plot)
     metric_list = split_list(metrics)
     check_metrics(metric_list, LAYOUTS.get(layout))
     request = ReportRequest(

@@ -31,7 +31,7 @@ from seqbench.data.checksum import KINDS, SCHEME, SIDE, content_checksum
 from seqbench.data.segments import segment_offsets
 from seqbench.data.splits import EvalSplit, LeaveOneOut, Split, TargetSets
 from seqbench.errors import DataError
-from seqbench.paths import data_dir
+from seqbench.paths import check_name, data_dir
 
 TRAIN, VALID, TEST = 0, 1, 2
 
@@ -147,7 +147,9 @@ def _pad_lists(items: pd.DataFrame, col: str, n_items: int) -> tuple[np.ndarray,
 
 
 def dataset_path(name: str, root: str | Path | None = None) -> Path:
-    return data_dir(root) / name
+    """The folder of prepared dataset `name` (a name, never a path: `check_name`)."""
+    base = data_dir(root)
+    return base / check_name("dataset", name, base)
 
 
 def prepared_names(root: str | Path | None = None) -> list[str]:

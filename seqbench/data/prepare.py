@@ -36,6 +36,7 @@ from seqbench.data.preprocess import (
     preprocess,
     user_frame,
 )
+from seqbench.data.rawfile import RAW_RULES
 from seqbench.data.registry import DatasetSpec, FieldSpec, FileSpec, SourceSpec, get_spec
 from seqbench.errors import DataError
 from seqbench.io import atomic_dir, atomic_path, write_json
@@ -151,7 +152,10 @@ def resolve(
     if allow_download:
         for _, missing in wanted:
             if all(f.url for f in missing):
-                _download(missing, cache, console)
+                try:
+                    _download(missing, cache, console)
+                except DataError as e:  # offline: name every source's files, not one URL
+                    raise DataError(f"{e}; any one source will do: {need}") from None
                 return resolve(spec, raw_dirs, cache, False, console)
     raise DataError(
         f"{spec.name}: raw files not found in --raw-dir ({dirs}) or the cache ({cache}): "
@@ -386,6 +390,7 @@ def prepare(
         "published": spec.published,
         "published_check": compare_published(stats, spec.published),
         "side_info": side,
+        "raw_rules": list(RAW_RULES),
         "seqbench_version": __version__,
         "checksum": content_checksum(tables),
         "checksum_scheme": SCHEME,

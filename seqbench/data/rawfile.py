@@ -4,6 +4,7 @@ one-line DataError naming the file, the line and the fix (used by the format rea
 from __future__ import annotations
 
 import gzip
+import re
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -104,11 +105,80 @@ def decode(path: Path, raw: bytes, lineno: int, encoding: str) -> str:
         ) from None
 
 
-def as_int(path: Path, value: Any, what: str, lineno: int) -> int:
-    """An integer field value, or a DataError naming the line."""
+#: the rules every reader applies to raw values (recorded on each prepared dataset's card)
+RAW_RULES = (
+    "ids: ASCII digits within int64 (anything else refused, naming the line)",
+    "timestamps: whole seconds (a fractional one is refused with the count, never rounded)",
+    "ratings: numbers (a missing one is NaN; any other value is refused)",
+    "sequence files: one line per user (a repeated user is refused with the count, never merged)",
+    "side information: lists of names or ids (any other value is refused)",
+)
+INT64_MAX = 2**63 - 1
+DIGITS = re.compile(r"-?[0-9]+")
+
+
+def as_id(path: Path, token: str, what: str, lineno: int | None) -> int:
+    """An integer id token of a text file: ASCII digits (not '³'), within int64."""
+    text = token.strip()
+    if not DIGITS.fullmatch(text) or abs(int(text)) > INT64_MAX:
+        raise fail(
+            path,
+            f"{what} {token!r} is not an integer id (ASCII digits, at most 19)",
+            "fix or drop the line",
+            lineno,
+        )
+    return int(text)
+
+
+def as_int(path: Path, value: Any, what: str, lineno: int | None) -> int:
+    """A whole-number field value (an int, a whole float or a digit string) within int64, or
+    a DataError naming the line; a fractional value is refused, never truncated."""
+    if isinstance(value, str):
+        return as_id(path, value, what, lineno)
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or abs(value) > INT64_MAX:
+        problem = "is not a whole number" if isinstance(value, float) else "is not an integer"
+        raise fail(path, f"{what} {value!r} {problem}", "fix or drop the line", lineno)
+    return value
+
+
+def as_number(path: Path, value: Any, what: str, lineno: int | None) -> float:
+    """A numeric field value (an int, a float or a numeric string), or a one-line DataError."""
     try:
-        return int(value)
+        if isinstance(value, bool) or not isinstance(value, int | float | str):
+            raise TypeError
+        return float(value)
     except (TypeError, ValueError):
         raise fail(
-            path, f"{what} {value!r} is not an integer", "fix or drop the line", lineno
+            path, f"{what} {value!r} is not a number", "fix or drop the line", lineno
         ) from None
+
+
+def as_names(path: Path, value: Any, what: str, lineno: int | None) -> list[str]:
+    """A list of names or ids (strings or numbers; one level of nesting flattened)."""
+    flat = [v for group in value for v in group] if _nested(value) else value
+    if not isinstance(flat, list) or not all(
+        isinstance(v, str | int) and not isinstance(v, bool) for v in flat
+    ):
+        raise fail(
+            path, f"{what} {value!r} is not a list of names or ids", "fix or drop it", lineno
+        )
+    return [str(v) for v in flat]
+
+
+def _nested(value: Any) -> bool:
+    return isinstance(value, list) and bool(value) and all(isinstance(g, list) for g in value)
+
+
+def repeated(path: Path, what: str, lines_of: dict[Any, list[int]], fix: str) -> None:
+    """Refuse keys found on more than one line, naming the first, its lines and the count."""
+    twice = {k: ls for k, ls in lines_of.items() if len(ls) > 1}
+    if twice:
+        key, where = next(iter(twice.items()))
+        raise fail(
+            path,
+            f"{what} {key} is on lines {', '.join(map(str, where[:3]))} "
+            f"({len(twice):,} {what}s are on more than one line)",
+            fix,
+        )

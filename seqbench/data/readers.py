@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import json
+import math
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -24,7 +25,17 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.csv as pacsv
 
-from seqbench.data.rawfile import Stream, as_int, fail, lines
+from seqbench.data.rawfile import (
+    INT64_MAX,
+    Stream,
+    as_id,
+    as_int,
+    as_names,
+    as_number,
+    fail,
+    lines,
+    repeated,
+)
 from seqbench.errors import DataError
 from seqbench.registry import Registry
 
@@ -122,8 +133,11 @@ def _bad_line(
             )
         for name, value in zip(names, fields, strict=True):
             kind = columns[name]
-            if pa.types.is_integer(kind) and not re.fullmatch(r"\s*-?\d+\s*", value):
-                return fail(path, f"{name} {value!r} is not an integer", "fix or drop it", lineno)
+            if pa.types.is_integer(kind):
+                try:
+                    as_id(path, value, name, lineno)
+                except DataError as e:
+                    return e
             if pa.types.is_floating(kind):
                 try:
                     float(value)
@@ -185,24 +199,34 @@ def read_seq_text(path: Path) -> pd.DataFrame:
     users: list[int] = []
     lengths: list[int] = []
     items: list[int] = []
+    on_lines: dict[int, list[int]] = {}
     for lineno, line in lines(path):
-        tokens = line.split()
-        try:
-            ids = list(map(int, tokens))
-        except ValueError:
-            bad = next(t for t in tokens if not t.lstrip("-").isdigit())
-            raise fail(
-                path, f"id {bad!r} is not an integer", "expected `user item1 item2 ...`", lineno
-            ) from None
+        ids = _ids(path, line, lineno)
         if len(ids) < 2:
             raise fail(path, "a user without items", "expected `user item1 item2 ...`", lineno)
+        on_lines.setdefault(ids[0], []).append(lineno)
         users.append(ids[0])
         lengths.append(len(ids) - 1)
         items.extend(ids[1:])
     if not users:
         raise fail(path, "file is empty", "download it again")
+    repeated(path, "user", on_lines, "a sequence file holds one line per user: merge or drop")
     user_col = np.repeat(np.asarray(users, dtype=np.int64), lengths)
     return pd.DataFrame({"user": user_col, "item": np.asarray(items, dtype=np.int64)})
+
+
+def _ids(path: Path, line: str, lineno: int) -> list[int]:
+    """The integer ids of a line (a fast path for plain ASCII digits; else each checked)."""
+    tokens = line.split()
+    try:
+        if not line.isascii() or "_" in line or "+" in line:
+            raise ValueError(line)
+        ids = list(map(int, tokens))
+        if ids and max(map(abs, ids)) > INT64_MAX:
+            raise ValueError(line)
+        return ids
+    except ValueError:
+        return [as_id(path, t, "id", lineno) for t in tokens]
 
 
 def _parse_record(path: Path, line: str, lineno: int) -> dict[str, Any]:
@@ -227,6 +251,7 @@ def _reviews(path: Path) -> pd.DataFrame:
     items: list[str] = []
     ratings: list[float] = []
     times: list[int] = []
+    fractional: list[int] = []
     for lineno, line in lines(path):
         rec = _parse_record(path, line, lineno)
         missing = [k for k in ("reviewerID", "asin", "unixReviewTime") if k not in rec]
@@ -234,10 +259,22 @@ def _reviews(path: Path) -> pd.DataFrame:
             raise fail(path, f"review without {missing[0]!r}", "is this a review file?", lineno)
         users.append(str(rec["reviewerID"]))
         items.append(str(rec["asin"]))
-        ratings.append(float(rec.get("overall", np.nan)))
-        times.append(as_int(path, rec["unixReviewTime"], "timestamp", lineno))
+        rating = rec.get("overall")
+        ratings.append(np.nan if rating is None else as_number(path, rating, "overall", lineno))
+        stamp = rec["unixReviewTime"]
+        if isinstance(stamp, float) and not stamp.is_integer() and math.isfinite(stamp):
+            fractional.append(lineno)
+            stamp = 0
+        times.append(as_int(path, stamp, "unixReviewTime", lineno))
     if not users:
         raise fail(path, "file is empty", "download it again")
+    if fractional:
+        raise fail(
+            path,
+            f"{len(fractional):,} reviews have a fractional unixReviewTime (first: line "
+            f"{fractional[0]})",
+            "seqbench never rounds a timestamp: give whole seconds",
+        )
     return pd.DataFrame(
         {
             "user": np.asarray(users, dtype=object),
@@ -273,9 +310,8 @@ def _meta(path: Path, category_key: str) -> pd.DataFrame:
         if "asin" not in rec:
             raise fail(path, "product without 'asin'", "is this a meta file?", lineno)
         asin = str(rec["asin"])
-        cats = rec.get(category_key) or []
-        flat = [c for group in cats for c in group] if cats and isinstance(cats[0], list) else cats
-        rows += [(asin, "categories", str(c)) for c in flat if str(c).strip()]
+        flat = as_names(path, rec.get(category_key) or [], category_key, lineno)
+        rows += [(asin, "categories", c) for c in flat if c.strip()]
         brand = str(rec.get("brand") or "").strip()
         if brand:
             rows.append((asin, "brand", brand))
@@ -304,7 +340,11 @@ def read_item2attributes(path: Path) -> pd.DataFrame:
         raise fail(path, f"invalid JSON ({e.msg})", "download it again", e.lineno) from None
     if not isinstance(mapping, dict):
         raise fail(path, "expected a JSON object {item: [attributes]}", "download it again")
-    rows = [(str(k), "attributes", str(a)) for k, attrs in mapping.items() for a in attrs]
+    rows = [
+        (str(k), "attributes", a)
+        for k, attrs in mapping.items()
+        for a in as_names(path, attrs, f"item {k!r}: attributes", None)
+    ]
     return _long(rows)
 
 

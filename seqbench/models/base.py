@@ -236,6 +236,11 @@ def get_model(name: str) -> type[SeqModel]:
     return MODELS.get(name)
 
 
+def config_keys(cfg_cls: type[ModelConfig]) -> list[str]:
+    """The settable keys of a config class: its dataclass fields (not its ClassVars)."""
+    return sorted(f.name for f in dataclasses.fields(cfg_cls))
+
+
 def field_choices(cfg_cls: type[ModelConfig], key: str) -> tuple[Any, ...] | None:
     """The allowed values of a Literal-typed config field, else None."""
     hint = typing.get_type_hints(cfg_cls)[key]
@@ -245,10 +250,10 @@ def field_choices(cfg_cls: type[ModelConfig], key: str) -> tuple[Any, ...] | Non
 def parse_value(cfg_cls: type[ModelConfig], key: str, raw: Any) -> Any:
     """Parse a command-line string into the config field's type, or raise ConfigError."""
     hints = typing.get_type_hints(cfg_cls)
-    if key not in hints:
+    names = config_keys(cfg_cls)
+    if key not in names:
         raise ConfigError(
-            f"unknown config key {key!r} for {cfg_cls.__qualname__} "
-            f"(valid: {', '.join(sorted(hints))})"
+            f"unknown config key {key!r} for {cfg_cls.__qualname__} (valid: {', '.join(names)})"
         )
     hint = hints[key]
     choices = field_choices(cfg_cls, key)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from seqbench.io import atomic_path
 from seqbench.report.select import ReportError
 
 #: {panel title: {line label: [(x, mean, std or None)]}}
@@ -96,12 +97,17 @@ def bar_figure(series: Series, ylabel: str) -> Any:
     return fig
 
 
-def save_figure(fig: Any, path: str | Path) -> Path:
-    """Write a figure as PNG or SVG (by suffix); returns the path."""
-    path = Path(path)
-    fmt = path.suffix.lower().lstrip(".")
+def plot_format(path: str | Path) -> str:
+    """png or svg, by the suffix of --plot (checked before any table is printed)."""
+    fmt = Path(path).suffix.lower().lstrip(".")
     if fmt not in ("png", "svg"):
-        raise ReportError(f"--plot must end in .png or .svg, got {path.name!r}")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, format=fmt, dpi=150, bbox_inches="tight", metadata={"Date": None})
+        raise ReportError(f"--plot must end in .png or .svg, got {Path(path).name!r}")
+    return fmt
+
+
+def save_figure(fig: Any, path: str | Path) -> Path:
+    """Write a figure as PNG or SVG (by suffix), atomically; returns the path."""
+    path, fmt = Path(path), plot_format(path)
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format=fmt, dpi=150, bbox_inches="tight", metadata={"Date": None})
     return path

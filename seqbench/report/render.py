@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from seqbench.errors import ConfigError
 from seqbench.registry import Registry
 from seqbench.report.tables import Cell, Table, missing, number, published
 
@@ -316,6 +317,13 @@ def format_for(path: str | None, fmt: str | None) -> str:
         return fmt
     if path:
         suffix = Path(path).suffix.lower().lstrip(".")
-        chosen = [f.name for f in map(FORMATS.get, FORMATS) if suffix in (f.suffix, *f.aliases)]
+        known = list(map(FORMATS.get, FORMATS))
+        chosen = [f.name for f in known if suffix in (f.suffix, *f.aliases)]
+        if suffix and not chosen:
+            kinds = ", ".join(f".{f.suffix}" for f in known)
+            raise ConfigError(
+                f"--out {path}: seqbench writes no .{suffix} table; end it in {kinds} "
+                "or give --format"
+            )
         return chosen[0] if chosen else "markdown"
     return "markdown"

@@ -11,6 +11,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from seqbench import paths
 from seqbench.errors import ConfigError
 from seqbench.io import write_json
 from seqbench.runs.batch import SweepResult, label
@@ -21,7 +22,8 @@ NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
 def manifest_path(name: str, runs_dir: str | Path | None = None) -> Path:
-    return RunStore(runs_dir).root / "sweeps" / f"{name}.json"
+    folder = RunStore(runs_dir).root / "sweeps"
+    return folder / f"{paths.check_name('sweep', name, folder)}.json"
 
 
 def sweep_names(runs_dir: str | Path | None = None) -> list[str]:

@@ -22,7 +22,7 @@ import pyarrow.parquet as pq
 import torch
 
 from seqbench.io import atomic_path, write_json
-from seqbench.paths import runs_dir
+from seqbench.paths import check_name, runs_dir
 from seqbench.plugins import describe_origin
 from seqbench.runs.identity import RunSpec
 from seqbench.runs.result import Evaluation, ResultError, RunResult, read_config
@@ -220,9 +220,10 @@ class RunStore:
         self.root = runs_dir(root)
 
     def final(self, run_id: str) -> Path:
-        return self.root / run_id
+        return self.root / check_name("run id", run_id, self.root)
 
     def partial(self, run_id: str) -> Path:
+        check_name("run id", run_id, self.root)
         return self.root / f"{PARTIAL_PREFIX}{run_id}{PARTIAL_SUFFIX}"
 
     def metrics_path(self, run_id: str) -> Path:

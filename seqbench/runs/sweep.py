@@ -8,7 +8,6 @@ expansion is saved as a manifest, <runs>/sweeps/<name>.json, that `report` can s
 
 from __future__ import annotations
 
-import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,7 +15,7 @@ from typing import Any
 from seqbench.errors import ConfigError
 from seqbench.evaluation.protocols import get_protocol
 from seqbench.machine import default_workers
-from seqbench.models.base import get_model
+from seqbench.models.base import config_keys, get_model, parse_value
 from seqbench.runs.batch import SweepObserver, SweepResult, request_run_id, run_requests
 from seqbench.runs.execute import RunRequest
 from seqbench.runs.executors import EXECUTORS
@@ -54,12 +53,15 @@ class SweepDefinition:
             raise ConfigError("give --budget-epochs or --budget-minutes, not both")
         cls = get_model(self.model)
         get_protocol(self.protocol)
-        fields = typing.get_type_hints(cls.Config)
+        fields = config_keys(cls.Config)
         for key in [*self.grid, *self.sets]:
             if key not in fields:
                 raise ConfigError(
                     f"unknown config key {key!r} for {self.model} (valid: {', '.join(fields)})"
                 )
+        for key, values in [*self.grid.items(), *((k, [v]) for k, v in self.sets.items())]:
+            for value in values:  # each value parsed before any manifest is written
+                parse_value(cls.Config, key, value)
         for axis in self.ablate:
             if axis not in cls.ablations:
                 axes = ", ".join(cls.ablations) or "none"
