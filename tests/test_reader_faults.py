@@ -10,6 +10,8 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from seqbench.data import readers
@@ -54,6 +56,46 @@ SAMPLES: dict[str, tuple[str, list[str], str | None]] = {
         None,
     ),
     "item2attributes_json": ("item2attributes.json", [json.dumps({"1": [1, 2], "2": [3]})], None),
+    "steam_reviews": (
+        "steam_reviews.json",
+        [json.dumps({"username": "u1", "product_id": "7", "date": "2017-12-17"})],
+        "py",
+    ),
+    "steam_games": (
+        "steam_games.json",
+        [json.dumps({"id": "7", "genres": ["Action"], "tags": ["Indie"], "developer": "D"})],
+        "py",
+    ),
+    "amazon23_reviews": (
+        "Beauty.jsonl",
+        [json.dumps({"user_id": "A", "parent_asin": "B", "rating": 5.0, "timestamp": 1000})],
+        None,
+    ),
+    "amazon23_meta": (
+        "meta_Beauty.jsonl",
+        [json.dumps({"parent_asin": "B", "categories": ["Beauty"], "store": "S"})],
+        None,
+    ),
+    "amazon23_benchmark_csv": (
+        "Beauty.train.csv",
+        ["user_id,parent_asin,rating,timestamp", "A,B,5.0,1000"],
+        ",",
+    ),
+    "gowalla_checkins": (
+        "gowalla.txt",
+        ["1\t2010-10-19T23:55:27Z\t30.2\t-97.7\t22847"],
+        "\t",
+    ),
+    "yambda_listens": (
+        "listens.parquet",
+        [json.dumps({"uid": 1, "item_id": 2, "timestamp": 3, "played_ratio_pct": 90})],
+        "parquet",
+    ),
+    "yambda_likes": (
+        "likes.parquet",
+        [json.dumps({"uid": 1, "item_id": 2, "timestamp": 3})],
+        "parquet",
+    ),
 }
 #: what replaces one field of a text line
 BAD_TOKENS = ["³", "1" * 23, "x"]
@@ -69,11 +111,34 @@ def _text_cases(fmt: str) -> list[tuple[str, int, str]]:
 
 def _json_cases(fmt: str) -> list[tuple[str, str, object]]:
     record = json.loads(SAMPLES[fmt][1][-1])
-    return [(fmt, key, bad) for key in record for bad in BAD_VALUES]
+    cases = [(fmt, key, bad) for key in record for bad in BAD_VALUES]
+    return [c for c in cases if SAMPLES[fmt][2] != "parquet" or _storable(record, *c[1:])]
 
 
-TEXT = [c for f, (_, _, sep) in SAMPLES.items() if sep is not None for c in _text_cases(f)]
-JSON = [c for f, (_, _, sep) in SAMPLES.items() if sep is None for c in _json_cases(f)]
+def _storable(record: dict, key: str, bad: object) -> bool:
+    """Whether a parquet column can hold `bad` (a 10**22 or a dict in an int column cannot)."""
+    try:
+        pa.Table.from_pylist([{**record, key: bad}])
+    except (pa.ArrowException, OverflowError):
+        return False
+    return True
+
+
+#: separators that are no text format's: JSON lines (None), Python literals, a parquet table
+RECORDS = (None, "py", "parquet")
+TEXT = [c for f, (_, _, sep) in SAMPLES.items() if sep not in RECORDS for c in _text_cases(f)]
+JSON = [c for f, (_, _, sep) in SAMPLES.items() if sep in RECORDS for c in _json_cases(f)]
+
+
+def write(path: Path, rows: list[str], sep: str | None) -> None:
+    """The sample's file: text lines, or (Python literals, parquet) its records re-encoded."""
+    if sep == "py":
+        rows = [repr(json.loads(r)) for r in rows]
+    if sep == "parquet":
+        table = pa.Table.from_pylist([json.loads(r) for r in rows])
+        pq.write_table(table, path)
+        return
+    path.write_text("\n".join(rows) + "\n", encoding="utf-8")
 
 
 def test_every_reader_has_samples() -> None:
@@ -92,9 +157,9 @@ def _read(fmt: str, path: Path) -> pd.DataFrame | DataError:
 
 @pytest.mark.parametrize("fmt", sorted(SAMPLES))
 def test_the_samples_read(fmt: str, tmp_path: Path) -> None:
-    name, rows, _ = SAMPLES[fmt]
+    name, rows, sep = SAMPLES[fmt]
     path = tmp_path / name
-    path.write_text("\n".join(rows) + "\n")
+    write(path, rows, sep)
     assert isinstance(_read(fmt, path), pd.DataFrame)
 
 
@@ -118,11 +183,11 @@ def test_a_malformed_field(fmt: str, field: int, bad: str, tmp_path: Path) -> No
     ("fmt", "key", "bad"), JSON, ids=[f"{f}-{k}-{json.dumps(b)[:6]}" for f, k, b in JSON]
 )
 def test_a_malformed_value(fmt: str, key: str, bad: object, tmp_path: Path) -> None:
-    name, rows, _ = SAMPLES[fmt]
+    name, rows, sep = SAMPLES[fmt]
     record = json.loads(rows[-1])
     record[key] = bad
     path = tmp_path / name
-    path.write_text("\n".join([*rows[:-1], json.dumps(record)]) + "\n")
+    write(path, [*rows[:-1], json.dumps(record)], sep)
     got = _read(fmt, path)
     if isinstance(got, pd.DataFrame) and "timestamp" in got:
         assert key != "unixReviewTime" or float(bad) == got["timestamp"].iloc[-1]  # type: ignore[arg-type]

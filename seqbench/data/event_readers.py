@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from seqbench.data.rawfile import as_int, fail, lines, open_binary
+from seqbench.data.rawfile import as_int, as_names, fail, lines, open_binary
 from seqbench.data.readers import RATING_COLUMNS, _interactions, _long, _table, reader
 
 #: Yambda "Listen+": a listen counts when over half the track was played (the dataset card)
@@ -118,7 +118,8 @@ def read_steam_games(path: Path) -> pd.DataFrame:
             continue
         game = str(as_int(path, rec["id"], "id", lineno))
         for field in ("genres", "tags"):
-            rows += [(game, field, str(t)) for t in rec.get(field) or [] if str(t).strip()]
+            names = as_names(path, rec.get(field) or [], field, lineno)
+            rows += [(game, field, t) for t in names if t.strip()]
         if str(rec.get("developer") or "").strip():
             rows.append((game, "developer", str(rec["developer"]).strip()))
     return _long(rows)
@@ -148,7 +149,8 @@ def read_amazon23_meta(path: Path) -> pd.DataFrame:
     rows: list[tuple[str, str, str]] = []
     for lineno, rec in _records(path, literal=False):
         (asin,) = _require(path, rec, ("parent_asin",), lineno, "product")
-        rows += [(str(asin), "categories", str(c)) for c in rec.get("categories") or [] if c]
+        cats = as_names(path, rec.get("categories") or [], "categories", lineno)
+        rows += [(str(asin), "categories", c) for c in cats if c]
         for field in ("store", "main_category"):
             if str(rec.get(field) or "").strip():
                 rows.append((str(asin), field, str(rec[field]).strip()))
@@ -205,7 +207,15 @@ def _yambda(path: Path, keep: Callable[[dict[str, np.ndarray]], np.ndarray] | No
     names = ["uid", "item_id", "timestamp", *extra]
     table = _parquet(path, names)
     _integers(path, table, names)
-    if pa.types.is_list(table.column("item_id").type):
+    lists = {n for n in names if pa.types.is_list(table.column(n).type)}
+    if lists not in (set(), set(names[1:])):
+        raise fail(
+            path,
+            f"columns {', '.join(sorted(lists))} are lists and the others not",
+            "give a flat file (one event a row) or a sequential one (one uid a row, lists in "
+            "the other columns)",
+        )
+    if lists:
         lengths = pc.list_value_length(table.column("item_id")).to_numpy(zero_copy_only=False)
         cols = {n: pc.list_flatten(table.column(n)).to_numpy() for n in names[1:]}
         cols["uid"] = np.repeat(table.column("uid").to_numpy(), lengths)
