@@ -239,7 +239,8 @@ def test_dot_control_scores_with_inner_products(data: SeqDataset) -> None:
 
 
 def test_ablation_axes_resolve_and_reject_bad_values() -> None:
-    assert STOSA.ablations == ("loss", "pvn", "distance", "mean_stream", "norms", "instances")
+    own = ("loss", "pvn", "distance", "mean_stream", "norms", "instances")
+    assert STOSA.ablations == (*own, "order")  # every model ends with the shared axes
     cfg = resolve_config(STOSA, "beauty", ablate={"pvn": "off"})
     assert cfg.pvn_lambda == 0.0 and resolve_config(STOSA, "beauty").pvn_lambda == 0.005
     cfg = resolve_config(STOSA, "beauty")

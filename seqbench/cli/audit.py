@@ -13,6 +13,7 @@ from seqbench.cli.fit import fit
 from seqbench.data.audit import Audit
 from seqbench.data.audit import audit as audit_split
 from seqbench.data.dataset import load_dataset
+from seqbench.data.order import OrderSignal, order_signal
 from seqbench.errors import ConfigError
 from seqbench.evaluation.protocols import get_protocol, split_view
 from seqbench.report.layouts.audit import audit_rows_table
@@ -38,22 +39,38 @@ def audit(
     if format_ not in AUDIT_FORMATS:
         raise ConfigError(f"--format {format_}: unknown format (one of {', '.join(AUDIT_FORMATS)})")
     preset = get_protocol(protocol)
-    checked = audit_split(split_view(load_dataset(dataset, data_dir), preset))
+    data = split_view(load_dataset(dataset, data_dir), preset)
+    checked = audit_split(data)
     title = f"audit: {dataset} · protocol {preset.name}"
     if format_ == "text":
-        print_text(checked, title)
+        print_text(checked, title, order_signal(data))
     else:  # the summary is the markdown table's note; csv keeps the grid alone
         typer.echo(render(audit_rows_table(checked, title), format_), nl=False)
     if checked.leak():
         raise typer.Exit(1)
 
 
-def print_text(checked: Audit, title: str) -> None:
-    """The audit as a rich table fitted to the terminal, then its one-line summary."""
+def print_text(checked: Audit, title: str, signal: OrderSignal | None = None) -> None:
+    """The audit as a rich table fitted to the terminal, the order signal, then its one-line
+    summary."""
     table = Table(title=title)
     table.add_column("what", no_wrap=True)
     table.add_column("value")
     for what, value in checked.rows():
         table.add_row(what, value)
     console.print(fit(table, console))
+    if signal is not None:
+        print_order(signal)
     console.print(checked.summary(), soft_wrap=True, highlight=False)
+
+
+def print_order(signal: OrderSignal) -> None:
+    """How sequential the data is, model-free (README: "Does the order matter?")."""
+    table = Table(
+        title=f"order: the test target from the input's last item ({signal.users:,} users)"
+    )
+    table.add_column("what", no_wrap=True)
+    table.add_column("value")
+    for what, value in signal.rows():
+        table.add_row(what, value)
+    console.print(fit(table, console))

@@ -31,6 +31,10 @@ from seqbench.evaluation.metrics import (
 from seqbench.evaluation.protocols import Protocol
 
 SPLIT_SEED = {"valid": 17, "test": 29}
+#: most bytes of batch inputs an evaluator keeps between passes (validation reuses them every
+#: epoch); batches past it are rebuilt each pass, so memory is bounded by the batch size and
+#: never grows with users × history
+CACHE_BYTES = 256 * 2**20
 
 
 @dataclass(frozen=True)
@@ -72,6 +76,7 @@ class Evaluator:
         window: int,
         batch_size: int = 1024,
         device: str | torch.device = "cpu",
+        cache_bytes: int = CACHE_BYTES,
     ) -> None:
         self.data, self.split, self.protocol = data, split, protocol
         self.window, self.batch_size, self.device = window, batch_size, torch.device(device)
@@ -92,8 +97,8 @@ class Evaluator:
         self.users, self.ends, self.targets = users[order], ends[order], targets[order]
         self.sets: TargetSets | None = sets.take(order) if sets is not None else None
         self.negatives = self._negatives() if protocol.candidates != "full" else None
-        self.positions = np.arange(1, len(data.items) + 1, dtype=np.int64)
         self._cache: dict[tuple[int, int], EvalInputs] = {}
+        self._cache_left = cache_bytes
 
     def _negatives(self) -> torch.Tensor:
         """[U, n] sampled negatives per evaluated user, fixed by the split's seed."""
@@ -150,7 +155,7 @@ class Evaluator:
         """
         starts = self.data.offsets[users]
         hist = torch.from_numpy(gather_padded(self.data.items, starts, ends, self.window))
-        index = torch.from_numpy(gather_padded(self.positions, starts, ends, self.window))
+        index = torch.from_numpy(padded_index(starts, ends, self.window))
         seqs, index = trim(hist, index)
         return {"seqs": seqs, "users": torch.from_numpy(users), "index": index}
 
@@ -181,27 +186,30 @@ class Evaluator:
         return {**out, "target_above": pair_above, "target_equal": pair_equal}
 
     def _inputs(self, sl: slice) -> EvalInputs:
-        """The slice's inputs on the device, built once and kept: validation runs every epoch
-        on the same users, so later epochs copy nothing to the device."""
+        """The slice's inputs on the device, kept while they fit the cache: validation runs
+        every epoch on the same users, so later epochs copy nothing to the device."""
         key = (sl.start, sl.stop)
-        if key not in self._cache:
-            users, ends = self.users[sl], self.ends[sl]
-            dev = self.device
-            batch = {k: v.to(dev) for k, v in self.model_batch(users, ends).items()}
-            starts = self.data.offsets[users]
-            window = torch.from_numpy(gather_padded(self.data.items, starts, ends, self.window))
-            p = self.protocol
-            self._cache[key] = EvalInputs(
-                batch,
-                torch.from_numpy(self.targets[sl]).to(dev),
-                window.to(dev),
-                history_items(self.data, users, ends).to(dev)
-                if p.history in ("all", "zero")
-                else None,
-                self.negatives[sl].to(dev) if self.negatives is not None else None,
-                self._pairs(sl, dev) if self.sets is not None else None,
-            )
-        return self._cache[key]
+        if key in self._cache:
+            return self._cache[key]
+        users, ends = self.users[sl], self.ends[sl]
+        dev = self.device
+        batch = {k: v.to(dev) for k, v in self.model_batch(users, ends).items()}
+        starts = self.data.offsets[users]
+        window = torch.from_numpy(gather_padded(self.data.items, starts, ends, self.window))
+        p = self.protocol
+        inputs = EvalInputs(
+            batch,
+            torch.from_numpy(self.targets[sl]).to(dev),
+            window.to(dev),
+            history_items(self.data, users, ends).to(dev) if p.history in ("all", "zero") else None,
+            self.negatives[sl].to(dev) if self.negatives is not None else None,
+            self._pairs(sl, dev) if self.sets is not None else None,
+        )
+        size = inputs_bytes(inputs)
+        if size <= self._cache_left:
+            self._cache[key] = inputs
+            self._cache_left -= size
+        return inputs
 
     def _pairs(self, sl: slice, dev: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
         """(row within the slice, item) of every target of the slice's users."""
@@ -273,6 +281,20 @@ class Evaluator:
             zeroed = scores.gather(1, excl).masked_fill(excl != 0, 0.0)
             return scores.scatter(1, excl, zeroed), pad
         return scores, torch.cat([pad, excl], dim=1)
+
+
+def padded_index(starts: np.ndarray, ends: np.ndarray, width: int) -> np.ndarray:
+    """Left-padded [B, width] global interaction index + 1 of each row's last `width` items
+    (what `gather_padded` gives on 1..len(items), without that array)."""
+    idx = ends[:, None] - width + np.arange(width)[None, :]
+    return np.where(idx >= starts[:, None], idx + 1, 0).astype(np.int64)
+
+
+def inputs_bytes(inputs: EvalInputs) -> int:
+    """Bytes held by one batch's input tensors."""
+    tensors = [*inputs.batch.values(), inputs.target, inputs.window, inputs.history]
+    tensors += [inputs.negatives, *(inputs.pairs or ())]
+    return sum(t.numel() * t.element_size() for t in tensors if t is not None)
 
 
 def pad_column(target: torch.Tensor) -> torch.Tensor:

@@ -55,9 +55,12 @@ class ModelConfig:
     batching: Literal["micro", "uniform", "grouped"] = "micro"
     #: micro: one more piece must save this many padded positions (its launch overhead)
     micro_overhead: int = 256
+    #: shuffled: each user's training sequence in a seeded random order (the trainer's data;
+    #: targets and evaluation untouched): how much a model's score owes to the order
+    order: Literal["original", "shuffled"] = "original"
     #: fields added after runs were first stored, with the value that keeps them out of the
     #: run id (`identity_config`), so a run at that value keeps the id it had before the field
-    quiet: ClassVar[dict[str, Any]] = {"min_epochs": 0}
+    quiet: ClassVar[dict[str, Any]] = {"min_epochs": 0, "order": "original"}
 
 
 def quiet_fields(cfg: ModelConfig) -> dict[str, Any]:
@@ -81,6 +84,10 @@ def identity_config(cfg: ModelConfig) -> dict[str, Any]:
         for k, v in dataclasses.asdict(cfg).items()
         if not (k in quiet and v == quiet[k] == defaults[k]) and k not in omits
     }
+
+
+#: ablation axes of every model (ModelConfig fields the trainer applies, not the model)
+SHARED_AXES = ("order",)
 
 
 class SeqModel(nn.Module):
@@ -111,6 +118,11 @@ class SeqModel(nn.Module):
     version: ClassVar[str] = ""
     #: the registered model this one is a named preset of (its own Config defaults); '' none
     preset_of: ClassVar[str] = ""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Every model has the axes every model shares (`SHARED_AXES`) after its own."""
+        super().__init_subclass__(**kwargs)
+        cls.ablations = (*(a for a in cls.ablations if a not in SHARED_AXES), *SHARED_AXES)
 
     def __init__(self, cfg: ModelConfig, data: SeqDataset) -> None:
         super().__init__()

@@ -19,6 +19,7 @@ from typing import Any
 import torch
 
 from seqbench.data.dataset import SeqDataset
+from seqbench.data.order import shuffled_training
 from seqbench.errors import ConfigError, SeqbenchError
 from seqbench.evaluation.evaluator import Evaluator, summarize
 from seqbench.evaluation.protocols import Protocol
@@ -154,6 +155,10 @@ class Trainer:
         self.valid = Evaluator(
             data, "valid", protocol, model.input_window, self.cfg.eval_batch_size, self.device
         )
+        # what training reads: under `order=shuffled` each user's training part in a seeded
+        # random order (validation and test read `data` itself)
+        shuffled = self.cfg.order == "shuffled"
+        self.train_data = shuffled_training(data, seed) if shuffled else data
 
     def _state(self, epoch: int, opt, gen_state: torch.Tensor, p: Progress) -> dict[str, Any]:
         """What the checkpoint after `epoch` holds; `gen_state` is the data generator's state
@@ -231,7 +236,7 @@ class Trainer:
 
     def _feed(self, gen: torch.Generator) -> EpochFeed:
         """The next epoch's steps, prepared from now on a background thread."""
-        return EpochFeed(self.model, self.data, gen, self.device)
+        return EpochFeed(self.model, self.train_data, gen, self.device)
 
     def _fit_epoch(
         self, epoch: int, opt, feed: EpochFeed, gen: torch.Generator, scaler, p: Progress

@@ -1,0 +1,160 @@
+"""Scale benchmark: ML-20M-sized data through the real reader, `prepare` and a whole `run`.
+
+Writes an ML-20M-shaped `ratings.csv` (header userId,movieId,rating,timestamp; ML-20M's users
+per rating, >= 20 and <= 9,254 ratings per user as in the real file, no duplicate pairs, rows
+sorted by user then movie), then, each in a child process whose resident size is sampled every
+second:
+  1. `seqbench prepare ml-20m --raw-dir ...`: wall time and peak RSS;
+  2. `seqbench run sasrec --dataset ml-20m --epochs 1 --dry-run`: the estimate (seconds per
+     epoch, memory) and the measured time to build one epoch's batches;
+  3. `seqbench run sasrec --dataset ml-20m --epochs 1`: one SASRec epoch, full-ranking
+     validation and test of every user, peak RSS and the RSS timeline.
+Writes a JSON record (--out) with every figure; results/bench/scale.md reports them.
+
+    python bench/bench_scale.py [--rows 20000000] [--threads 2] [--work DIR] [--out FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.csv as pacsv
+
+ML20M_RATINGS, ML20M_USERS, ML20M_MOVIES = 20_000_263, 138_493, 26_744
+MIN_LEN, MAX_LEN = 20, 9_254  # ML-20M's shortest and longest user
+N_ITEMS = 26_699  # prime: user u's items (start + k * step) mod N_ITEMS are all distinct
+
+
+def write_ratings(path: Path, rows: int, seed: int = 0) -> dict[str, int]:
+    """An ML-20M-shaped ratings.csv with `rows` ratings; returns its users, items and rows."""
+    rng = np.random.default_rng(seed)
+    n_users = max(1, round(ML20M_USERS * rows / ML20M_RATINGS))
+    weights = rng.pareto(1.2, n_users) + 1
+    lengths = MIN_LEN + np.floor(weights / weights.sum() * (rows - MIN_LEN * n_users))
+    lengths = np.minimum(lengths.astype(np.int64), MAX_LEN)
+    while (deficit := rows - int(lengths.sum())) > 0:  # exact total, no user above the cap
+        room = np.flatnonzero(lengths < MAX_LEN)
+        lengths[room[: min(deficit, len(room))]] += 1
+    users = np.repeat(np.arange(1, n_users + 1), lengths)
+    starts = np.repeat(np.cumsum(lengths) - lengths, lengths)
+    k = np.arange(rows) - starts
+    step = np.repeat(rng.integers(1, N_ITEMS, n_users), lengths)
+    first = np.repeat(rng.integers(0, N_ITEMS, n_users), lengths)
+    items = (first + k * step) % N_ITEMS + 1
+    order = np.lexsort((items, users))
+    table = pa.table(
+        {
+            "userId": users[order],
+            "movieId": items[order],
+            "rating": (rng.integers(1, 11, rows) / 2).astype(np.float32),
+            "timestamp": rng.integers(789_652_009, 1_427_784_002, rows),
+        }
+    )
+    with open(path, "wb") as out:
+        out.write(b"userId,movieId,rating,timestamp\n")
+        pacsv.write_csv(table, out, pacsv.WriteOptions(include_header=False, quoting_style="none"))
+    return {"users": n_users, "items": int(np.unique(items).size), "rows": rows}
+
+
+def sampled(cmd: list[str], env: dict[str, str], log: Path) -> dict:
+    """Run `cmd`, sampling its resident size every second; wall time, peak and timeline."""
+    t0 = time.perf_counter()
+    with open(log, "w") as out:
+        proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT)
+        timeline: list[tuple[float, float]] = []
+        peak = 0.0
+        while proc.poll() is None:
+            status = Path(f"/proc/{proc.pid}/status")
+            try:
+                fields = dict(
+                    line.split(":", 1) for line in status.read_text().splitlines() if ":" in line
+                )
+                rss = int(fields["VmRSS"].split()[0]) / 2**20  # GiB
+                peak = max(peak, int(fields["VmHWM"].split()[0]) / 2**20)
+                timeline.append((round(time.perf_counter() - t0, 1), round(rss, 3)))
+            except (OSError, KeyError, ValueError):
+                pass
+            time.sleep(1.0)
+    wall = time.perf_counter() - t0
+    if proc.returncode:
+        raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}): see {log}")
+    return {"wall_s": round(wall, 1), "peak_rss_gib": round(peak, 2), "timeline": timeline}
+
+
+def main() -> None:
+    """Generate the file, prepare it, dry-run and run SASRec; print and write the figures."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rows", type=int, default=20_000_000)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--model", default="sasrec")
+    ap.add_argument("--work", type=Path, default=None, help="work folder to keep (default: temp)")
+    ap.add_argument("--out", type=Path, default=None, help="JSON record of the figures")
+    ap.add_argument("--skip-run", action="store_true", help="generate and prepare only")
+    args = ap.parse_args()
+    work = args.work or Path(tempfile.mkdtemp(prefix="seqbench-scale-"))
+    raw, data, runs = work / "raw", work / "data", work / "runs"
+    raw.mkdir(parents=True, exist_ok=True)
+    threads = str(args.threads)
+    env = {**os.environ, "OMP_NUM_THREADS": threads, "OPENBLAS_NUM_THREADS": threads}
+    seqbench = [sys.executable, "-m", "seqbench"]
+    record: dict = {"rows": args.rows, "threads": args.threads, "load_before": os.getloadavg()}
+    try:
+        t = time.perf_counter()
+        record["generated"] = write_ratings(raw / "ratings.csv", args.rows)
+        record["generate_s"] = round(time.perf_counter() - t, 1)
+        print(f"wrote {args.rows:,} ratings in {record['generate_s']} s: {record['generated']}")
+        prep = [*seqbench, "prepare", "ml-20m", "--raw-dir", str(raw), "--data-dir", str(data)]
+        record["prepare"] = sampled([*prep, "--no-download", "--force"], env, work / "prep.log")
+        print(f"prepare: {record['prepare']['wall_s']} s, {record['prepare']['peak_rss_gib']} GiB")
+        if not args.skip_run:
+            record.update(run_and_estimate(args, seqbench, data, runs, env, work))
+    finally:
+        if args.out:
+            args.out.write_text(json.dumps(record, indent=1) + "\n")
+        if args.work is None:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def run_and_estimate(
+    args: argparse.Namespace, seqbench: list[str], data: Path, runs: Path, env: dict, work: Path
+) -> dict:
+    """The dry run's estimate, then the real one-epoch run (its store's metrics.json)."""
+    run = [*seqbench, "run", args.model, "--dataset", "ml-20m", "--data-dir", str(data)]
+    run += ["--epochs", "1", "--threads", str(args.threads), "--runs-dir", str(runs)]
+    out: dict = {"dry_run": sampled([*run, "--dry-run"], env, work / "dry.log")}
+    text = " ".join((work / "dry.log").read_text().split())
+    estimate = re.search(r"1 epoch ≈ (.+?); peak memory ≈ ([\d.,]+) ([MG]B)", text)
+    build = re.search(r"building the epoch's batches \(([\d.e+-]+) s\)", text)
+    steps = re.search(r"≈ ([\d.]+) s/step", text)
+    if estimate and build and steps:
+        unit = 1024 if estimate.group(3) == "GB" else 1
+        out["estimate"] = {
+            "epoch": estimate.group(1),
+            "s_per_step": float(steps.group(1)),
+            "batch_build_s": float(build.group(1)),
+            "peak_mb": float(estimate.group(2).replace(",", "")) * unit,
+        }
+    print(f"dry run: {out.get('estimate')} ({out['dry_run']['wall_s']} s)")
+    out["run"] = sampled(run, env, work / "run.log")
+    metrics = next(runs.glob("*/metrics.json"))
+    m = json.loads(metrics.read_text())
+    keys = ("train_seconds", "eval_seconds", "peak_memory_mb", "n_users_evaluated", "params")
+    out["run"]["metrics"] = {k: m[k] for k in keys}
+    r = out["run"]
+    print(f"run: {r['wall_s']} s, peak {r['peak_rss_gib']} GiB, {r['metrics']}")
+    return out
+
+
+if __name__ == "__main__":
+    main()
