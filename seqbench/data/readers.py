@@ -15,8 +15,7 @@ import ast
 import json
 import math
 import re
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +24,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.csv as pacsv
 
+from seqbench.data.formats import KINDS, READERS, Reader, reader  # noqa: F401 (re-exported)
 from seqbench.data.rawfile import (
     INT64_MAX,
     Stream,
@@ -37,40 +37,13 @@ from seqbench.data.rawfile import (
     repeated,
 )
 from seqbench.errors import DataError
-from seqbench.registry import Registry
 
-KINDS = ("interactions", "item_side", "user_side", "item_map")
 ML100K_GENRES = (
     *("unknown", "Action", "Adventure", "Animation", "Children's", "Comedy", "Crime"),
     *("Documentary", "Drama", "Fantasy", "Film-Noir", "Horror", "Musical", "Mystery"),
     *("Romance", "Sci-Fi", "Thriller", "War", "Western"),
 )
 YEAR_IN_TITLE = re.compile(r"\((\d{4})\)\s*$")
-
-
-@dataclass(frozen=True)
-class Reader:
-    """A registered reader: the kind of frame it returns and the function reading one file."""
-
-    kind: str
-    read: Callable[[Path], pd.DataFrame]
-
-
-READERS: Registry[Reader] = Registry("reader format")
-
-
-ReadFn = Callable[[Path], pd.DataFrame]
-
-
-def reader(fmt: str, kind: str) -> Callable[[ReadFn], ReadFn]:
-    """Register a reader function under a format name (as used in datasets.yaml)."""
-
-    def deco(fn: ReadFn) -> ReadFn:
-        """Register `fn` and return it unchanged (readers stay plain functions)."""
-        READERS.register(fmt)(Reader(kind, fn))
-        return fn
-
-    return deco
 
 
 # ---------------------------------------------------------------- tabular files (pyarrow)
