@@ -8,7 +8,11 @@ The contract `seqbench check` verifies:
   never from the other rows of the batch (no normalising over it), never from the target.
 - all randomness comes from torch's global RNG (the run seeds it) or the `gen` given to
   `train_batches`: the same seed gives the same run, another seed another initialisation.
-- `loss(batch)` returns (scalar loss, {name: float}) with a gradient for every parameter.
+- the calls, as seqbench makes them (model contract 2, `seqbench.models.contract`):
+  `train_batches(data, gen)` yields dicts of [B, ...] tensors; `loss(batch)` returns
+  (scalar loss, {name: detached tensor or float}) with a gradient for every parameter;
+  `score(batch)` as above. Only a model that sets `piecewise = True` is called
+  `loss(batch, plans)` (see SeqModel.encode_rows).
 - `micro_key`: the batch key whose non-zero entries the loss is a mean over, rows independent
   (seqbench may then split a batch into micro-batches with the same gradient); else None.
 Its run id hashes this file and `version`: edit either and runs are trained anew.
@@ -67,7 +71,7 @@ class MyMlp(SeqModel):
             self._rows = next_item_instances(data, self.cfg.max_len)[0]
         yield from iterate_rows(self._rows, "seqs", self.cfg.batch_size, gen)
 
-    def loss(self, batch: dict, plans=None) -> tuple[torch.Tensor, dict[str, float]]:
+    def loss(self, batch: dict) -> tuple[torch.Tensor, dict[str, float]]:
         where = batch["targets"] != 0
         logits = self.encode(batch["seqs"])[where] @ self.item.weight[1:].T
         loss = F.cross_entropy(logits, batch["targets"][where] - 1)

@@ -26,11 +26,12 @@ from seqbench.evaluation.evaluator import Evaluator
 from seqbench.evaluation.protocols import get_protocol
 from seqbench.machine import seed_everything
 from seqbench.models.base import Batch, SeqModel, resolve_config
+from seqbench.models.contract import call_loss, contract_problems
 from seqbench.plugins import as_registered
 from seqbench.runs.execute import RunRequest, execute
 from seqbench.runs.options import RunOptions
 from seqbench.training.context import RunContext
-from seqbench.training.micro import micro_batches
+from seqbench.training.micro import backward_pieces, step_pieces
 
 Status = Literal["pass", "fail", "warn", "skip"]
 #: the eval checks' window: short enough that the data has histories shorter and longer
@@ -134,6 +135,11 @@ class Probe:
 def first_batch(model: SeqModel, data: SeqDataset, seed: int = 3) -> Batch:
     """The first training batch of an epoch drawn with `seed`."""
     return next(iter(model.train_batches(data, torch.Generator().manual_seed(seed))))
+
+
+def train_loss(model: SeqModel, batch: Batch) -> torch.Tensor:
+    """The loss of a whole CPU batch as the trainer asks for it (`call_loss`, host plans)."""
+    return call_loss(model, batch, model.plan_rows(batch))[0]
 
 
 def scores_of(model: SeqModel, ev: Evaluator, users: np.ndarray, ends: np.ndarray) -> torch.Tensor:
@@ -248,7 +254,7 @@ def seeding(probe: Probe) -> str:
         losses = []
         for m in (a, b):
             torch.manual_seed(7)
-            losses.append(float(m.loss(first_batch(m, probe.trains))[0].detach()))
+            losses.append(float(train_loss(m, first_batch(m, probe.trains)).detach()))
         if losses[0] != losses[1]:
             raise Broken(f"same seed, different losses ({losses[0]!r} vs {losses[1]!r})")
         parts += ", loss"
@@ -266,7 +272,7 @@ def gradients(probe: Probe) -> str:
     model = probe.trainer()
     if not probe.trains_weights(model):
         raise Skipped("not trained (no epochs or no trainable weights)")
-    loss, _ = model.loss(first_batch(model, probe.trains))
+    loss = train_loss(model, first_batch(model, probe.trains))
     if loss.dim() != 0 or not torch.isfinite(loss):
         raise Broken(f"loss is not a finite scalar (shape {list(loss.shape)}, {loss.detach()})")
     loss.backward()
@@ -299,28 +305,25 @@ def _same_gradient(got: dict, whole: dict, loss: float, total: float, how: str) 
 
 def micro_gradient(probe: Probe) -> str:
     """A `micro_key` model: length-sorted pieces weighted by their share of targets give the
-    whole batch's loss and gradient (so `batching=micro` changes nothing but speed)."""
+    whole batch's loss and gradient (so `batching=micro` changes nothing but speed); the
+    pieces are split, planned and run by the trainer's own functions."""
     model = probe.trainer(batching="uniform")
     key = model.micro_key
     if key is None:
         raise Skipped("declares no micro_key (batches are never split)")
     batch = first_batch(model, probe.trains)
-    loss, _ = model.loss(batch)
-    loss.backward()
+    loss, _ = backward_pieces(model, step_pieces(model, batch))
     whole = grads_of(model)
     model.zero_grad(set_to_none=True)
-    pieces = micro_batches(batch, key, 7)
-    widths = [p["seqs"].shape[1] for p, _ in pieces]
+    model.cfg = dataclasses.replace(model.cfg, batching="micro", micro_overhead=7)
+    pieces = step_pieces(model, batch)
+    widths = [p.batch["seqs"].shape[1] for p in pieces]
     if len(pieces) <= 2 or widths != sorted(widths) or widths[0] >= batch["seqs"].shape[1]:
         raise RuntimeError("the check batch did not split into more than two trimmed pieces")
-    if not math.isclose(sum(w for _, w in pieces), 1.0, rel_tol=1e-6):
-        raise Broken(f"the pieces' weights sum to {sum(w for _, w in pieces)}, not 1")
-    total = 0.0
-    for piece, weight in pieces:
-        part, _ = model.loss(piece)
-        (part * weight).backward()
-        total += float(part.detach()) * weight
-    _same_gradient(grads_of(model), whole, float(loss.detach()), total, f"micro_key {key!r}")
+    if not math.isclose(sum(p.weight for p in pieces), 1.0, rel_tol=1e-6):
+        raise Broken(f"the pieces' weights sum to {sum(p.weight for p in pieces)}, not 1")
+    total, _ = backward_pieces(model, pieces)
+    _same_gradient(grads_of(model), whole, loss, total, f"micro_key {key!r}")
     return f"micro_key {key!r}: {len(pieces)} pieces give the batch's loss and gradient"
 
 
@@ -337,7 +340,7 @@ def piecewise_gradient(probe: Probe) -> str:
         model.load_extra_state(state)  # e.g. CBiT's θ moves with each loss
         model.zero_grad(set_to_none=True)
         torch.manual_seed(1)
-        loss, _ = model.loss(batch)
+        loss = train_loss(model, batch)
         loss.backward()
         runs.append((float(loss.detach()), grads_of(model)))
     (whole, g_whole), (pieces, g_pieces) = runs
@@ -372,8 +375,17 @@ def beats_popularity(probe: Probe, minutes: float = 0.5) -> str:
     return f"NDCG@10 {ndcg:.4f} > popularity {pop:.4f} on the planted synthetic pattern"
 
 
+def signatures(probe: Probe) -> str:
+    """The model's methods take the calls the trainer and evaluator make (`models.contract`)."""
+    problems = contract_problems(probe.cls)
+    if problems:
+        raise Broken("; ".join(problems))
+    return f"methods take the calls of contract {probe.cls.contract}"
+
+
 #: the checks in the order they run: name → check
 CHECKS: dict[str, Callable[[Probe], str]] = {
+    "contract": signatures,
     "score shape": score_shape,
     "batch independence": batch_independence,
     "no peeking": no_peeking,

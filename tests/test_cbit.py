@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import json
 import math
 from pathlib import Path
 
@@ -23,6 +24,8 @@ from seqbench.training.context import RunContext
 from seqbench.training.trainer import Trainer
 
 SMALL = {"d": "32", "heads": "2", "max_len": "12", "batch_size": "64"}
+
+REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
@@ -249,10 +252,10 @@ def test_softmax_cloze_sum_matches_loops(cbit, data: SeqDataset, pad_logit: str)
 
 
 def test_bce_option_one_negative_matches_loops(cbit, data: SeqDataset) -> None:
-    model = cbit(m="2", main_loss="bce")
+    model = cbit(m="2", loss="bce")
     model.eval()
     batch = first_batch(model, data)
-    labels, negs = batch["labels"], batch["negatives"]
+    labels, negs = batch["labels"], batch["cloze_negatives"]
     where = labels != 0
     assert not torch.any(negs[where] == labels[where])
     assert negs[where].min() >= 1 and negs[where].max() <= model.n_items
@@ -301,7 +304,7 @@ def test_augment_none_is_bert4rec_s(cbit, data: SeqDataset) -> None:
 
 def test_axes_validated_and_in_run_id(data: SeqDataset) -> None:
     cls = get_model("cbit")
-    assert {"window", "augment", "reweight", "main_loss", "theta_step"} <= set(cls.ablations)
+    assert {"window", "augment", "reweight", "loss", "theta_step"} <= set(cls.ablations)
     for bad in ({"augment": "both"}, {"reweight": "auto"}, {"window": "maybe"}):
         with pytest.raises(ConfigError):
             resolve_config(cls, "synthetic", ablate=bad)
@@ -315,7 +318,7 @@ def test_axes_validated_and_in_run_id(data: SeqDataset) -> None:
             {"window": "off"},
             {"augment": "cloze"},
             {"reweight": "static"},
-            {"main_loss": "bce"},
+            {"loss": "bce"},
         )
     }
     assert len(ids) == 5
@@ -361,7 +364,7 @@ SETTINGS = [
     ({"augment": "none"}, {}),
     ({"reweight": "static"}, {"theta": "0.1"}),
     ({"reweight": "static"}, {"theta": "0.5"}),
-    ({"main_loss": "bce"}, {}),
+    ({"loss": "bce"}, {}),
 ]
 
 
@@ -389,11 +392,37 @@ def test_every_ablation_trains_and_beats_popularity(
     req = RunRequest("cbit", "synthetic", sets=sets, ablate=ablate, protocol="cbit")
     store = RunStore(tmp_path)
     m, _ = execute(req, RunContext(runs_dir=store.root), data=data)
-    config = store.load_config(m.run_id)["config"]
-    assert all(str(config[k]) == v for k, v in {**ablate, **extra}.items())
+    config = get_model("cbit").Config.from_identity(store.load_config(m.run_id)["config"])
+    assert all(str(getattr(config, k)) == v for k, v in {**ablate, **extra}.items())
+    assert m.objective.loss == config.loss
     history = pd.read_parquet(store.final(m.run_id) / "history.parquet")
     numeric = history.select_dtypes("number").to_numpy()
     assert numeric.size and bool(np.isfinite(numeric).all())
     if ablate.get("augment") != "none":
         assert {"cloze", "cl", "theta"} <= set(history.columns)
     assert m.test["NDCG@10"] > 1.5 * popularity_ndcg, (m.test, popularity_ndcg)
+
+
+def test_the_old_main_loss_key_is_refused_naming_the_loss_axis() -> None:
+    cls = get_model("cbit")
+    for layer in ({"ablate": {"main_loss": "bce"}}, {"sets": {"main_loss": "bce"}}):
+        with pytest.raises(
+            ConfigError, match=r"main_loss is now the shared loss axis: --ablate loss=bce"
+        ):
+            resolve_config(cls, "synthetic", **layer)
+
+
+def test_loss_bce_keeps_the_run_id_of_main_loss_bce() -> None:
+    """Runs stored before the axis hashed main_loss (softmax | bce) and no loss key: loss=bce
+    hashes as main_loss=bce did, the default as the committed CBiT runs recorded it."""
+    cls = get_model("cbit")
+    default = resolve_config(cls, "beauty").identity()
+    committed = sorted(REPO.glob("results/*/metrics/beauty-cbit-*/config.json"))
+    assert committed
+    for path in committed:
+        stored = json.loads(path.read_text())["config"]
+        assert stored["main_loss"] == "softmax" and "loss" not in stored
+        assert set(stored) == set(default)
+    bce = resolve_config(cls, "beauty", ablate={"loss": "bce"})
+    assert bce.identity() == {**default, "main_loss": "bce"}
+    assert cls.Config.from_identity(bce.identity()) == bce

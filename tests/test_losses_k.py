@@ -125,7 +125,13 @@ AXIS = {
     "cosebert": ("sampled_ce",),
     "nova_bert": ("sampled_ce",),
 }
-CASES = [(name, loss, k) for name, names in AXIS.items() for loss in names for k in ("1", "6")]
+#: ce scores every item: K does not apply (setting it is refused as doing nothing)
+CASES = [
+    (name, loss, k)
+    for name, names in AXIS.items()
+    for loss in names
+    for k in (("0",) if loss == "ce" else ("1", "6"))
+]
 
 
 @pytest.mark.parametrize(("name", "loss", "k"), CASES)
@@ -136,7 +142,9 @@ def test_new_axis_models_train_under_each_loss(data, name: str, loss: str, k: st
     sets = {
         key: v
         for key, v in sets.items()
-        if key in fields and not (name == "caser" and key == "max_len")
+        if key in fields
+        and not (name == "caser" and key == "max_len")
+        and (key, v) != ("negatives", "0")
     }
     torch.manual_seed(0)
     model = cls(resolve_config(cls, "synthetic", sets, {"loss": loss}), data)
@@ -174,8 +182,8 @@ def test_caser_negatives_keep_their_meaning_and_stosa_ce_needs_pvn_off() -> None
 def test_bert_sampled_cloze_over_all_items_is_the_full_cloze(data) -> None:
     """Every item as a negative (the label among them, a hit) gives the full softmax CE."""
     cls = get_model("bert4rec")
-    cfg = resolve_config(cls, "synthetic", {"d": "16", "negatives": str(data.n_items)})
-    model = cls(dataclasses.replace(cfg, loss="sampled_ce"), data).eval()
+    sets = {"d": "16", "negatives": str(data.n_items), "loss": "sampled_ce"}
+    model = cls(resolve_config(cls, "synthetic", sets), data).eval()
     batch = next(model.train_batches(data, torch.Generator().manual_seed(0)))
     every = torch.arange(1, data.n_items + 1).expand(*batch["labels"].shape, -1)
     batch["cloze_negatives"] = every.contiguous()

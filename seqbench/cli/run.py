@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Annotated
 
 import typer
@@ -37,6 +38,7 @@ from seqbench.machine import (
     thread_choice,
 )
 from seqbench.models.base import get_model
+from seqbench.models.contract import DEBUG_ENV
 from seqbench.runs.estimate import Estimate, estimate
 from seqbench.runs.execute import RunRequest, default_dataset, execute
 from seqbench.runs.options import RunOptions
@@ -105,8 +107,13 @@ def run(
     data_dir: DataDir = None,
     runs_dir: RunsDir = None,
     plugin: Plugins = None,
+    debug: Annotated[
+        bool, typer.Option("--debug", help="a model's error with its traceback, not one line")
+    ] = False,
 ) -> None:
     """Train MODEL, select the epoch by validation, evaluate on test with full ranking."""
+    if debug:
+        os.environ[DEBUG_ENV] = "1"
     if amp:
         raise ConfigError("--amp is now --precision: use --precision fp16 (CUDA) or bf16")
     if deterministic:

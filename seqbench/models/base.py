@@ -19,11 +19,13 @@ from torch import nn
 from seqbench.data.dataset import SeqDataset
 from seqbench.errors import ConfigError
 from seqbench.models.departures import BATCHING, Departure
-from seqbench.models.losses import Objective
+from seqbench.models.losses import Objective, ObjectiveFields, refuse_unused
 from seqbench.models.pieces import NO_PLANS, Plans, RowPieces, encode_pieces, plan_rows
 from seqbench.registry import Registry
 
 Batch = dict[str, torch.Tensor]
+#: the version of the calls below that the trainer makes (`models.contract` says what changed)
+CONTRACT_VERSION = 2
 #: a loss's named parts: detached tensors on the device (the trainer sums them there)
 Parts = dict[str, torch.Tensor]
 
@@ -62,6 +64,28 @@ class ModelConfig:
     #: run id (`identity_config`), so a run at that value keeps the id it had before the field
     quiet: ClassVar[dict[str, Any]] = {"min_epochs": 0, "order": "original"}
 
+    def identity(self) -> dict[str, Any]:
+        """The config a run id hashes: every field except those at their `quiet` value where
+        that is also the field's default, and those `identity_omits()` names (a switch at the
+        value that computes what runs stored before it did); `from_identity` reads it back."""
+        defaults = {f.name: f.default for f in dataclasses.fields(self)}
+        quiet = quiet_fields(self)
+        omits = self.identity_omits()
+        return {
+            k: v
+            for k, v in dataclasses.asdict(self).items()
+            if not (k in quiet and v == quiet[k] == defaults[k]) and k not in omits
+        }
+
+    def identity_omits(self) -> set[str]:
+        """Fields left out of the run id whatever their default (none here)."""
+        return set()
+
+    @classmethod
+    def from_identity(cls, values: dict[str, Any]) -> ModelConfig:
+        """The config of a stored run's identity (`identity` read back)."""
+        return cls(**values)
+
 
 def quiet_fields(cfg: ModelConfig) -> dict[str, Any]:
     """The `quiet` fields of the config's class and of every config class it extends."""
@@ -72,18 +96,8 @@ def quiet_fields(cfg: ModelConfig) -> dict[str, Any]:
 
 
 def identity_config(cfg: ModelConfig) -> dict[str, Any]:
-    """The config a run id hashes: every field except those at their `quiet` value where that
-    is also the field's default (so a stored config read back with `Config(**config)` is
-    the same config), and those the config's `identity_omits()` names (a switch at the value
-    that computes what runs stored before it did)."""
-    defaults = {f.name: f.default for f in dataclasses.fields(cfg)}
-    quiet = quiet_fields(cfg)
-    omits = cfg.identity_omits() if hasattr(cfg, "identity_omits") else set()
-    return {
-        k: v
-        for k, v in dataclasses.asdict(cfg).items()
-        if not (k in quiet and v == quiet[k] == defaults[k]) and k not in omits
-    }
+    """The config a run id hashes (`ModelConfig.identity`)."""
+    return cfg.identity()
 
 
 #: ablation axes of every model (ModelConfig fields the trainer applies, not the model)
@@ -91,8 +105,12 @@ SHARED_AXES = ("order",)
 
 
 class SeqModel(nn.Module):
-    """Base class: subclasses set the class variables and implement the four methods."""
+    """Base class: subclasses set the class variables and implement the four methods, called
+    as written here (`seqbench check` checks the signatures; `models.contract` makes the calls).
+    """
 
+    #: the contract version the model is written to (`models.contract.CHANGES`)
+    contract: ClassVar[int] = CONTRACT_VERSION
     name: ClassVar[str] = ""
     paper: ClassVar[str] = ""
     Config: ClassVar[type[ModelConfig]] = ModelConfig
@@ -100,6 +118,10 @@ class SeqModel(nn.Module):
     dataset_defaults: ClassVar[dict[str, dict[str, Any]]] = {}
     #: ablation axes: config field names switchable with --ablate (choices come from the type)
     ablations: ClassVar[tuple[str, ...]] = ()
+    #: the kind of head the shared `loss` axis trains (`losses.Loss.heads`), for models with one
+    loss_head: ClassVar[str] = "next_item"
+    #: config keys of earlier releases → the one-line fix naming the key that replaced them
+    renamed: ClassVar[dict[str, str]] = {}
     #: --set spellings that are not identifiers (e.g. "lambda" → "lambda_")
     key_aliases: ClassVar[dict[str, str]] = {}
     #: where the paper, the authors' code and seqbench's default differ (see departures.py)
@@ -108,7 +130,8 @@ class SeqModel(nn.Module):
     #: lets `batching=micro` split a batch with an unchanged gradient (None: never split)
     micro_key: ClassVar[str | None] = None
     #: each row's encoder output depends only on its own items and is zero at its padding:
-    #: under `batching=micro` a model whose loss couples rows encodes them in trimmed pieces
+    #: under `batching=micro` a model whose loss couples rows encodes them in trimmed pieces;
+    #: such a model's `loss` is called as `loss(batch, plans)`, every other's as `loss(batch)`
     piecewise: ClassVar[bool] = False
     #: the batch keys of the [B, T] tensors `loss` encodes with `encode_rows`
     row_keys: ClassVar[tuple[str, ...]] = ()
@@ -176,9 +199,10 @@ class SeqModel(nn.Module):
         raise NotImplementedError
 
     def loss(self, batch: Batch, plans: Plans = NO_PLANS) -> tuple[torch.Tensor, Parts]:
-        """Return the loss to minimise and its named parts for the history (detached tensors:
-        the trainer sums them on the device and reads them once per epoch); `plans` are the
-        host-planned cuts of the tensors it encodes with `encode_rows` (`plan_rows`)."""
+        """Called `loss(batch)`: the scalar loss to minimise and its named parts for the history
+        ({name: detached tensor}, summed on the device and read once per epoch). A `piecewise`
+        model is called `loss(batch, plans)`: the host-planned cuts of the tensors it encodes
+        with `encode_rows` (`plan_rows`)."""
         raise NotImplementedError
 
     def score(self, batch: Batch) -> torch.Tensor:
@@ -315,24 +339,28 @@ def resolve_config(
     paper's patience) → --ablate → --set, each layer overriding the previous; every key checked.
     """
     cfg_cls = model_cls.Config
-    values: dict[str, Any] = {}
+    for key in (*(ablate or {}), *(sets or {})):
+        if key in model_cls.renamed:
+            raise ConfigError(f"{model_cls.name}: {model_cls.renamed[key]}")
+    base: dict[str, Any] = {}
     key = dataset_key(model_cls, dataset)
     if key is not None:
-        values.update(model_cls.dataset_defaults[key])
-    values.update(protocol or {})
-    for axis, raw in (ablate or {}).items():
+        base.update(model_cls.dataset_defaults[key])
+    base.update(protocol or {})
+    for axis in ablate or {}:
         if axis not in model_cls.ablations:
             axes = ", ".join(model_cls.ablations) or "none"
             raise ConfigError(f"unknown ablation axis {axis!r} for {model_cls.name} (axes: {axes})")
-        values[axis] = parse_value(cfg_cls, axis, raw)
-    for k, raw in (sets or {}).items():
-        k = model_cls.key_aliases.get(k, k)
-        values[k] = parse_value(cfg_cls, k, raw)
-    names = {f.name for f in dataclasses.fields(cfg_cls)}
-    unknown = set(values) - names
-    if unknown:
-        raise ConfigError(f"unknown config keys {sorted(unknown)} for {model_cls.name}")
-    cfg = cfg_cls(**{k: parse_value(cfg_cls, k, v) for k, v in values.items()})
+    user = {
+        **(ablate or {}),
+        **{model_cls.key_aliases.get(k, k): v for k, v in (sets or {}).items()},
+    }
+    # each key parsed once, from the layer that set it last
+    base = {k: parse_value(cfg_cls, k, v) for k, v in base.items() if k not in user}
+    user = {k: parse_value(cfg_cls, k, v) for k, v in user.items()}
+    cfg = cfg_cls(**base, **user)
+    if user and isinstance(cfg, ObjectiveFields):
+        refuse_unused(cfg, cfg_cls(**base))
     validate = getattr(cfg, "validate", None)
     if validate is not None:
         validate()

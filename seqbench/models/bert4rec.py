@@ -6,7 +6,7 @@ axes and the evaluation-input departure (BERT4Rec_S, CBiT, CoSeBERT and NOVA-BER
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
@@ -21,12 +21,13 @@ from seqbench.models.base import Batch, ModelConfig, Parts, SeqModel, register
 from seqbench.models.departures import Departure
 from seqbench.models.layers import SeqEmbedding, TransformerEncoder, key_padding_mask
 from seqbench.models.losses import (
+    LOSSES,
     Objective,
     ObjectiveFields,
     dot_scores,
     draw_negatives,
     resolve_objective,
-    sampled_ce_terms,
+    target_terms,
 )
 from seqbench.models.pieces import NO_PLANS, Plans
 
@@ -174,6 +175,7 @@ class BERT4Rec(SeqModel):
 
     paper = "Sun et al., BERT4Rec, CIKM 2019"
     Config = BERT4RecConfig
+    loss_head = "cloze"
     ablations = ("window", "loss", *BERT_AXES)
     departures = BERT4REC_DEPARTURES
     micro_key = "labels"
@@ -249,7 +251,7 @@ class BERT4Rec(SeqModel):
     ) -> torch.Tensor:
         """Loss per masked position (h [N, d], labels [N] at `where` of the batch's [B, T]
         labels): full softmax CE (`cloze_logits`), or sampled CE against its negatives."""
-        if self._objective.loss == "ce":
+        if not LOSSES[self._objective.loss].needs_negatives:
             return self.cloze_logits(h, labels)
         t = where.shape[1]
         negs = batch["cloze_negatives"]
@@ -263,7 +265,7 @@ class BERT4Rec(SeqModel):
         pos = dot_scores(z, w, labels) + b[labels]
         neg = dot_scores(z, w, negs) + b[negs]
         hits = negs == (labels.unsqueeze(-1) if negs.dim() > 1 else labels)
-        return sampled_ce_terms(pos, neg, hits, log_q)
+        return target_terms(self._objective, pos, neg, hits, log_q)
 
     def cloze_loss(self, h: torch.Tensor, batch: Batch) -> torch.Tensor:
         """Mean cloze loss over the masked positions of batch["labels"]."""
@@ -275,10 +277,15 @@ class BERT4Rec(SeqModel):
     def cloze_draws(self, labels: torch.Tensor, gen: torch.Generator) -> Batch:
         """The sampled cloze negatives of a batch's labels ([B, T] or [B, T, K]: K uniform
         items per position, or by popularity with their log q); none under full CE."""
-        n = self.n_items
-        uniform = lambda shape: torch.randint(1, n + 1, shape, generator=gen)  # noqa: E731
+        uniform = self.cloze_uniform(labels, gen)
         drawn = draw_negatives(self._objective, uniform, self._popularity, labels.shape, gen)
         return {f"cloze_{k}": v for k, v in drawn.items()}
+
+    def cloze_uniform(
+        self, labels: torch.Tensor, gen: torch.Generator
+    ) -> Callable[[tuple[int, ...]], torch.Tensor]:
+        """Uniform cloze negatives of a shape: any item 1..N (a hit is left out by the loss)."""
+        return lambda shape: torch.randint(1, self.n_items + 1, shape, generator=gen)
 
     def train_batches(self, data: SeqDataset, gen: torch.Generator) -> Iterator[Batch]:
         if self._train is None:

@@ -21,7 +21,7 @@ CBIT_CODE_DEPARTURES = (
     dataclasses.replace(
         CLOZE_LOSS,
         paper="a cloze loss over all items (Eq. 8 writes it as BCE with one negative: CBiT's "
-        "main_loss=bce)",
+        "loss=bce)",
         code="softmax cross-entropy over items 0..N at each masked position (hw-du/CBiT)",
     ),
     Departure(

@@ -24,6 +24,7 @@ from seqbench.data.sequences import NegativeSampler, gather_padded, iterate_rows
 from seqbench.models.base import Batch, ModelConfig, Parts, SeqModel, register
 from seqbench.models.departures import Departure
 from seqbench.models.losses import (
+    LOSSES,
     Objective,
     ObjectiveFields,
     chunked_ce,
@@ -32,6 +33,33 @@ from seqbench.models.losses import (
     score_objective,
 )
 from seqbench.models.pieces import NO_PLANS, Plans
+
+
+def caser_bce(
+    pos: torch.Tensor, neg: torch.Tensor, batch: Batch, obj: Objective
+) -> tuple[torch.Tensor, Parts]:
+    """The authors' BCE: softplus(−s⁺) averaged over the real targets [B, T] plus
+    softplus(s⁻) averaged over the window's K negatives [B, K]."""
+    pos_term = F.softplus(-pos)[batch["targets"] != 0].mean()
+    neg_term = F.softplus(neg).mean()
+    return pos_term + neg_term, {"pos": pos_term.detach(), "neg": neg_term.detach()}
+
+
+def axis_loss(
+    pos: torch.Tensor, neg: torch.Tensor, batch: Batch, obj: Objective
+) -> tuple[torch.Tensor, Parts]:
+    """The axis's loss of each target [B, T] against its window's K negatives."""
+    targets, negs = batch["targets"], batch["negatives"]
+    expand = (-1, targets.shape[1], negs.shape[1])
+    log_q = batch.get("log_q")
+    log_q = log_q.unsqueeze(1).expand(expand) if log_q is not None else None
+    hits = negs.unsqueeze(1) == targets.unsqueeze(2)
+    loss = score_objective(obj, pos, neg.unsqueeze(1).expand(expand), targets != 0, hits, log_q)
+    return loss, {obj.loss: loss.detach()}
+
+
+#: the loss names Caser's window head computes its own way (the authors' code), else `axis_loss`
+OWN_LOSSES = {"bce": caser_bce}
 
 
 @dataclass
@@ -84,6 +112,7 @@ class Caser(SeqModel):
 
     paper = "Tang & Wang, Personalized Top-N Sequential Recommendation via CNN, WSDM 2018"
     Config = CaserConfig
+    loss_head = "window"
     ablations = ("loss", "instances")
     departures = (
         Departure(
@@ -175,33 +204,13 @@ class Caser(SeqModel):
 
     def loss(self, batch: Batch, plans: Plans = NO_PLANS) -> tuple[torch.Tensor, Parts]:
         x = self.represent(batch["seqs"], batch["users"])  # [B, 2d]
-        if self._objective.loss == "ce":
+        if not LOSSES[self._objective.loss].needs_negatives:
             return self.full_ce(x, batch["targets"])
         items = torch.cat([batch["targets"], batch["negatives"]], 1)
         logits = torch.bmm(self.out(items), x.unsqueeze(2)).squeeze(2) + self.bias(items).squeeze(2)
         t = batch["targets"].shape[1]
-        valid = batch["targets"] != 0
-        if self._objective.loss != "bce":
-            return self.axis_loss(logits[:, :t], logits[:, t:], batch)
-        pos = F.softplus(-logits[:, :t])[valid].mean()
-        neg = F.softplus(logits[:, t:]).mean()
-        loss = pos + neg
-        return loss, {"pos": pos.detach(), "neg": neg.detach()}
-
-    def axis_loss(
-        self, pos: torch.Tensor, neg: torch.Tensor, batch: Batch
-    ) -> tuple[torch.Tensor, Parts]:
-        """gbce, sampled_ce or bpr of each target [B, T] against its window's K negatives."""
-        targets, negs = batch["targets"], batch["negatives"]
-        t = targets.shape[1]
-        expand = (-1, t, negs.shape[1])
-        log_q = batch.get("log_q")
-        log_q = log_q.unsqueeze(1).expand(expand) if log_q is not None else None
-        hits = negs.unsqueeze(1) == targets.unsqueeze(2)
-        loss = score_objective(
-            self._objective, pos, neg.unsqueeze(1).expand(expand), targets != 0, hits, log_q
-        )
-        return loss, {self._objective.loss: loss.detach()}
+        own = OWN_LOSSES.get(self._objective.loss, axis_loss)
+        return own(logits[:, :t], logits[:, t:], batch, self._objective)
 
     def full_ce(self, x: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, Parts]:
         """Softmax CE over all items (output embedding + bias) at each of the T real targets."""

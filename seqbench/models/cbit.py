@@ -14,19 +14,20 @@ NT-Xent over the flattened last-layer outputs H (T×d), summed over all ordered 
   none    : one view, no contrastive loss: exactly BERT4Rec_S (same batches, same loss)
 
 `reweight`: static uses θ = `theta`; dynamic starts at θ₀ = 0 and after each step sets
-θ ← α·θ̂ + (1−α)·θ with θ̂ = L_main / (L_main + λ·L_cl) on that step's detached values. Step s
-uses θ_{s−1}, the value before its own update (so step 1 is pure cloze); that value is what
-`after_step` logs as `theta`, and the current θ is checkpointed so a resumed run is exact.
+θ ← α·θ̂ + (1−α)·θ with θ̂ = L_main / (L_main + λ·L_cl) on that step's detached values. By
+default (`theta_step=current`, CBiT's code) step s updates θ from its own losses, then uses
+it (so step 1 already has θ = α·θ̂ > 0); `theta_step=previous` uses θ_{s−1}, the value before
+its own update (step 1 is then pure cloze). The θ used is what `after_step` logs as `theta`,
+and the current θ is checkpointed so a resumed run is exact.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import torch
-import torch.nn.functional as F
 
 from seqbench.data.dataset import SeqDataset
 from seqbench.data.sequences import iterate_rows
@@ -55,7 +56,9 @@ class CBiTConfig(BERT4RecSConfig):
     augment: Literal["hybrid", "cloze", "dropout", "none"] = "hybrid"
     reweight: Literal["dynamic", "static"] = "dynamic"
     theta: float = 0.1
-    main_loss: Literal["softmax", "bce"] = "softmax"
+    #: the cloze head's loss: ce (softmax over all items, the code), bce (Eq. 8: one negative
+    #: other than the target per masked item), sampled_ce (K negatives)
+    loss: Literal["ce", "sampled_ce", "bce"] = "ce"
     #: current: step s updates θ from its own losses, then uses it (CBiT's code); previous:
     #: step s uses θ from step s−1
     theta_step: Literal["current", "previous"] = "current"
@@ -75,15 +78,31 @@ class CBiTConfig(BERT4RecSConfig):
         if self.reweight == "dynamic" and self.theta != CBiTConfig.theta:
             raise ConfigError("theta is the static weight: add --ablate reweight=static")
 
+    def identity(self) -> dict[str, Any]:
+        """Runs stored before the shared loss axis hashed the head's loss as `main_loss`
+        (softmax | bce): that key keeps their run ids."""
+        out = super().identity()
+        out["main_loss"] = MAIN_LOSS.get(self.loss, "softmax")
+        if self.loss in MAIN_LOSS:
+            out.pop("loss", None)
+        return out
+
+    @classmethod
+    def from_identity(cls, values: dict[str, Any]) -> CBiTConfig:
+        """The config of a stored run's identity (`identity` read back)."""
+        values = dict(values)
+        main = values.pop("main_loss", "softmax")
+        if main in MAIN_LOSS.values():
+            values["loss"] = main
+        return cls(**values)
+
+
+#: a loss of the axis whose runs were stored as main_loss=bce before the axis
+MAIN_LOSS = {"bce": "bce"}
+
 
 #: the paper's number of views per dataset (synthetic: small and fast)
 CBIT_VIEWS = {"beauty": 4, "toys": 5, "ml-1m": 8, "synthetic": 2}
-
-
-def other_items(labels: torch.Tensor, n_items: int, gen: torch.Generator) -> torch.Tensor:
-    """One negative per position, uniform over the items 1..N other than the label."""
-    r = torch.randint(1, n_items, labels.shape, generator=gen)
-    return r + (r >= labels).long()
 
 
 RngState = tuple[torch.Tensor, torch.Tensor | None]
@@ -113,7 +132,8 @@ class CBiT(BERT4RecS):
     paper = "Du et al., CBiT, CIKM 2022"
     Config = CBiTConfig
     micro_key = None  # the contrastive loss couples the rows of a batch
-    ablations = ("window", "augment", "reweight", "main_loss", "theta_step", "loss", *BERT_AXES)
+    ablations = ("window", "augment", "reweight", "theta_step", "loss", *BERT_AXES)
+    renamed = {"main_loss": "main_loss is now the shared loss axis: --ablate loss=bce (or ce)"}
     key_aliases = {"lambda": "lambda_"}
     dataset_defaults = {k: {**v, "m": CBIT_VIEWS[k]} for k, v in CBIT_DATASET_DEFAULTS.items()}
     departures = (
@@ -133,8 +153,8 @@ class CBiT(BERT4RecS):
             "softmax cross-entropy over all items",
             "as the code",
             "code",
-            "main_loss",
-            "--ablate main_loss=bce",
+            "loss",
+            "--ablate loss=bce",
         ),
         Departure(
             "contrastive representation",
@@ -169,10 +189,20 @@ class CBiT(BERT4RecS):
             if shared_mask:
                 inputs, labels = inputs.repeat(self.views, 1), labels.repeat(self.views, 1)
             batch["inputs"], batch["labels"] = inputs, labels
-            if c.main_loss == "bce":
-                batch["negatives"] = other_items(labels, self.n_items, gen)
             batch.update(self.cloze_draws(labels, gen))
             yield batch
+
+    def cloze_uniform(
+        self, labels: torch.Tensor, gen: torch.Generator
+    ) -> Callable[[tuple[int, ...]], torch.Tensor]:
+        """Uniform cloze negatives of a shape, each other than its position's label (Eq. 8's
+        one sampled negative: never the target)."""
+
+        def draw(shape: tuple[int, ...]) -> torch.Tensor:
+            r = torch.randint(1, self.n_items, shape, generator=gen)
+            return r + (r >= (labels if len(shape) == labels.dim() else labels[..., None])).long()
+
+        return draw
 
     def replays_views(self) -> bool:
         """augment=cloze while training: each view is encoded alone from the same RNG state."""
@@ -203,14 +233,7 @@ class CBiT(BERT4RecS):
         rows = labels.shape[0] // self.views
         view = torch.arange(self.views, device=labels.device).repeat_interleave(rows)
         view = view[:, None].expand_as(labels)[where]
-        target = labels[where]
-        if self.cfg.main_loss == "softmax":
-            per = self.cloze_terms(h[where], target, batch, where)
-        else:
-            logits = self.logits(h[where])
-            pos = logits.gather(1, target[:, None]).squeeze(1)
-            neg = logits.gather(1, batch["negatives"][where][:, None]).squeeze(1)
-            per = F.softplus(-pos) + F.softplus(neg)
+        per = self.cloze_terms(h[where], labels[where], batch, where)
         sums = torch.zeros(self.views, dtype=per.dtype, device=per.device).index_add_(0, view, per)
         counts = torch.bincount(view, minlength=self.views).clamp_min(1)
         return (sums / counts).sum()

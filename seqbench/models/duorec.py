@@ -42,6 +42,7 @@ from seqbench.models.contrastive import nt_xent
 from seqbench.models.departures import Departure
 from seqbench.models.layers import SeqEmbedding, TransformerEncoder
 from seqbench.models.losses import (
+    LOSSES,
     LossName,
     Objective,
     ObjectiveFields,
@@ -225,7 +226,7 @@ class DuoRec(SeqModel):
             owner, starts, ends = instance_ranges(*segments, self.cfg.instances)
             self._inst = (data.items, starts, ends, data.items[ends])
             self._sampler = SameTargetSampler(data.items[ends])
-            if self._objective.loss != "ce":
+            if LOSSES[self._objective.loss].needs_negatives:
                 self._negatives = NegativeSampler(data.n_items, data.items, *segments)
                 self._owner = torch.from_numpy(owner)
         _, starts, ends, targets = self._inst

@@ -23,14 +23,37 @@ from seqbench.models.departures import Departure
 LossName = Literal["bce", "gbce", "sampled_ce", "ce", "bpr"]
 Sampling = Literal["uniform", "popularity"]
 #: where uniform negatives come from: every item (gSASRec's authors), the items the user did
-#: not train on (SASRec's sampler), or the loss's own default (`NEGATIVES_FROM`)
+#: not train on (SASRec's sampler), or the loss's own default (`Loss.negatives_from`)
 NegativesFrom = Literal["default", "all", "unseen"]
 
-#: K when `negatives` is 0: SASRec's one negative for bce/bpr, the gSASRec authors' 256
-DEFAULT_NEGATIVES: dict[str, int] = {"bce": 1, "bpr": 1, "gbce": 256, "sampled_ce": 256, "ce": 0}
-#: `negatives_from=default` per loss: gBCE's α = K/(|I|−1) assumes draws over all items (the
-#: authors' torch.randint); the others keep SASRec's draws outside the user's training items
-NEGATIVES_FROM: dict[str, str] = {"gbce": "all"}
+#: the kinds of output head a loss can train: a dot product with the item table at the next
+#: item (next_item), a cloze head at masked positions (cloze), Caser's window of T targets
+Head = Literal["next_item", "cloze", "window"]
+Tensor = torch.Tensor
+#: per-target terms of a sampled loss: (pos [...], neg [..., K], hits, log_q, beta)
+Terms = Callable[[Tensor, Tensor, Tensor, "Tensor | None", float], Tensor]
+
+
+@dataclass(frozen=True)
+class Loss:
+    """One loss of the shared `loss` axis: its per-target terms (None: softmax CE over the
+    whole catalogue, no negatives), K when `negatives` is 0 (SASRec's one negative for bce and
+    bpr, the gSASRec authors' 256), the samplings it reads, whether it reads `gbce_t` (α, β),
+    the heads it applies to and where its uniform negatives come from by default."""
+
+    name: str
+    terms: Terms | None
+    default_negatives: int
+    samplings: tuple[str, ...] = ("uniform",)
+    calibrated: bool = False
+    heads: frozenset[str] = frozenset({"next_item", "window"})
+    #: `negatives_from=default`: gBCE's α = K/(|I|−1) assumes draws over all items (the
+    #: authors' torch.randint); the others keep SASRec's draws outside the user's items
+    negatives_from: str = "unseen"
+
+    @property
+    def needs_negatives(self) -> bool:
+        return self.terms is not None
 
 
 @dataclass
@@ -38,7 +61,7 @@ class ObjectiveFields:
     """The loss axis's config fields (mixed into a model's config before ModelConfig)."""
 
     loss: LossName = "bce"
-    #: K negatives per target; 0: the loss's default (DEFAULT_NEGATIVES)
+    #: K negatives per target; 0: the loss's default (`Loss.default_negatives`)
     negatives: int = 0
     gbce_t: float = 0.75
     #: negatives of sampled_ce: uniform outside the user's training items, or by training
@@ -47,7 +70,7 @@ class ObjectiveFields:
     #: full CE: target rows per chunk of the catalogue-wide product (0: one product)
     ce_chunk: int = 2048
     #: uniform negatives over all items or outside the user's training items (default: the
-    #: loss's own, `NEGATIVES_FROM`)
+    #: loss's own, `Loss.negatives_from`)
     negatives_from: NegativesFrom = "default"
 
     #: the fields' values that leave them out of a run id (runs stored before the axis)
@@ -68,7 +91,7 @@ class ObjectiveFields:
         """'all' or 'unseen': the switch, or the loss's default where it is 'default'."""
         if self.negatives_from != "default":
             return self.negatives_from
-        return NEGATIVES_FROM.get(self.loss, "unseen")
+        return LOSSES[self.loss].negatives_from
 
     def validate_objective(self) -> None:
         """One-line ConfigErrors for values no loss can use."""
@@ -103,26 +126,55 @@ class Objective:
     @classmethod
     def resolve(cls, fields: ObjectiveFields, n_items: int) -> Objective:
         """K from the loss's default where `negatives` is 0; α, β from the real catalogue."""
-        k = resolved_negatives(fields.loss, fields.negatives)
+        spec = LOSSES[fields.loss]
+        k = resolved_negatives(fields.loss, fields.negatives) if spec.needs_negatives else 0
         origin = fields.resolved_negatives_from()
-        if fields.loss != "gbce":
-            sampling = fields.sampling if fields.loss == "sampled_ce" else "uniform"
-            if fields.loss == "ce":
-                return cls("ce", k, "all items", n_items)
+        if not spec.needs_negatives:
+            return cls(spec.name, k, "all items", n_items)
+        if not spec.calibrated:
+            sampling = fields.sampling if fields.sampling in spec.samplings else "uniform"
             uniform = origin if sampling == "uniform" else None
-            return cls(fields.loss, k, sampling, n_items, negatives_from=uniform)
+            return cls(spec.name, k, sampling, n_items, negatives_from=uniform)
         if k > n_items - 1:
             raise ConfigError(
                 f"negatives={k} exceeds the catalogue's |I|−1 = {n_items - 1} (gBCE's α > 1): "
                 f"--set negatives=N with N <= {n_items - 1}"
             )
         alpha, beta = gbce_alpha_beta(k, n_items, fields.gbce_t)
-        return cls("gbce", k, "uniform", n_items, fields.gbce_t, alpha, beta, origin)
+        return cls(spec.name, k, "uniform", n_items, fields.gbce_t, alpha, beta, origin)
 
 
 def resolved_negatives(loss: str, negatives: int) -> int:
     """K negatives per target: `negatives`, or the loss's default when it is 0."""
-    return negatives or DEFAULT_NEGATIVES[loss]
+    return negatives or LOSSES[loss].default_negatives
+
+
+#: objective field → whether a loss reads it
+READS: dict[str, Callable[[Loss], bool]] = {
+    "negatives": lambda spec: spec.needs_negatives,
+    "sampling": lambda spec: len(spec.samplings) > 1,
+    "gbce_t": lambda spec: spec.calibrated,
+    "ce_chunk": lambda spec: not spec.needs_negatives,
+    "negatives_from": lambda spec: spec.needs_negatives,
+}
+
+
+def readers(key: str) -> list[str]:
+    """The losses that read objective field `key`."""
+    return [name for name, spec in LOSSES.items() if READS[key](spec)]
+
+
+def refuse_unused(fields: ObjectiveFields, baseline: ObjectiveFields) -> None:
+    """A one-line ConfigError for an objective field set away from `baseline` (the config
+    without the user's settings) that the chosen loss never reads: it would do nothing."""
+    spec = LOSSES[fields.loss]
+    for key, reads in READS.items():
+        value = getattr(fields, key)
+        if not reads(spec) and value != getattr(baseline, key):
+            raise ConfigError(
+                f"{key}={value} does nothing under loss={fields.loss}: drop it, or pick a loss "
+                f"that reads {key} ({', '.join(readers(key))})"
+            )
 
 
 def gbce_alpha_beta(k: int, n_items: int, t: float) -> tuple[float, float]:
@@ -151,28 +203,25 @@ def _mean(
     return torch.where(torch.isfinite(pos).all() & torch.isfinite(neg).all(), loss, torch.nan)
 
 
-def bce(pos: torch.Tensor, neg: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
-    """softplus(−s⁺) + Σₖ softplus(s⁻ₖ), mean over valid targets (SASRec's; K = 1 is
-    `next_item_loss` bit for bit)."""
-    return gbce(pos, neg, valid, 1.0)
+def bce_terms(pos: Tensor, neg: Tensor, hits: Tensor, log_q: Tensor | None, beta: float) -> Tensor:
+    """softplus(−s⁺) + Σₖ softplus(s⁻ₖ) per target (SASRec's BCE)."""
+    return F.softplus(-pos) + F.softplus(neg).sum(-1)
 
 
-def gbce(pos: torch.Tensor, neg: torch.Tensor, valid: torch.Tensor, beta: float) -> torch.Tensor:
+def gbce_terms(pos: Tensor, neg: Tensor, hits: Tensor, log_q: Tensor | None, beta: float) -> Tensor:
     """−log σ(s⁺)^β − Σₖ log(1 − σ(s⁻ₖ)) = β·softplus(−s⁺) + Σₖ softplus(s⁻ₖ) (stable in fp32)."""
-    pos, neg, w = _masked(pos, neg, valid)
     first = F.softplus(-pos) if beta == 1.0 else beta * F.softplus(-pos)
-    return _mean(first + F.softplus(neg).sum(-1), w, pos, neg)
+    return first + F.softplus(neg).sum(-1)
 
 
-def bpr(pos: torch.Tensor, neg: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
-    """BPR: mean over the K negatives of softplus(s⁻ₖ − s⁺), mean over valid targets."""
-    pos, neg, w = _masked(pos, neg, valid)
-    return _mean(F.softplus(neg - pos.unsqueeze(-1)).mean(-1), w, pos, neg)
+def bpr_terms(pos: Tensor, neg: Tensor, hits: Tensor, log_q: Tensor | None, beta: float) -> Tensor:
+    """BPR: the mean over the K negatives of softplus(s⁻ₖ − s⁺) per target."""
+    return F.softplus(neg - pos.unsqueeze(-1)).mean(-1)
 
 
 def sampled_ce_terms(
-    pos: torch.Tensor, neg: torch.Tensor, hits: torch.Tensor, log_q: torch.Tensor | None = None
-) -> torch.Tensor:
+    pos: Tensor, neg: Tensor, hits: Tensor, log_q: Tensor | None = None, beta: float = 1.0
+) -> Tensor:
     """Per-target softmax CE over the target and its K negatives (neg [..., K]; [...] is
     K = 1): `hits` (a negative equal to the target) are left out, `log_q` (log of each
     negative's sampling probability) is subtracted.
@@ -191,16 +240,68 @@ def sampled_ce_terms(
     return torch.logsumexp(logits, -1) - pos
 
 
-def sampled_ce(
-    pos: torch.Tensor,
-    neg: torch.Tensor,
-    valid: torch.Tensor,
-    hits: torch.Tensor,
-    log_q: torch.Tensor | None = None,
-) -> torch.Tensor:
-    """`sampled_ce_terms`, mean over the valid targets."""
+#: the loss axis: every `loss=` value a model accepts (its config's Literal), what each reads
+LOSSES: dict[str, Loss] = {
+    spec.name: spec
+    for spec in (
+        Loss("bce", bce_terms, 1, heads=frozenset({"next_item", "window", "cloze"})),
+        Loss("bpr", bpr_terms, 1),
+        Loss("gbce", gbce_terms, 256, calibrated=True, negatives_from="all"),
+        Loss(
+            "sampled_ce",
+            sampled_ce_terms,
+            256,
+            samplings=("uniform", "popularity"),
+            heads=frozenset({"next_item", "window", "cloze"}),
+        ),
+        Loss("ce", None, 0, heads=frozenset({"next_item", "window", "cloze"})),
+    )
+}
+
+
+def mean_terms(
+    spec: Loss,
+    pos: Tensor,
+    neg: Tensor,
+    valid: Tensor,
+    hits: Tensor,
+    log_q: Tensor | None = None,
+    beta: float = 1.0,
+) -> Tensor:
+    """A sampled loss's terms, mean over the valid targets (ignored ones zeroed first)."""
     pos, neg, w = _masked(pos, neg, valid)
-    return _mean(sampled_ce_terms(pos, neg, hits, log_q), w, pos, neg)
+    return _mean(spec.terms(pos, neg, hits, log_q, beta), w, pos, neg)
+
+
+def target_terms(
+    obj: Objective, pos: Tensor, neg: Tensor, hits: Tensor, log_q: Tensor | None = None
+) -> Tensor:
+    """Per-target terms of the objective's sampled loss (neg [...] for K = 1, or [..., K])."""
+    neg = neg if neg.dim() > pos.dim() else neg.unsqueeze(-1)
+    beta = 1.0 if obj.beta is None else float(obj.beta)
+    return LOSSES[obj.loss].terms(pos, neg, hits, log_q, beta)
+
+
+def bce(pos: Tensor, neg: Tensor, valid: Tensor) -> Tensor:
+    """BCE, mean over valid targets (SASRec's; K = 1 is `next_item_loss` bit for bit)."""
+    return mean_terms(LOSSES["bce"], pos, neg, valid, valid)
+
+
+def gbce(pos: Tensor, neg: Tensor, valid: Tensor, beta: float) -> Tensor:
+    """gBCE with calibration β, mean over valid targets."""
+    return mean_terms(LOSSES["gbce"], pos, neg, valid, valid, beta=beta)
+
+
+def bpr(pos: Tensor, neg: Tensor, valid: Tensor) -> Tensor:
+    """BPR, mean over valid targets."""
+    return mean_terms(LOSSES["bpr"], pos, neg, valid, valid)
+
+
+def sampled_ce(
+    pos: Tensor, neg: Tensor, valid: Tensor, hits: Tensor, log_q: Tensor | None = None
+) -> Tensor:
+    """`sampled_ce_terms`, mean over the valid targets."""
+    return mean_terms(LOSSES["sampled_ce"], pos, neg, valid, hits, log_q)
 
 
 def _ce_rows(
@@ -357,14 +458,9 @@ def score_objective(
     hits: torch.Tensor,
     log_q: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """The sampled losses by name, on the target's and the negatives' scores."""
-    if obj.loss == "gbce":
-        return gbce(pos, neg, valid, float(obj.beta))
-    if obj.loss == "sampled_ce":
-        return sampled_ce(pos, neg, valid, hits, log_q)
-    if obj.loss == "bpr":
-        return bpr(pos, neg, valid)
-    return bce(pos, neg, valid)
+    """The objective's sampled loss on the target's and the negatives' scores."""
+    beta = 1.0 if obj.beta is None else float(obj.beta)
+    return mean_terms(LOSSES[obj.loss], pos, neg, valid, hits, log_q, beta)
 
 
 def next_item_objective(
@@ -375,7 +471,7 @@ def next_item_objective(
     `negatives` (left columns trimmed like the targets) and `log_q` where sampled."""
     targets = batch["targets"]
     valid = targets != 0
-    if obj.loss == "ce":
+    if not LOSSES[obj.loss].needs_negatives:
         items = weight[1 : obj.n_items + 1]
         return full_ce(h[valid], items, targets[valid] - 1, chunk)
     negs = batch["negatives"][:, -targets.shape[1] :] if targets.dim() == 2 else batch["negatives"]
@@ -398,7 +494,7 @@ def draw_negatives(
     (today's draws), else [*shape, K]; `uniform(shape)` draws outside each row's own items,
     uniform over all items where `negatives_from` is 'all', or by popularity (with their
     `log_q`) where configured."""
-    if obj.loss == "ce":
+    if not LOSSES[obj.loss].needs_negatives:
         return {}
     full = shape if obj.negatives == 1 else (*shape, obj.negatives)
     if obj.sampling == "popularity" and popularity is not None:

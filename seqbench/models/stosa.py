@@ -7,8 +7,8 @@ with the attention weights, covariance values with their squares. Candidates are
 
 Follows the authors' code where the paper is silent: ELU on the mean input embedding, FFN
 width 4d with dropout after the second linear layer, post-LN residuals, weights initialised
-N(0.01, 0.02²). Two deliberate differences: each stream has its own LayerNorms (the code
-shares one between the streams), and padding rows stay zero. `mean_stream=code` reproduces
+N(0.01, 0.02²), one LayerNorm shared by the two streams (`norms=separate`: one per stream).
+One deliberate difference: padding rows stay zero. `mean_stream=code` reproduces
 the authors' encoder loop, which (a typo, `maen_hidden_states`) passes each layer's mean
 *input* on instead of its output, so only the covariance stream is transformed.
 """
@@ -31,6 +31,7 @@ from seqbench.models.base import Batch, ModelConfig, Parts, SeqModel, register
 from seqbench.models.departures import S3REC_INSTANCES, Departure
 from seqbench.models.layers import SeqEmbedding, with_self
 from seqbench.models.losses import (
+    LOSSES,
     LossName,
     Objective,
     ObjectiveFields,
@@ -102,9 +103,9 @@ class STOSAConfig(ObjectiveFields, ModelConfig):
 
     def validate(self) -> None:
         self.validate_objective()
-        if self.loss == "ce" and self.pvn_lambda > 0:
+        if not LOSSES[self.loss].needs_negatives and self.pvn_lambda > 0:
             raise ConfigError(
-                "loss=ce draws no negatives for the pvn term: add --ablate pvn=off "
+                f"loss={self.loss} draws no negatives for the pvn term: add --ablate pvn=off "
                 "(or --set pvn_weight=0)"
             )
         if self.d % self.heads:
@@ -345,7 +346,7 @@ class STOSA(SeqModel):
         softplus(d⁺ − d⁻) by default) + λ·max(0, d⁺ − d(j⁺, j⁻)), over target positions."""
         mean, cov = self.encode(batch["seqs"])
         targets, obj = batch["targets"], self._objective
-        if obj.loss == "ce":
+        if not LOSSES[obj.loss].needs_negatives:
             return self.full_ce(mean, cov, targets)
         t = targets.shape[1]
         negs, log_q = batch["negatives"], batch.get("log_q")

@@ -34,6 +34,7 @@ from seqbench.models.base import (
     identity_config,
     resolve_config,
 )
+from seqbench.models.contract import check_contract, model_failure
 from seqbench.models.departures import switched
 from seqbench.plugins import origin
 from seqbench.runs.options import RunOptions
@@ -194,6 +195,7 @@ def execute(
             f"{dev.type}: plan it with --device {dev.type}"
         )
     check_precision(request.precision, dev)
+    check_contract(run.model_cls)
     data = split_view(data, run.protocol)
     checked = audit(data)
     if checked.leak():
@@ -214,7 +216,13 @@ def execute(
             ctx.observer.on_log(checked.summary())
         work = store.start(run.spec, fresh=force)
         with using_threads(ctx.threads) as threads:
-            result, trained, test = _train_and_test(run, data, work, ctx, options, threads)
+            try:
+                result, trained, test = _train_and_test(run, data, work, ctx, options, threads)
+            except Exception as e:  # a model's own method: one line naming it (not ours)
+                failure = model_failure(run.model_cls, e)
+                if failure is None:
+                    raise
+                raise failure from e
         history = pd.DataFrame(trained.history)
         store.finish(work, result, test, history, trained.best_state)
     # the run is complete in the store before any tracker sees it

@@ -23,6 +23,7 @@ import torch
 
 from seqbench.data.sequences import take_rows
 from seqbench.models.base import Batch, SeqModel
+from seqbench.models.contract import call_loss
 from seqbench.models.pieces import Plans, split_points
 
 CPU = torch.device("cpu")
@@ -76,12 +77,13 @@ def accumulate_pieces(
     parts: dict[str, torch.Tensor | float] = {}
     for piece in pieces:
         with autocast():
-            loss, piece_parts = model.loss(piece.batch, piece.plans)
+            loss, piece_parts = call_loss(model, piece.batch, piece.plans)
         loss = loss.float() * piece.weight
         (scaler.scale(loss) if scaler is not None else loss).backward()
         value = value + loss.detach().double()
         for k, v in piece_parts.items():
-            parts[k] = parts.get(k, 0.0) + piece.weight * v.double()
+            v = v.detach().double() if isinstance(v, torch.Tensor) else float(v)
+            parts[k] = parts.get(k, 0.0) + piece.weight * v
     return torch.as_tensor(value, dtype=torch.float64), parts
 
 

@@ -1,0 +1,120 @@
+"""The model contract as the trainer and evaluator call it, written once: the calls themselves
+(`call_loss`), their signatures checked before a run (`contract_problems`), and a model's own
+exception turned into one line naming the model, the method and the error (`ModelFailure`).
+
+Contract 2 (this release): `train_batches(data, gen)`, `loss(batch)`, `score(batch)`; a model
+that declares `piecewise = True` gets `loss(batch, plans)`, the host-planned cuts of the rows
+it encodes with `encode_rows`. Contract 1 passed `plans` to every model although it documented
+`loss(batch)`: a model written to either keeps working.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import types
+
+import torch
+
+from seqbench.errors import ConfigError, SeqbenchError
+from seqbench.models.base import CONTRACT_VERSION, Batch, Parts, SeqModel
+from seqbench.models.pieces import Plans
+
+#: what changed in each version of the contract (`SeqModel.contract`)
+CHANGES = {
+    1: "loss(batch) documented, loss(batch, plans) called for every model",
+    2: "loss(batch, plans) called only for piecewise models, loss(batch) for the others",
+}
+#: set to 1 (or pass `seqbench run --debug`) to see a model's traceback instead of one line
+DEBUG_ENV = "SEQBENCH_DEBUG"
+
+
+class ContractError(ConfigError):
+    """A model whose declared contract or method signatures do not match the calls."""
+
+
+class ModelFailure(SeqbenchError):
+    """A model's own method raised while seqbench called it (one line; `DEBUG_ENV` for more)."""
+
+
+def call_loss(model: SeqModel, batch: Batch, plans: Plans) -> tuple[torch.Tensor, Parts]:
+    """The trainer's call of `loss`: `plans` only for a model that declares `piecewise`."""
+    if model.piecewise:
+        return model.loss(batch, plans)
+    return model.loss(batch)
+
+
+def loss_args(cls: type[SeqModel]) -> tuple[str, ...]:
+    """The arguments the trainer passes to `cls.loss`, by name."""
+    return ("batch", "plans") if cls.piecewise else ("batch",)
+
+
+#: method → (the arguments seqbench passes, how the signature should read)
+def _calls(cls: type[SeqModel]) -> dict[str, tuple[str, ...]]:
+    return {
+        "__init__": ("cfg", "data"),
+        "train_batches": ("data", "gen"),
+        "loss": loss_args(cls),
+        "score": ("batch",),
+    }
+
+
+def contract_problems(cls: type[SeqModel]) -> list[str]:
+    """What in `cls` does not fit the calls seqbench makes, each with its fix (empty: fits)."""
+    problems = []
+    declared = getattr(cls, "contract", CONTRACT_VERSION)
+    if not isinstance(declared, int) or declared not in CHANGES:
+        problems.append(
+            f"declares contract {declared!r}; this seqbench implements {CONTRACT_VERSION} "
+            f"({CHANGES[CONTRACT_VERSION]}): upgrade seqbench or set contract = "
+            f"{CONTRACT_VERSION}"
+        )
+    for method, args in _calls(cls).items():
+        fn = getattr(cls, method, None)
+        try:
+            inspect.signature(fn).bind(None, *args)
+        except (TypeError, ValueError):
+            want = f"def {method}(self, {', '.join(args)})"
+            got = f"def {method}{_signature(fn)}"
+            why = " (piecewise models get the plans)" if method == "loss" else ""
+            problems.append(f"{method}: seqbench calls {want}{why}, but it is {got}: fix it")
+    return problems
+
+
+def _signature(fn: object) -> str:
+    try:
+        return str(inspect.signature(fn))  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return " (not a method)"
+
+
+def check_contract(cls: type[SeqModel]) -> None:
+    """Refuse, in one line, a model whose methods do not take the calls seqbench makes."""
+    problems = contract_problems(cls)
+    if problems:
+        raise ContractError(f"model {cls.name or cls.__name__}: {problems[0]}")
+
+
+def model_failure(cls: type[SeqModel], error: BaseException) -> ModelFailure | None:
+    """One line for an exception raised inside one of the model's methods (None when it was
+    not: seqbench's own errors keep their traceback), unless $SEQBENCH_DEBUG is set."""
+    if os.environ.get(DEBUG_ENV, "") not in ("", "0") or isinstance(error, SeqbenchError):
+        return None
+    method = _model_method(error.__traceback__)
+    if method is None:
+        return None
+    text = str(error).strip().splitlines()
+    detail = f": {text[0]}" if text else ""
+    return ModelFailure(
+        f"model {cls.name or cls.__name__}: {method} raised {type(error).__name__}{detail} "
+        f"(the traceback: rerun with --debug or {DEBUG_ENV}=1)"
+    )
+
+
+def _model_method(tb: types.TracebackType | None) -> str | None:
+    """The outermost frame of the traceback that runs a SeqModel's method: its name."""
+    while tb is not None:
+        if isinstance(tb.tb_frame.f_locals.get("self"), SeqModel):
+            return tb.tb_frame.f_code.co_name
+        tb = tb.tb_next
+    return None
