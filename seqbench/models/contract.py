@@ -16,7 +16,7 @@ import types
 
 import torch
 
-from seqbench.errors import ConfigError, SeqbenchError
+from seqbench.errors import ConfigError, ModelError, SeqbenchError
 from seqbench.models.base import CONTRACT_VERSION, Batch, Parts, SeqModel
 from seqbench.models.pieces import Plans
 
@@ -33,7 +33,7 @@ class ContractError(ConfigError):
     """A model whose declared contract or method signatures do not match the calls."""
 
 
-class ModelFailure(SeqbenchError):
+class ModelFailure(ModelError):
     """A model's own method raised while seqbench called it (one line; `DEBUG_ENV` for more)."""
 
 
