@@ -18,12 +18,12 @@ from seqbench.models.losses import (
     Objective,
     ObjectiveFields,
     bce,
-    draw_negatives,
     full_ce,
     gbce,
     gbce_alpha_beta,
     sampled_ce,
 )
+from seqbench.models.objective import draw_negatives
 from seqbench.models.sasrec import next_item_loss
 from seqbench.runs.execute import RunRequest, execute
 from seqbench.runs.result import ResultError, RunResult

@@ -13,9 +13,10 @@ import torch.nn.functional as F
 from seqbench.data.dataset import SeqDataset
 from seqbench.data.synthetic import generate
 from seqbench.errors import ConfigError
-from seqbench.models import losses
+from seqbench.models import objective
 from seqbench.models.base import get_model, identity_config, resolve_config
-from seqbench.models.losses import Objective, ObjectiveFields, next_item_objective, sampled_ce
+from seqbench.models.losses import Objective, ObjectiveFields, sampled_ce
+from seqbench.models.objective import next_item_objective
 from seqbench.training.micro import micro_batches
 
 N_ITEMS, D, K = 30, 5, 7
@@ -95,7 +96,7 @@ def test_k_negatives_match_plain_loops_and_micro_batches(obj: Objective, monkeyp
             acc += grad
     for a, b in zip(whole, split, strict=True):
         torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
-    monkeypatch.setattr(losses, "DOT_CHUNK", K * D * 4)  # 4 positions per gathered chunk
+    monkeypatch.setattr(objective, "DOT_CHUNK", K * D * 4)  # 4 positions per gathered chunk
     chunked = next_item_objective(obj, 0, toy_hidden(emb, batch["seqs"]), w, batch)
     assert torch.equal(chunked, loss)
     for a, b in zip(whole, torch.autograd.grad(chunked, (emb, w)), strict=True):

@@ -20,15 +20,8 @@ from seqbench.errors import ConfigError
 from seqbench.models.base import Batch, ModelConfig, Parts, SeqModel, register
 from seqbench.models.departures import Departure
 from seqbench.models.layers import SeqEmbedding, TransformerEncoder, key_padding_mask
-from seqbench.models.losses import (
-    LOSSES,
-    Objective,
-    ObjectiveFields,
-    dot_scores,
-    draw_negatives,
-    resolve_objective,
-    target_terms,
-)
+from seqbench.models.losses import LOSSES, Objective, ObjectiveFields, target_terms
+from seqbench.models.objective import dot_scores, draw_negatives, resolve_objective
 from seqbench.models.pieces import NO_PLANS, Plans
 
 

@@ -23,15 +23,8 @@ from seqbench.data.segments import segment_offsets
 from seqbench.data.sequences import NegativeSampler, gather_padded, iterate_rows, train_segments
 from seqbench.models.base import Batch, ModelConfig, Parts, SeqModel, register
 from seqbench.models.departures import Departure
-from seqbench.models.losses import (
-    LOSSES,
-    Objective,
-    ObjectiveFields,
-    chunked_ce,
-    draw_negatives,
-    resolve_objective,
-    score_objective,
-)
+from seqbench.models.losses import LOSSES, Objective, ObjectiveFields, chunked_ce
+from seqbench.models.objective import draw_negatives, resolve_objective, score_objective
 from seqbench.models.pieces import NO_PLANS, Plans
 
 

@@ -10,9 +10,11 @@ it encodes with `encode_rows`. Contract 1 passed `plans` to every model although
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import os
 import types
+from collections.abc import Iterator
 
 import torch
 
@@ -109,6 +111,18 @@ def model_failure(cls: type[SeqModel], error: BaseException) -> ModelFailure | N
         f"model {cls.name or cls.__name__}: {method} raised {type(error).__name__}{detail} "
         f"(the traceback: rerun with --debug or {DEBUG_ENV}=1)"
     )
+
+
+@contextlib.contextmanager
+def model_failures(cls: type[SeqModel]) -> Iterator[None]:
+    """Inside: an exception a `cls` method raised becomes one line (`model_failure`)."""
+    try:
+        yield
+    except Exception as e:
+        failure = model_failure(cls, e)
+        if failure is None:
+            raise
+        raise failure from e
 
 
 def _model_method(tb: types.TracebackType | None) -> str | None:

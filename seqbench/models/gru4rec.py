@@ -21,14 +21,8 @@ from seqbench.data.dataset import SeqDataset
 from seqbench.data.sequences import InstanceRule, NextItemInstances
 from seqbench.models.base import Batch, ModelConfig, Parts, SeqModel, register
 from seqbench.models.departures import Departure
-from seqbench.models.losses import (
-    LossName,
-    Objective,
-    ObjectiveFields,
-    next_item_batches,
-    next_item_objective,
-    resolve_objective,
-)
+from seqbench.models.losses import LossName, Objective, ObjectiveFields
+from seqbench.models.objective import next_item_batches, next_item_objective, resolve_objective
 from seqbench.models.pieces import NO_PLANS, Plans
 
 

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 
 from seqbench.models.base import register
 from seqbench.models.departures import Departure
-from seqbench.models.losses import GBCE_NEGATIVES, LossName
+from seqbench.models.losses import LossName
+from seqbench.models.objective import GBCE_NEGATIVES
 from seqbench.models.sasrec import SASREC_INSTANCES, SASRec, SASRecConfig
 
 

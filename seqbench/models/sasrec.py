@@ -14,10 +14,9 @@ from seqbench.data.sequences import InstanceRule, NextItemInstances
 from seqbench.models.base import Batch, ModelConfig, Parts, SeqModel, register
 from seqbench.models.departures import Departure
 from seqbench.models.layers import SeqEmbedding, TransformerEncoder
-from seqbench.models.losses import (
+from seqbench.models.losses import Objective, ObjectiveFields
+from seqbench.models.objective import (
     GBCE_NEGATIVES,
-    Objective,
-    ObjectiveFields,
     next_item_batches,
     next_item_objective,
     resolve_objective,

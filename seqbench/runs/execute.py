@@ -34,7 +34,7 @@ from seqbench.models.base import (
     identity_config,
     resolve_config,
 )
-from seqbench.models.contract import check_contract, model_failure
+from seqbench.models.contract import check_contract, model_failures
 from seqbench.models.departures import switched
 from seqbench.plugins import origin
 from seqbench.runs.options import RunOptions
@@ -215,14 +215,8 @@ def execute(
         if checked.temporal:  # leave-one-out runs print what they always printed
             ctx.observer.on_log(checked.summary())
         work = store.start(run.spec, fresh=force)
-        with using_threads(ctx.threads) as threads:
-            try:
-                result, trained, test = _train_and_test(run, data, work, ctx, options, threads)
-            except Exception as e:  # a model's own method: one line naming it (not ours)
-                failure = model_failure(run.model_cls, e)
-                if failure is None:
-                    raise
-                raise failure from e
+        with using_threads(ctx.threads) as threads, model_failures(run.model_cls):
+            result, trained, test = _train_and_test(run, data, work, ctx, options, threads)
         history = pd.DataFrame(trained.history)
         store.finish(work, result, test, history, trained.best_state)
     # the run is complete in the store before any tracker sees it
