@@ -64,6 +64,7 @@ from seqbench.machine import (
     check_precision,
     cpu_bf16_supported,
     cpuinfo_field,
+    retain_freed_memory,
     thread_choice,
 )
 from seqbench.models.base import SeqModel, get_model, resolve_config
@@ -255,7 +256,9 @@ def seqbench_step(
 def build(
     name: str, data: SeqDataset, sets: dict[str, str]
 ) -> tuple[SeqModel, torch.optim.Optimizer]:
-    """`name` at its `data` defaults plus `sets`, seeded, in training mode, with its optimiser."""
+    """`name` at its `data` defaults plus `sets`, seeded, in training mode, with its optimiser
+    (and the trainer's allocator setting)."""
+    retain_freed_memory()
     cls = get_model(name)
     torch.manual_seed(0)
     model = cls(resolve_config(cls, data.name, sets), data)

@@ -23,7 +23,7 @@ from seqbench.data.order import shuffled_training
 from seqbench.errors import ConfigError, SeqbenchError
 from seqbench.evaluation.evaluator import Evaluator, summarize
 from seqbench.evaluation.protocols import Protocol
-from seqbench.machine import PRECISIONS, grad_scaler
+from seqbench.machine import PRECISIONS, grad_scaler, retain_freed_memory
 from seqbench.models.base import SeqModel
 from seqbench.training.checkpoint import CheckpointFiles, load_checkpoint, save_checkpoint
 from seqbench.training.context import EpochReport, RunContext
@@ -144,6 +144,7 @@ class Trainer:
         options: TrainOptions = TrainOptions(),
     ) -> None:
         self.device = ctx.torch_device()
+        retain_freed_memory()  # no page faults on each step's activations
         self.model, self.data, self.protocol = model.to(self.device), data, protocol
         self.cfg, self.seed, self.options = model.cfg, seed, options
         self.checkpoints = files.checkpoints
