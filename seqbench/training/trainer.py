@@ -58,8 +58,14 @@ def make_optimizer(model: SeqModel) -> torch.optim.Optimizer | None:
     if not params:
         return None
     c = model.cfg
+    # foreach: the same float operations, bit for bit, batched over parameters (1.4x faster
+    # on CPU, where torch's default is the per-parameter loop); fused would reorder them
     return torch.optim.Adam(
-        params, lr=c.lr, betas=(c.adam_beta1, c.adam_beta2), weight_decay=c.weight_decay
+        params,
+        lr=c.lr,
+        betas=(c.adam_beta1, c.adam_beta2),
+        weight_decay=c.weight_decay,
+        foreach=True,
     )
 
 
