@@ -13,9 +13,9 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
+from helpers import prepare_frames
 
 from seqbench.cli import main
-from seqbench.data.prepare import prepare_frames
 from seqbench.report.layouts import LAYOUTS, TableOptions
 from seqbench.report.render import render
 

@@ -13,7 +13,7 @@ from types import SimpleNamespace
 import pandas as pd
 import pytest
 import yaml
-from test_run_concurrency import write_tiny
+from helpers import write_tiny
 
 import seqbench
 from seqbench.cli import main

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from scipy import stats
 
 from seqbench.data.dataset import SeqDataset
-from seqbench.data.sequences import prefix_instances
+from seqbench.data.sequences import instance_ranges
 from seqbench.data.synthetic import generate
 from seqbench.errors import ConfigError
 from seqbench.models.base import get_model, resolve_config
@@ -36,7 +36,7 @@ def build(data: SeqDataset, **sets: str):
 
 def test_prefix_instances_are_every_prefix_with_its_next_item() -> None:
     starts, ends = np.array([0, 4, 6]), np.array([4, 6, 7])
-    got = list(zip(*prefix_instances(starts, ends), strict=True))
+    got = list(zip(*instance_ranges(starts, ends, "prefixes")[1:], strict=True))
     assert got == [(0, 1), (0, 2), (0, 3), (4, 5)]
 
 

@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import torch
-from test_run_concurrency import write_tiny
+from helpers import write_tiny
 
 from seqbench.cli import main
 from seqbench.runs.store import RunStore

@@ -13,6 +13,7 @@ import typing
 from pathlib import Path
 
 import pytest
+from helpers import write_tiny
 
 from seqbench.cli import main
 from seqbench.data.dataset import SeqDataset
@@ -22,7 +23,6 @@ from seqbench.models.base import MODELS, get_model, resolve_config
 from seqbench.models.losses import LOSSES
 from seqbench.runs.execute import RunRequest, execute
 from seqbench.training.context import RunContext
-from tests.test_run_concurrency import write_tiny
 
 get_model("sasrec")  # fills the registry
 PACKAGE = Path(__file__).resolve().parents[1] / "seqbench"

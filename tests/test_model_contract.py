@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers import write_tiny
 
 from seqbench.cli import main
 from seqbench.models.base import CONTRACT_VERSION, SeqModel, get_model
 from seqbench.models.contract import DEBUG_ENV, call_loss, contract_problems
 from seqbench.plugins import load_plugin
 from seqbench.testing import check_model
-from tests.test_run_concurrency import write_tiny
 
 #: a plugin written to the contract of examples/my_mlp.py's docstring, nothing more: no
 #: `plans` argument, its loss parts plain floats, no micro_key

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from test_run_concurrency import write_tiny
+from helpers import write_tiny
 
 from seqbench import machine as device
 from seqbench.cli import main

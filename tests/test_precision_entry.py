@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 import yaml
-from test_run_concurrency import write_tiny
+from helpers import write_tiny
 
 from seqbench import machine as device
 from seqbench.cli import main

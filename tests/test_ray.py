@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from test_run_concurrency import write_tiny
+from helpers import write_tiny
 
 from seqbench.machine import forced_threads
 from seqbench.runs.batch import run_requests

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from test_report_fixtures import ranks, write_run
+from report_fixtures import ranks, write_run
 
 from seqbench.cli import main
 from seqbench.report.entries import model_entries
 from seqbench.report.layouts import OVERALL
 from seqbench.report.render import render
-from seqbench.runs.store import load_runs
+from seqbench.runs.store import RunStore
 
 
 def edit(folder: Path, **metrics: object) -> None:
@@ -24,7 +24,7 @@ def edit(folder: Path, **metrics: object) -> None:
 
 
 def table_notes(root: Path, *models: str) -> list[str]:
-    entries, _ = model_entries(load_runs(root), list(models))
+    entries, _ = model_entries(RunStore(root).list_runs(), list(models))
     return OVERALL.build(entries, ["beauty"], ["HR@10"]).notes
 
 
@@ -86,7 +86,9 @@ def test_budget_columns_replace_the_listing(tmp_path: Path, layout: str) -> None
     else:
         row = "| cbit | <u>0.1250</u> | <u>0.1250</u> | 3 (3) | 95 | 25 | cpu ×1 | 71,064 |"
         assert row in text
-    tex = render(OVERALL.build(model_entries(load_runs(tmp_path), None)[0], ["beauty"]), "latex")
+    tex = render(
+        OVERALL.build(model_entries(RunStore(tmp_path).list_runs(), None)[0], ["beauty"]), "latex"
+    )
     assert r"cpu $\times$1" in tex
 
 

@@ -14,14 +14,14 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-from test_report_fixtures import data_cards, main_store, sweep_store
+from report_fixtures import data_cards, main_store, sweep_store
 
 from seqbench.cli import main
 from seqbench.report.entries import model_entries
 from seqbench.report.layouts import OVERALL, TableOptions
-from seqbench.report.render import latex_document, render
+from seqbench.report.render import render
 from seqbench.report.tables import Entry
-from seqbench.runs.store import load_runs
+from seqbench.runs.store import RunStore
 
 GOLDEN = Path(__file__).parent / "golden"
 UPDATE = os.environ.get("SEQBENCH_UPDATE_GOLDEN") == "1"
@@ -36,6 +36,15 @@ LAYOUTS = {
     "ablation_budget": ("main", ["--layout", "ablation", "--budget-columns"]),
 }
 IMAGE = re.compile(r'src="data:image/png;base64,([A-Za-z0-9+/=]+)"')
+
+
+def latex_document(body: str) -> str:
+    """A minimal compilable document around a rendered table ."""
+    return (
+        "\\documentclass{article}\n\\usepackage[T1]{fontenc}\n\\usepackage{booktabs}\n"
+        "\\usepackage[margin=1cm,landscape]{geometry}\n\\begin{document}\n"
+        f"{body}\\end{{document}}\n"
+    )
 
 
 @pytest.fixture(scope="module")
@@ -152,7 +161,7 @@ def test_latex_compiles(stores: dict[str, Path], tmp_path: Path, layout: str) ->
 
 
 def test_published_values_render_and_compile(stores: dict[str, Path], tmp_path: Path) -> None:
-    runs = load_runs(stores["main"])
+    runs = RunStore(stores["main"]).list_runs()
     entries, _ = model_entries(runs, ["sasrec", "cbit"])
     entries.append(Entry("CoSeBERT", {}))
     published = {("beauty", "cbit", "HR@10"): 0.8, ("beauty", "CoSeBERT", "HR@10"): 0.5}

@@ -7,14 +7,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from test_report_fixtures import N_USERS, data_cards, main_store
+from report_fixtures import N_USERS, data_cards, load_runs, main_store
 
 from seqbench.errors import ConfigError
 from seqbench.report.entries import run_entries, variant_entries
 from seqbench.report.layouts import ABLATION, DATASET_STATS, LAYOUTS, OVERALL, TableOptions
 from seqbench.report.render import FORMATS, format_for
 from seqbench.report.stats import CORRECTIONS, TESTS
-from seqbench.runs.store import load_runs
 
 
 def test_layout_registry_knows_names_metrics_figures_and_cards() -> None:

@@ -7,26 +7,26 @@ import json
 from pathlib import Path
 
 import pytest
-from test_report_fixtures import N_USERS, main_store, ranks, sweep_store, write_run
+from report_fixtures import N_USERS, load_runs, main_store, ranks, sweep_store, write_run
 
 from seqbench.cli import main
 from seqbench.report.entries import model_entries
 from seqbench.report.layouts import OVERALL
 from seqbench.report.select import ReportError, check_comparable, select_runs
-from seqbench.runs.store import load_runs
+from seqbench.runs.store import RunStore
 
 
 def test_partial_and_foreign_folders_are_ignored(tmp_path: Path) -> None:
     root = main_store(tmp_path / "runs")
     (root / ".beauty-x.partial").mkdir()
     (root / "sweeps").mkdir()
-    assert len(load_runs(root)) == 10
+    assert len(RunStore(root).list_runs()) == 10
 
 
 def test_mixed_protocols_are_refused_with_both_names(tmp_path: Path) -> None:
     root = main_store(tmp_path / "runs")
     write_run(root, "beauty-gru-x", "sasrec", "beauty", ranks(5, 1, 9), protocol="seqbench")
-    runs = load_runs(root)
+    runs = RunStore(root).list_runs()
     with pytest.raises(ReportError, match=r"different protocols.*cbit \(10 runs.*seqbench \(1"):
         check_comparable(runs)
     entries, _ = model_entries(runs, None)
@@ -41,7 +41,7 @@ def test_same_protocol_name_with_another_definition_is_refused(tmp_path: Path) -
     config["protocol"]["history"] = "all"
     (folder / "config.json").write_text(json.dumps(config))
     with pytest.raises(ReportError, match=r"history: 'window' vs 'all'.*beauty-old-x"):
-        check_comparable(load_runs(root))
+        check_comparable(RunStore(root).list_runs())
 
 
 def test_different_dataset_cards_are_refused_with_checksums(tmp_path: Path) -> None:
@@ -51,18 +51,18 @@ def test_different_dataset_cards_are_refused_with_checksums(tmp_path: Path) -> N
         ReportError,
         match=r"dataset 'beauty'.*checksum bbbbbbbbbbbb \(6 runs.*eeeeeeeeeeee \(1 runs",
     ):
-        check_comparable(load_runs(root))
+        check_comparable(RunStore(root).list_runs())
     # another dataset's card is not a mix: toys alone is fine
-    check_comparable([r for r in load_runs(root) if r.dataset == "toys"])
+    check_comparable([r for r in RunStore(root).list_runs() if r.dataset == "toys"])
 
 
 def test_most_common_protocol_is_chosen_and_announced(tmp_path: Path) -> None:
     root = main_store(tmp_path / "runs")
     write_run(root, "beauty-sas-seq", "sasrec", "beauty", ranks(5, 1, 9), protocol="seqbench")
-    sel = select_runs(load_runs(root))
+    sel = select_runs(RunStore(root).list_runs())
     assert {r.protocol for r in sel.runs} == {"cbit"} and len(sel.runs) == 10
     assert "showing cbit (10 runs)" in sel.notes[0] and "seqbench (1 runs)" in sel.notes[0]
-    only = select_runs(load_runs(root), protocol="seqbench")
+    only = select_runs(RunStore(root).list_runs(), protocol="seqbench")
     assert [r.run_id for r in only.runs] == ["beauty-sas-seq"] and not only.notes
 
 
@@ -76,7 +76,7 @@ def test_several_configs_of_one_model_keep_one_and_say_which(tmp_path: Path) -> 
     settings = {"epochs": 1, "d": 50, "max_len": 50, "dropout": 0.5}
     write_run(root, "toys-sasrec-e1", "sasrec", "toys", ranks(1, 1, 9), settings=settings)
     write_run(root, "toys-sasrec-e1b", "sasrec", "toys", ranks(2, 1, 9), seed=1, settings=settings)
-    entries, notes = model_entries(load_runs(root), None)
+    entries, notes = model_entries(RunStore(root).list_runs(), None)
     sasrec = next(e for e in entries if e.label == "sasrec")
     assert sorted(r.run_id for r in sasrec.runs["toys"]) == ["toys-sasrec-e1", "toys-sasrec-e1b"]
     assert "differ in epochs; showing epochs=1 (2 seed(s))" in notes[0]

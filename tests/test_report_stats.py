@@ -8,8 +8,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from report_fixtures import load_runs, main_store, per_user, ranks
 from scipy import stats
-from test_report_fixtures import main_store, per_user, ranks
 
 from seqbench.errors import ConfigError
 from seqbench.report.entries import model_entries
@@ -23,7 +23,6 @@ from seqbench.report.stats import (
     no_correction,
     seed_averaged,
 )
-from seqbench.runs.store import load_runs
 
 
 def test_holm_and_bonferroni_against_hand_computed_values() -> None:

@@ -10,16 +10,9 @@ import sys
 import threading
 from pathlib import Path
 
-from seqbench.data.prepare import prepare_frames
-from seqbench.data.synthetic import generate
+from helpers import write_tiny
+
 from seqbench.runs.store import RunStore
-
-
-def write_tiny(root: Path) -> Path:
-    """A small prepared `synthetic` dataset (120 users): a run takes about a second."""
-    inter, items = generate(n_users=120, n_items=80, min_len=5, max_len=20, seed=3)
-    prepare_frames(root / "synthetic", "synthetic", inter, items)
-    return root
 
 
 def test_identical_runs_started_together_train_once(tmp_path: Path) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from test_report_fixtures import ranks, write_run
+from report_fixtures import ranks, write_run
 
 from seqbench.cli import main
 from seqbench.data.prepare import prepare
@@ -15,7 +15,7 @@ from seqbench.errors import ConfigError
 from seqbench.report.layouts import LAYOUTS, PROTOCOLS
 from seqbench.report.render import render
 from seqbench.report.tables import Entry
-from seqbench.runs.store import load_runs
+from seqbench.runs.store import RunStore
 from seqbench.study.parse import parse_study
 from seqbench.study.plan import plan, table_plans
 
@@ -48,7 +48,7 @@ def entries(root: Path) -> list[Entry]:
     for i, ((d, protocol), by_model) in enumerate(RANKS.items()):
         for model, rank in by_model.items():
             write_run(root, f"{d}-{model}-{i}", model, d, ranks(0, 1, rank), protocol=protocol)
-    runs = load_runs(root)
+    runs = RunStore(root).list_runs()
     label = {"seqbench": "LOO", "duorec": "DR"}
     return [
         Entry(m, {d: [r for r in runs if r.model == m and r.dataset == d and r.protocol == p]
@@ -146,8 +146,8 @@ def test_a_study_runs_the_axis_and_renders_the_protocols_table(tmp_path: Path) -
     (root / "study.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
     main(["study", "run", str(root), "--data-dir", str(data), "--runs-dir", str(tmp_path / "runs"),
           "--no-progress", "--threads", "1"])  # fmt: skip
-    protocols = {r.protocol for r in load_runs(tmp_path / "runs")}
-    assert protocols == {"seqbench", "duorec"} and len(load_runs(tmp_path / "runs")) == 4
+    protocols = {r.protocol for r in RunStore(tmp_path / "runs").list_runs()}
+    assert protocols == {"seqbench", "duorec"} and len(RunStore(tmp_path / "runs").list_runs()) == 4
     readme = (root / "README.md").read_text()
     assert "- Protocols: LOO = `seqbench` (" in readme and "; Dup = `duorec` (" in readme
     assert "| Dataset | Model | LOO | Dup |" in (root / "order.md").read_text()

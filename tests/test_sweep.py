@@ -13,13 +13,13 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from helpers import prepare_frames
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from rich.console import Console
 
 from seqbench.cli import main
 from seqbench.cli.sweep import SweepDisplay
-from seqbench.data.prepare import prepare_frames
 from seqbench.data.synthetic import generate
 from seqbench.errors import ConfigError
 from seqbench.machine import forced_threads

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from test_run_concurrency import write_tiny
+from helpers import write_tiny
 
 from seqbench.errors import ConfigError
 from seqbench.machine import forced_threads

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from test_run_concurrency import write_tiny
+from helpers import write_tiny
 
 from seqbench import machine as device
 from seqbench.cli import main

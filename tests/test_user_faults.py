@@ -12,8 +12,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from helpers import write_tiny
 from test_faults import Cli
-from test_run_concurrency import write_tiny
 
 from seqbench.cli import main
 from seqbench.io import atomic_dir

@@ -13,8 +13,8 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 import torch
+from helpers import write_tiny
 from test_faults import RUN_A, Cli
-from test_run_concurrency import write_tiny
 
 from seqbench.runs.store import RunStore
 

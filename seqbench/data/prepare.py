@@ -289,7 +289,9 @@ def _fingerprint(spec: DatasetSpec, sources: list[dict[str, Any]]) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
-def _tables(inter: pd.DataFrame, items: pd.DataFrame, users: pd.DataFrame) -> dict[str, pa.Table]:
+def frame_tables(
+    inter: pd.DataFrame, items: pd.DataFrame, users: pd.DataFrame
+) -> dict[str, pa.Table]:
     """Arrow tables with the contract's types (lists as list<int32>, nulls for unknown values)."""
 
     def table(df: pd.DataFrame) -> pa.Table:
@@ -377,7 +379,7 @@ def prepare(
         "timestamp": bool(inter["timestamp"].notna().any()),
         "rating": bool(inter["rating"].notna().any()),
     }
-    tables = _tables(inter, items, users)
+    tables = frame_tables(inter, items, users)
     stats = compute_stats(inter, len(items))
     card = {
         "name": name,
@@ -407,25 +409,3 @@ def write_prepared(out: Path, tables: dict[str, pa.Table], card: dict[str, Any])
         for table_name, table in tables.items():
             pq.write_table(table, tmp / f"{table_name}.parquet")
         write_json(tmp / "card.json", card)
-
-
-def prepare_frames(
-    out: Path,
-    name: str,
-    inter: pd.DataFrame,
-    items: pd.DataFrame,
-    users: pd.DataFrame | None = None,
-) -> dict[str, Any]:
-    """Write frames that are already prepared (e.g. a test's small dataset) with a minimal
-    card: name, stats and the content checksum (users: ids only by default). Returns the card."""
-    if users is None:
-        users = user_frame(np.arange(int(inter["user"].max()) + 1).astype(str), {})
-    tables = _tables(inter, items, users)
-    card = {
-        "name": name,
-        "stats": compute_stats(inter, len(items)),
-        "checksum": content_checksum(tables),
-        "checksum_scheme": SCHEME,
-    }
-    write_prepared(out, tables, card)
-    return card

@@ -191,11 +191,6 @@ def instance_ranges(
     return np.arange(len(starts)), starts, ends - 1
 
 
-def prefix_instances(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Every prefix of each segment as (input start, input end); the target is items[end]."""
-    return instance_ranges(starts, ends, "prefixes")[1:]
-
-
 class NextItemInstances:
     """A next-item model's training rows under an instance rule (`instance_ranges`), built per
     batch from index ranges, so ML-1M's ~1M prefixes never sit in memory padded.

@@ -164,15 +164,6 @@ def latex_table(table: Table) -> str:
     return "\n".join(out) + "\n"
 
 
-def latex_document(body: str) -> str:
-    """A minimal compilable document around a rendered table (for tests and previews)."""
-    return (
-        "\\documentclass{article}\n\\usepackage[T1]{fontenc}\n\\usepackage{booktabs}\n"
-        "\\usepackage[margin=1cm,landscape]{geometry}\n\\begin{document}\n"
-        f"{body}\\end{{document}}\n"
-    )
-
-
 # ------------------------------------------------------------------ CSV
 
 

@@ -386,8 +386,3 @@ class RunStore:
         finally:
             path.unlink(missing_ok=True)
             os.close(fd)
-
-
-def load_runs(root: str | Path | None = None) -> list[Run]:
-    """Every healthy finished run under the run store (partial and damaged runs skipped)."""
-    return RunStore(root).list_runs()

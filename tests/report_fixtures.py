@@ -18,6 +18,7 @@ from pathlib import Path
 import pandas as pd
 
 from seqbench.evaluation.protocols import get_protocol
+from seqbench.runs.store import RunStore
 
 N_USERS = 40
 CHECKSUMS = {"beauty": "b" * 64, "toys": "7" * 64}
@@ -173,3 +174,8 @@ def data_cards(root: Path) -> Path:
                 "checksum": CHECKSUMS.get(name, "c" * 64)}  # fmt: skip
         (root / name / "card.json").write_text(json.dumps(card))
     return root
+
+
+def load_runs(root: Path) -> list:
+    """Every healthy finished run of the store at `root`."""
+    return RunStore(root).list_runs()
