@@ -9,8 +9,9 @@ import pandas as pd
 import torch
 
 from seqbench.data.dataset import SeqDataset
+from seqbench.data.segments import sorted_unique
 from seqbench.data.sequences import gather_padded
-from seqbench.evaluation.evaluator import Evaluator, padded_index
+from seqbench.evaluation.evaluator import Evaluator, inputs_bytes, padded_index
 from seqbench.evaluation.protocols import get_protocol
 
 
@@ -79,3 +80,24 @@ def test_padded_index_is_the_padded_gather_of_positions() -> None:
     for width in (1, 7, 40):
         want = gather_padded(positions, starts, ends, width)
         np.testing.assert_array_equal(padded_index(starts, ends, width), want)
+
+
+def test_widest_batch_bounds_what_a_run_keeps_and_keeps_nothing_itself() -> None:
+    protocol = get_protocol("seqbench")
+    for budget, length in ((64 * 1024, 400), (2**40, 40)):
+        data = long_histories(300, length)
+        ev = Evaluator(data, "test", protocol, window=20, batch_size=32, cache_bytes=budget)
+        bound = ev.widest_batch(Seeded())
+        assert ev._cache == {} and bound <= budget
+        ev.run(Seeded())
+        cached = sum(inputs_bytes(i) for i in ev._cache.values())
+        assert 0 < cached <= bound
+
+
+def test_sorted_unique_is_numpy_unique() -> None:
+    rng = np.random.default_rng(0)
+    for values in (rng.integers(0, 50, 1000), rng.integers(-(2**40), 2**40, 300), np.array([7])):
+        want, counts = np.unique(values, return_counts=True)
+        got, got_counts = sorted_unique(values)
+        np.testing.assert_array_equal(got, want)
+        np.testing.assert_array_equal(got_counts, counts)

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from seqbench.data.dataset import SeqDataset
+from seqbench.data.segments import sorted_unique
 
 #: a fixed stream for the shuffle, apart from the run seed's other uses
 SHUFFLE_STREAM = 0x0DE5
@@ -100,14 +101,14 @@ def _hit_rate(
     owner = np.repeat(np.arange(data.n_users), data.lengths)
     train = np.arange(len(data.items)) < data.train_ends()[owner]
     pair = train[1:] & train[:-1] & (owner[1:] == owner[:-1])
-    keys, counts = np.unique(data.items[:-1][pair] * n1 + data.items[1:][pair], return_counts=True)
+    keys, counts = sorted_unique(data.items[:-1][pair] * n1 + data.items[1:][pair])
     a, b = keys // n1, keys % n1
     ranked = np.lexsort((pop_rank[b], -counts, a))  # per a: most frequent successor first
     a, b = a[ranked], b[ranked]
     starts = np.searchsorted(a, np.arange(n1 + 1))
     by_pop = np.argsort(pop_rank)[: 2 * k]  # the fill never reaches past 2k popular items
     top_keys = []
-    for item in np.unique(prev):
+    for item in sorted_unique(prev)[0]:
         succ = b[starts[item] : starts[item + 1]]
         top = succ[:k]
         if len(top) < k:

@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from seqbench.data.dataset import SeqDataset
-from seqbench.data.segments import segment_offsets
+from seqbench.data.segments import segment_offsets, sorted_unique
 
 Batch = dict[str, torch.Tensor]
 
@@ -103,7 +103,7 @@ class NegativeSampler:
         lens = ends - starts
         rows, k = segment_offsets(lens)
         keys = rows.astype(np.int64) * (n_items + 1) + items[starts[rows] + k]
-        self.keys = torch.from_numpy(np.unique(keys))
+        self.keys = torch.from_numpy(sorted_unique(keys)[0])
 
     def _search(self, keys: torch.Tensor) -> torch.Tensor:
         """Whether each (row * (N+1) + item) key is owned, by binary search."""

@@ -16,7 +16,7 @@ from typing import Literal, Protocol
 
 import numpy as np
 
-from seqbench.data.segments import segment_offsets
+from seqbench.data.segments import segment_offsets, sorted_unique
 from seqbench.errors import ConfigError
 
 #: (users, input end index, target item) of one evaluated split
@@ -274,7 +274,7 @@ def training_items(data: SeqDataset, train_ends: np.ndarray) -> np.ndarray:
     """The distinct items of the users' training prefixes [offsets[u], train_ends[u])."""
     owner = np.repeat(np.arange(data.n_users), data.lengths)
     train = np.arange(len(data.items)) < train_ends[owner]
-    return np.unique(data.items[train])
+    return sorted_unique(data.items[train])[0]
 
 
 def stamps(data: SeqDataset) -> np.ndarray:

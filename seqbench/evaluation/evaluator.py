@@ -148,6 +148,28 @@ class Evaluator:
         df = df.assign(**frame)
         return df[columns].sort_values("user", ignore_index=True)
 
+    @torch.no_grad()
+    def widest_batch(self, model: torch.nn.Module) -> int:
+        """Score the batch with the longest inputs once, uncached (what `--dry-run` measures
+        evaluation memory on); returns a bound on the bytes this evaluator keeps between
+        passes: its cache, at most every user's inputs at their widest."""
+        was_training = model.training
+        model.eval()
+        n = len(self.users)
+        left, self._cache_left = self._cache_left, 0  # measured, not kept
+        try:
+            self._batch(model, slice(max(0, n - self.batch_size), n))
+        finally:
+            self._cache_left = left
+            model.train(was_training)
+        if self.sets is not None:
+            return left
+        longest = int((self.ends - self.data.offsets[self.users]).max(initial=1))
+        history = longest if self.protocol.history in ("all", "zero") else 0
+        negatives = self.negatives.shape[1] if self.negatives is not None else 0
+        # seqs, index and window [W], users and target, history, negatives: int64 per user
+        return min(left, n * 8 * (3 * self.window + 2 + history + negatives))
+
     def model_batch(self, users: np.ndarray, ends: np.ndarray) -> dict[str, torch.Tensor]:
         """The input `model.score` gets: the last `window` history items, trimmed to the batch.
 

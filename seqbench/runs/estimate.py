@@ -80,7 +80,8 @@ class Estimate:
             f"(random batches of epoch 1, after 1 warm-up step) on {self.device} with "
             f"{self.threads} × {self.steps:,} steps, plus building the epoch's batches "
             f"({self.batch_seconds:.2g} s); validation not included; memory: this "
-            "process's peak resident size (+ CUDA allocations) after those steps"
+            "process's peak resident size (+ CUDA allocations) after those steps and one "
+            "evaluation batch of the longest inputs, plus what validation and test may keep"
         )
 
 
@@ -111,6 +112,9 @@ def estimate(run: ResolvedRun, data: SeqDataset, ctx: RunContext) -> Estimate:
                 timed, seconds = timed + 1, seconds + time.perf_counter() - t0
             if timed >= MIN_STEPS and seconds >= SECONDS:
                 break
+        # evaluation: its widest batch scored once, plus what validation's and test's
+        # evaluators may keep between passes (both are alive when test runs)
+        kept = 2 * trainer.valid.widest_batch(model) / 2**20
         key = model.micro_key
         return Estimate(
             params=sum(p.numel() for p in model.parameters()),
@@ -121,7 +125,7 @@ def estimate(run: ResolvedRun, data: SeqDataset, ctx: RunContext) -> Estimate:
             timed_steps=timed,
             step_seconds=seconds / max(1, timed),
             batch_seconds=build,
-            peak_memory_mb=gpu_peak_mb(trainer.device) or host_peak_mb(),
+            peak_memory_mb=round((gpu_peak_mb(trainer.device) or host_peak_mb()) + kept, 1),
             device=str(trainer.device),
             threads=threads,
         )
