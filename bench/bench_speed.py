@@ -14,6 +14,9 @@ bert    ``bert4rec`` at its Beauty defaults with d=64, batch 256: masked targets
         seconds per epoch, fp32 and bf16 (the step under ``torch.autocast("cpu", bfloat16)``,
         only where ``seqbench.machine`` says the CPU has bf16; else the reason).
 cbit    ``cbit`` at the authors' Beauty settings (d=256, T=15, m=4): the same measures.
+stosa, duorec, cl4srec
+        the SASRec-family models at their Beauty defaults, as the trainer runs them: the
+        same measures (next-item targets per second).
 busy    ``seqbench run sasrec --dataset synthetic --force --epochs 3 --no-progress`` as a
         subprocess in a temporary run store, with the default thread policy and with
         ``--threads 1``, alone, next to a single-threaded torch matmul spinner, and next to
@@ -74,12 +77,25 @@ from seqbench.training.trainer import make_optimizer
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling bench scripts
 from bench_train_eval import targets_in
 
-PARTS = ("sasrec", "bert", "cbit", "busy")
+PARTS = ("sasrec", "bert", "cbit", "stosa", "duorec", "cl4srec", "busy")
 COMPANIONS = ("none", "spinner", "seqbench")
 #: --set overrides per in-process model part (on top of the model's dataset defaults)
 SETS: dict[str, tuple[str, dict[str, str]]] = {
     "bert": ("bert4rec", {"d": "64", "batch_size": "256"}),
     "cbit": ("cbit", {}),
+    "stosa": ("stosa", {}),
+    "duorec": ("duorec", {}),
+    "cl4srec": ("cl4srec", {}),
+}
+#: the model parts also timed in bf16
+BF16_PARTS = ("bert", "cbit")
+#: table titles of the model parts
+TITLES = {
+    "bert": "BERT4Rec d=64 batch 256 (masked targets)",
+    "cbit": "CBiT d=256 T=15 m=4 (masked targets)",
+    "stosa": "STOSA, Beauty defaults (next-item targets)",
+    "duorec": "DuoRec, Beauty defaults (next-item targets)",
+    "cl4srec": "CL4SRec, Beauty defaults (next-item targets)",
 }
 #: a single-threaded torch matmul loop that keeps one core busy until killed
 SPINNER = (
@@ -352,6 +368,8 @@ def part_model(part: str, data: SeqDataset, warmup: int, steps: int) -> dict[str
     """fp32 and bf16 timings of a part's model; bf16 rows say why where it is unsupported."""
     name, sets = SETS[part]
     out: dict[str, Any] = {"fp32": bench_seqbench(name, data, sets, warmup, steps, "fp32")}
+    if part not in BF16_PARTS:
+        return out
     reason = bf16_unsupported()
     if reason is None:
         out["bf16"] = bench_seqbench(name, data, sets, warmup, steps, "bf16")
@@ -541,11 +559,11 @@ def render(res: dict[str, Any]) -> str:
             ),
             "",
         ]
-    for part, title in (("bert", "BERT4Rec d=64 batch 256"), ("cbit", "CBiT d=256 T=15 m=4")):
+    for part, title in TITLES.items():
         if part not in res:
             continue
-        lines += [head.format(f"{title} (masked targets)"), rule]
-        for precision in ("fp32", "bf16"):
+        lines += [head.format(title), rule]
+        for precision in ("fp32", "bf16")[: 2 if part in BF16_PARTS else 1]:
             r = res[part][precision]
             if "unsupported" in r:
                 lines.append(f"| {precision} | {r['unsupported']} | | | | |")
