@@ -50,7 +50,7 @@ def test_ray_matches_local_executor(local_ray, tmp_path: Path) -> None:
 
     on_ray, local = sweep("ray", tmp_path / "ray"), sweep("local", tmp_path / "local")
     assert [r.status for r in on_ray] == ["done"] * 4 + ["failed"]
-    assert "divisible by heads=3" in on_ray[-1].error
+    assert "heads=3 does not divide d=8" in on_ray[-1].error
     assert [r.run_id for r in on_ray] == [r.run_id for r in local]
     for a, b in zip(on_ray[:4], local[:4], strict=True):
         assert RunStore(tmp_path / "ray").is_done(a.run_id)

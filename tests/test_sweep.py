@@ -119,14 +119,14 @@ def test_random_search_is_seeded_bounded_and_typed() -> None:
 
 
 def test_failures_are_isolated_and_reported(tiny_data: str, tmp_path: Path) -> None:
-    """heads=3 fails at model construction, dropout=abc at config parsing; d=8,heads=1 runs."""
+    """heads=3 fails its bound (d=8), dropout=abc at config parsing; d=8,heads=1 runs."""
     reqs = expand("sasrec", ["synthetic"], grid={"heads": ["1", "3"]}, sets=TINY) + expand(
         "sasrec", ["synthetic"], sets={**TINY, "dropout": "abc"}
     )
     out = run(reqs, tmp_path, tiny_data, workers=2)
     assert [r.status for r in out] == ["done", "failed", "failed"]
-    assert "divisible by heads=3" in out[1].error
-    assert out[1].traceback and "Traceback" in out[1].traceback
+    assert "heads=3 does not divide d=8" in out[1].error
+    assert out[1].run_id is None and out[1].traceback is None  # refused where it resolves
     assert "dropout" in out[2].error and out[2].run_id is None
     assert RunStore(tmp_path).is_done(out[0].run_id)
     assert out[0].result.threads == max(1, len(os.sched_getaffinity(0)) // 2)
@@ -241,7 +241,7 @@ def test_cli_sweep_writes_a_manifest_and_guards_its_name(
         main(args("1,2"))
     assert e.value.code == 1  # the heads=3 runs fail
     out = capsys.readouterr().out
-    assert "divisible by heads=3" in out and "done 2" in out and "failed 2" in out
+    assert "heads=3 does not divide d=8" in out and "done 2" in out and "failed 2" in out
     manifest = load_manifest("fig2", runs)
     assert [r["status"] for r in manifest["runs"]] == ["done", "done", "failed", "failed"]
     reqs = expand("sasrec", ["synthetic"], grid={"heads": ["1"]}, seeds=[1, 2], sets=TINY)

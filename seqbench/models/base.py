@@ -18,6 +18,7 @@ from torch import nn
 
 from seqbench.data.dataset import SeqDataset
 from seqbench.errors import ConfigError
+from seqbench.models.bounds import check_bounds
 from seqbench.models.departures import BATCHING, Departure
 from seqbench.models.losses import Objective, ObjectiveFields, refuse_unused
 from seqbench.models.pieces import NO_PLANS, Plans, RowPieces, encode_pieces, plan_rows
@@ -359,6 +360,7 @@ def resolve_config(
     base = {k: parse_value(cfg_cls, k, v) for k, v in base.items() if k not in user}
     user = {k: parse_value(cfg_cls, k, v) for k, v in user.items()}
     cfg = cfg_cls(**base, **user)
+    check_bounds(cfg, [model_cls.key_aliases.get(k, k) for k in sets or {}])
     if user and isinstance(cfg, ObjectiveFields):
         refuse_unused(cfg, cfg_cls(**base))
     validate = getattr(cfg, "validate", None)

@@ -69,8 +69,6 @@ class BERT4RecConfig(ObjectiveFields, ModelConfig):
             raise ConfigError(
                 f"the cloze CE is one product: ce_chunk must be 0, got {self.ce_chunk}"
             )
-        if not 0.0 < self.mask_prob < 1.0:
-            raise ConfigError(f"mask_prob must be in (0, 1), got {self.mask_prob}")
 
 
 def cloze_mask(

@@ -67,14 +67,6 @@ class CBiTConfig(BERT4RecSConfig):
         super().validate()
         if self.augment != "none" and self.m < 2:
             raise ConfigError(f"m must be >= 2 views for contrastive learning, got {self.m}")
-        if self.tau <= 0:
-            raise ConfigError(f"tau must be > 0, got {self.tau}")
-        if self.lambda_ < 0:
-            raise ConfigError(f"lambda must be >= 0, got {self.lambda_}")
-        if not 0.0 < self.alpha <= 1.0:
-            raise ConfigError(f"alpha must be in (0, 1], got {self.alpha}")
-        if self.theta < 0:
-            raise ConfigError(f"theta must be >= 0, got {self.theta}")
         if self.reweight == "dynamic" and self.theta != CBiTConfig.theta:
             raise ConfigError("theta is the static weight: add --ablate reweight=static")
 

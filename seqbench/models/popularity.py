@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 
 from seqbench.data.dataset import SeqDataset
 from seqbench.models.base import Batch, ModelConfig, SeqModel, register
+from seqbench.models.bounds import NON_NEGATIVE, Bound
 
 
 @dataclass
@@ -15,6 +17,7 @@ class PopularityConfig(ModelConfig):
     """No training: zero epochs."""
 
     epochs: int = 0
+    bounds: ClassVar[dict[str, Bound]] = {"epochs": NON_NEGATIVE}
 
 
 @register("popularity")

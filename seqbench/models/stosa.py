@@ -100,13 +100,6 @@ class STOSAConfig(ObjectiveFields, ModelConfig):
                 f"loss={self.loss} draws no negatives for the pvn term: add --ablate pvn=off "
                 "(or --set pvn_weight=0)"
             )
-        if self.d % self.heads:
-            raise ConfigError(f"d={self.d} must be divisible by heads={self.heads}")
-        if self.pvn_weight < 0:
-            raise ConfigError(f"pvn_weight must be >= 0, got {self.pvn_weight}")
-        for name in ("dropout", "attn_dropout"):
-            if not 0.0 <= getattr(self, name) < 1.0:
-                raise ConfigError(f"{name} must be in [0, 1), got {getattr(self, name)}")
 
     @property
     def pvn_lambda(self) -> float:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable
 from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -67,6 +66,11 @@ class RunRequest:
         """The --set layer of the config: --set key=value pairs, and --epochs as epochs=N."""
         if self.epochs is None:
             return dict(self.sets)
+        given = self.sets.get("epochs")
+        if given is not None and str(given) != str(self.epochs):
+            raise ConfigError(
+                f"--epochs {self.epochs} and --set epochs={given} disagree: give one of them"
+            )
         return {**self.sets, "epochs": self.epochs}
 
     def resolve(self, data: SeqDataset, device: str = "cpu") -> ResolvedRun:
@@ -85,7 +89,6 @@ class RunRequest:
         sets = self.overrides()
         layer = protocol_settings(protocol)
         cfg = resolve_config(cls, self.dataset, sets, self.ablate, layer)
-        check_ranges(cfg, [cls.key_aliases.get(k, k) for k in sets])
         values = dataclasses.asdict(cfg)
         default = dataclasses.asdict(resolve_config(cls, self.dataset, protocol=layer))
         spec = RunSpec(
@@ -103,25 +106,6 @@ class RunRequest:
             code=None if (found := origin(cls)) is None else found.identity(),
         )
         return ResolvedRun(self, cls, cfg, protocol, spec)
-
-
-#: config keys that count or size something, so must be >= 1
-COUNTS = ("epochs", "batch_size", "eval_batch_size", "eval_every", "d", "max_len", "patience")
-#: natural ranges of the config values a user sets: key -> (is valid, the range in words)
-RANGES: dict[str, tuple[Callable[[Any], bool], str]] = {
-    **dict.fromkeys((*COUNTS, "heads", "layers"), (lambda v: v >= 1, ">= 1")),
-    "lr": (lambda v: v > 0, "> 0"),
-    "min_epochs": (lambda v: v >= 0, ">= 0"),
-    **dict.fromkeys(("dropout", "attn_dropout"), (lambda v: 0 <= v < 1, "in [0, 1)")),
-}
-
-
-def check_ranges(cfg: ModelConfig, keys: list[str]) -> None:
-    """Refuse a set value outside its natural range (e.g. epochs=-3 would train 0 epochs)."""
-    for key in keys:
-        if key in RANGES and not RANGES[key][0](getattr(cfg, key)):
-            value, words = getattr(cfg, key), RANGES[key][1]
-            raise ConfigError(f"--set {key}={value}: {key} must be {words}")
 
 
 def protocol_settings(protocol: Protocol) -> dict[str, Any]:

@@ -60,8 +60,8 @@ class SweepDefinition:
                     f"unknown config key {key!r} for {self.model} (valid: {', '.join(fields)})"
                 )
         for key, values in [*self.grid.items(), *((k, [v]) for k, v in self.sets.items())]:
-            for value in values:  # each value parsed before any manifest is written
-                parse_value(cls.Config, key, value)
+            for value in values:  # each value parsed before any manifest is written (its
+                parse_value(cls.Config, key, value)  # bounds: each run's, where it resolves)
         for axis in self.ablate:
             if axis not in cls.ablations:
                 axes = ", ".join(cls.ablations) or "none"
