@@ -61,9 +61,11 @@ class ModelConfig:
     #: shuffled: each user's training sequence in a seeded random order (the trainer's data;
     #: targets and evaluation untouched): how much a model's score owes to the order
     order: Literal["original", "shuffled"] = "original"
+    #: adam: Adam with L2 weight decay (most papers' codes); adamw: decoupled decay (LRURec)
+    optimizer: Literal["adam", "adamw"] = "adam"
     #: fields added after runs were first stored, with the value that keeps them out of the
     #: run id (`identity_config`), so a run at that value keeps the id it had before the field
-    quiet: ClassVar[dict[str, Any]] = {"min_epochs": 0, "order": "original"}
+    quiet: ClassVar[dict[str, Any]] = {"min_epochs": 0, "order": "original", "optimizer": "adam"}
 
     def identity(self) -> dict[str, Any]:
         """The config a run id hashes: every field except those at their `quiet` value where

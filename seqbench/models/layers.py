@@ -208,3 +208,70 @@ class TransformerEncoder(nn.Module):
         for block in self.blocks:
             x = self.out_drop(block(x, mask)) * keep
         return self.final(x)
+
+
+def causal_key_mask(seqs: torch.Tensor) -> torch.Tensor:
+    """Bool [B, 1, T, T]: query i reads key j iff j <= i and j is not padding."""
+    t = seqs.shape[1]
+    tril = torch.ones(t, t, dtype=torch.bool, device=seqs.device).tril()
+    return ((seqs != 0)[:, None, None, :] & tril).contiguous()
+
+
+def pad_left(seqs: torch.Tensor, width: int) -> torch.Tensor:
+    """Left-pad [B, T] item ids with 0 to [B, width]: models whose layers mix every position of
+    the window (Fourier filters) see the same window whatever the batch was trimmed to."""
+    if seqs.shape[1] > width:
+        raise ValueError(f"sequence length {seqs.shape[1]} exceeds max_len {width}")
+    return F.pad(seqs, (width - seqs.shape[1], 0))
+
+
+class ResidualFFN(nn.Module):
+    """The S3-Rec lineage's FFN (FMLP-Rec, BSARec, FEARec): LN(x + drop(W₂ act(W₁ x))), 4d wide."""
+
+    def __init__(self, d: int, dropout: float, act: str = "gelu", inner_dropout: float = 0.0):
+        super().__init__()
+        self.lin1 = nn.Linear(d, 4 * d)
+        self.lin2 = nn.Linear(4 * d, d)
+        self.act = {"gelu": nn.GELU(), "relu": nn.ReLU()}[act]
+        self.inner = nn.Dropout(inner_dropout)
+        self.drop = nn.Dropout(dropout)
+        self.norm = nn.LayerNorm(d, eps=1e-12)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.norm(x + self.drop(self.lin2(self.inner(self.act(self.lin1(x))))))
+
+
+def low_pass(x: torch.Tensor, keep: int) -> torch.Tensor:
+    """x [B, T, d] with only its `keep` lowest frequencies along T (orthonormal real FFT)."""
+    spectrum = torch.fft.rfft(x, dim=1, norm="ortho")
+    bins = torch.arange(spectrum.shape[1], device=x.device)[None, :, None]
+    spectrum = torch.where(bins < keep, spectrum, torch.zeros_like(spectrum))
+    return torch.fft.irfft(spectrum, n=x.shape[1], dim=1, norm="ortho")
+
+
+class LearnableFilter(nn.Module):
+    """FMLP-Rec's filter: x [B, T, d] → irfft(rfft(x) · W) with a learnable complex W per
+    frequency and channel (stored as real and imaginary parts), over a fixed window T."""
+
+    def __init__(self, window: int, d: int, std: float = 0.02) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(window // 2 + 1, d, 2) * std)
+        self.window = window
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.shape[1] != self.window:
+            raise ValueError(f"filter window is {self.window}, got {x.shape[1]} positions")
+        spectrum = torch.fft.rfft(x, dim=1, norm="ortho") * torch.view_as_complex(self.weight)
+        return torch.fft.irfft(spectrum, n=self.window, dim=1, norm="ortho")
+
+
+def linear_scan(lamb: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+    """h_t = lamb · h_{t-1} + u_t (h_{-1} = 0) for u [B, T, H] and a diagonal lamb [H]
+    (complex or real), by a log-depth parallel prefix scan: ⌈log₂ T⌉ shifted multiply-adds,
+    no loop over positions."""
+    h, t, shift, power = u, u.shape[1], 1, lamb
+    while shift < t:
+        carried = torch.cat([torch.zeros_like(h[:, :shift]), h[:, :-shift]], 1)
+        h = h + power * carried
+        power, shift = power * power, shift * 2
+    return h

@@ -60,7 +60,8 @@ def make_optimizer(model: SeqModel) -> torch.optim.Optimizer | None:
     c = model.cfg
     # foreach: the same float operations, bit for bit, batched over parameters (1.4x faster
     # on CPU, where torch's default is the per-parameter loop); fused would reorder them
-    return torch.optim.Adam(
+    kind = torch.optim.AdamW if c.optimizer == "adamw" else torch.optim.Adam
+    return kind(
         params,
         lr=c.lr,
         betas=(c.adam_beta1, c.adam_beta2),

@@ -1,0 +1,188 @@
+"""BSARec (Shin et al., AAAI 2024): SASRec's attention mixed with a Fourier inductive bias.
+
+Each block mixes two post-LN branches of its input x, α·DSP + (1−α)·GSP: DSP keeps the c//2+1
+lowest frequencies of x along the window and rescales the rest by a learned β² per channel
+(LN(x + drop(low + β²·high))), GSP is causal self-attention (LN(x + drop(attn(x)))); an FFN
+follows. The Fourier branch mixes every position of the fixed max_len window, so sequences are
+always left-padded to max_len (a user's scores never depend on how its batch was trimmed).
+Trained as the authors' code: every prefix of the training sequence, CE over all items at
+its last position.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import torch
+from torch import nn
+
+from seqbench.data.dataset import SeqDataset
+from seqbench.data.sequences import InstanceRule, NextItemInstances
+from seqbench.errors import ConfigError
+from seqbench.models.base import Batch, ModelConfig, Parts, SeqModel, register
+from seqbench.models.departures import Departure
+from seqbench.models.layers import (
+    MultiHeadAttention,
+    ResidualFFN,
+    SeqEmbedding,
+    causal_key_mask,
+    low_pass,
+    pad_left,
+    with_self,
+)
+from seqbench.models.losses import LossName, Objective, ObjectiveFields
+from seqbench.models.objective import next_item_batches, next_item_objective, resolve_objective
+from seqbench.models.pieces import NO_PLANS, Plans
+
+
+@dataclass
+class BSARecConfig(ObjectiveFields, ModelConfig):
+    """The authors' defaults (yehjin-shin/BSARec src/utils.py); Beauty's from their README."""
+
+    quiet: ClassVar[dict[str, Any]] = {"instances": "prefixes"}
+    loss: LossName = "ce"
+    instances: InstanceRule = "prefixes"
+    d: int = 64
+    layers: int = 2
+    heads: int = 2
+    dropout: float = 0.5
+    attn_dropout: float = 0.5
+    max_len: int = 50
+    batch_size: int = 256
+    lr: float = 1e-3
+    epochs: int = 200
+    patience: int = 10
+    #: weight of the Fourier (DSP) branch against self-attention (GSP)
+    alpha: float = 0.9
+    #: cut-off: the c//2+1 lowest frequencies are the low band
+    c: int = 3
+
+    def validate(self) -> None:
+        self.validate_objective()
+        if not 0.0 <= self.alpha <= 1.0:
+            raise ConfigError(f"alpha must be in [0, 1], got {self.alpha}")
+        if self.c < 0:
+            raise ConfigError(f"c must be >= 0, got {self.c}")
+
+
+class BSARecBlock(nn.Module):
+    """α·LN(x + drop(low + β²·high)) + (1−α)·LN(x + drop(attn(x))), then the FFN."""
+
+    def __init__(self, cfg: BSARecConfig) -> None:
+        super().__init__()
+        self.keep, self.alpha = cfg.c // 2 + 1, cfg.alpha
+        self.sqrt_beta = nn.Parameter(torch.randn(cfg.d))
+        self.attn = MultiHeadAttention(cfg.d, cfg.heads, cfg.attn_dropout)
+        self.norm_dsp = nn.LayerNorm(cfg.d, eps=1e-12)
+        self.norm_gsp = nn.LayerNorm(cfg.d, eps=1e-12)
+        self.drop = nn.Dropout(cfg.dropout)
+        self.ffn = ResidualFFN(cfg.d, cfg.dropout)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        low = low_pass(x, self.keep)
+        dsp = self.norm_dsp(x + self.drop(low + self.sqrt_beta**2 * (x - low)))
+        gsp = self.norm_gsp(x + self.drop(self.attn(x, x, x, mask)))
+        return self.ffn(self.alpha * dsp + (1 - self.alpha) * gsp)
+
+
+@register("bsarec")
+class BSARec(SeqModel):
+    """SASRec with BSARec's low/high-frequency branch in every block."""
+
+    paper = (
+        "Shin et al., An Attentive Inductive Bias for Sequential Recommendation beyond the "
+        "Self-Attention, AAAI 2024"
+    )
+    Config = BSARecConfig
+    ablations = ("alpha", "loss", "instances")
+    dataset_defaults = {
+        "beauty": {"lr": 5e-4, "alpha": 0.7, "c": 5, "heads": 1},
+        "synthetic": {"epochs": 2, "batch_size": 128, "max_len": 20, "lr": 3e-3, "d": 32},
+    }
+    departures = (
+        Departure(
+            "training instances",
+            "silent",
+            "every prefix of the last max_len training items (the first one with an empty "
+            "input), CE at its last position",
+            "every prefix with at least one input item, of the whole training sequence (its "
+            "last max_len inputs); the same rows on sequences up to max_len long",
+            "code",
+            "instances",
+            "--ablate instances=all_positions (one row per user, a target at every position)",
+        ),
+        Departure(
+            "training objective",
+            "cross-entropy over all items",
+            "as the paper, at the last position",
+            "as the paper; the loss axis trains the same model under bce, gbce, sampled_ce or bpr",
+            "paper",
+            "loss",
+            "--ablate loss=bce (or gbce, sampled_ce, bpr), --set negatives=K",
+        ),
+        Departure(
+            "padding rows",
+            "silent",
+            "a padding query has every key masked at −10000: it averages the whole window "
+            "uniformly, and the Fourier branch mixes that into the real positions",
+            "a padding query reads only itself (the window is still left-padded to max_len, "
+            "so the Fourier branch sees as many positions as the code's)",
+            "choice",
+        ),
+        Departure(
+            "ablation of the Fourier branch",
+            "α = 0 is SASRec-like attention alone, α = 1 the filter alone",
+            "as the paper",
+            "as the paper",
+            "paper",
+            "alpha",
+            "--ablate alpha=0 (attention only; or =1, filter only)",
+        ),
+    )
+
+    def __init__(self, cfg: BSARecConfig, data: SeqDataset) -> None:
+        super().__init__(cfg, data)
+        self.emb = SeqEmbedding(data.n_items + 1, cfg.d, cfg.max_len, cfg.dropout, layer_norm=True)
+        self.emb.norm = nn.LayerNorm(cfg.d, eps=1e-12)
+        self.blocks = nn.ModuleList(BSARecBlock(cfg) for _ in range(cfg.layers))
+        self.apply(_init)
+        self._train: NextItemInstances | None = None
+        self._objective, self._popularity = resolve_objective(cfg, data)
+
+    def objective(self) -> Objective:
+        return self._objective
+
+    def encode(self, seqs: torch.Tensor) -> torch.Tensor:
+        """Outputs [B, max_len, d] of the window left-padded to max_len."""
+        seqs = pad_left(seqs, self.cfg.max_len)
+        x, mask = self.emb(seqs), with_self(causal_key_mask(seqs))
+        for block in self.blocks:
+            x = block(x, mask)
+        return x
+
+    def train_batches(self, data: SeqDataset, gen: torch.Generator) -> Iterator[Batch]:
+        if self._train is None:
+            self._train = NextItemInstances(data, self.cfg.max_len, self.cfg.instances)
+        bucket, obj = self.cfg.batching == "grouped", self._objective
+        yield from next_item_batches(
+            self._train, self.cfg.batch_size, bucket, obj, self._popularity, gen
+        )
+
+    def loss(self, batch: Batch, plans: Plans = NO_PLANS) -> tuple[torch.Tensor, Parts]:
+        h = self.encode(batch["seqs"])[:, -batch["targets"].shape[1] :]
+        obj = self._objective
+        loss = next_item_objective(obj, self.cfg.ce_chunk, h, self.emb.item.weight, batch)
+        return loss, {obj.loss: loss.detach()}
+
+    def score(self, batch: Batch) -> torch.Tensor:
+        return self.encode(batch["seqs"])[:, -1] @ self.emb.item.weight.T
+
+
+def _init(module: nn.Module) -> None:
+    """The authors' init: N(0, 0.02²) weights for linear and embedding layers, zero biases."""
+    if isinstance(module, nn.Linear | nn.Embedding):
+        nn.init.normal_(module.weight, 0.0, 0.02)
+    if isinstance(module, nn.Linear):
+        nn.init.zeros_(module.bias)

@@ -1,0 +1,195 @@
+"""LRURec (Yue et al., WSDM 2024): linear recurrent units for sequential recommendation.
+
+Each block is an LRU layer, h_t = λ ⊙ h_{t−1} + γ ⊙ B x_t with a complex diagonal λ =
+exp(−exp(ν) + i·exp(θ)) and γ = exp(γ_log) (2d states), out = LN(x + drop(Re(C h_t))),
+then an FFN LN(x + drop(W₂ drop(GELU(W₁ x)))). Training computes every h_t at once by a
+parallel prefix scan (`layers.linear_scan`), never a loop over positions. Padding never enters
+the recurrence (its input is zeroed), so a row's states do not depend on its padding. Items
+are scored by ⟨h, e_item⟩ + b_item; trained by CE over all items at every position, AdamW.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal
+
+import torch
+from torch import nn
+
+from seqbench.data.dataset import SeqDataset
+from seqbench.data.sequences import InstanceRule, NextItemInstances
+from seqbench.models.base import Batch, ModelConfig, Parts, SeqModel, register
+from seqbench.models.departures import Departure
+from seqbench.models.layers import linear_scan
+from seqbench.models.losses import LossName, Objective, ObjectiveFields
+from seqbench.models.objective import next_item_batches, next_item_objective, resolve_objective
+from seqbench.models.pieces import NO_PLANS, Plans
+
+
+@dataclass
+class LRURecConfig(ObjectiveFields, ModelConfig):
+    """The authors' settings (yueqirex/LRURec config.py set_template)."""
+
+    quiet: ClassVar[dict[str, Any]] = {"instances": "all_positions"}
+    loss: LossName = "ce"
+    instances: InstanceRule = "all_positions"
+    optimizer: Literal["adam", "adamw"] = "adamw"
+    weight_decay: float = 0.01
+    grad_clip: float = 5.0
+    d: int = 64
+    layers: int = 2
+    dropout: float = 0.2
+    attn_dropout: float = 0.2
+    max_len: int = 50
+    batch_size: int = 128
+    lr: float = 1e-3
+    epochs: int = 500
+    patience: int = 10
+    #: the ring |λ| is drawn from at init
+    r_min: float = 0.8
+    r_max: float = 0.99
+
+    def validate(self) -> None:
+        self.validate_objective()
+
+
+class LRULayer(nn.Module):
+    """One LRU with its residual and LayerNorm; complex B and C as real and imaginary parts."""
+
+    def __init__(self, cfg: LRURecConfig) -> None:
+        super().__init__()
+        d, n = cfg.d, 2 * cfg.d
+        u1, u2 = torch.rand(n), torch.rand(n)
+        nu_log = torch.log(-0.5 * torch.log(u1 * (cfg.r_max**2 - cfg.r_min**2) + cfg.r_min**2))
+        theta_log = torch.log(u2 * 2 * math.pi)
+        modulus = torch.exp(-torch.exp(nu_log))
+        gamma_log = torch.log(torch.sqrt(1 - modulus**2))
+        self.params_log = nn.Parameter(torch.stack([nu_log, theta_log, gamma_log]))
+        self.b_re, self.b_im = nn.Linear(d, n), nn.Linear(d, n)
+        self.c_re, self.c_im = nn.Linear(n, d), nn.Linear(n, d, bias=False)
+        self.drop = nn.Dropout(cfg.attn_dropout)
+        self.layer_norm = nn.LayerNorm(d)
+
+    def forward(self, x: torch.Tensor, real: torch.Tensor) -> torch.Tensor:
+        nu, theta, gamma = torch.exp(self.params_log)
+        lamb = torch.exp(torch.complex(-nu, theta))
+        keep = real.unsqueeze(-1).to(x.dtype) * gamma
+        h = linear_scan(lamb, torch.complex(self.b_re(x) * keep, self.b_im(x) * keep))
+        out = self.c_re(h.real) - self.c_im(h.imag)
+        return self.layer_norm(self.drop(out) + x)
+
+
+class LRUFFN(nn.Module):
+    """LRURec's position-wise FFN: LN(x + drop(W₂ drop(GELU(W₁ x)))), 4d wide."""
+
+    def __init__(self, d: int, dropout: float) -> None:
+        super().__init__()
+        self.w_1, self.w_2 = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+        self.act, self.drop, self.layer_norm = nn.GELU(), nn.Dropout(dropout), nn.LayerNorm(d)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.layer_norm(self.drop(self.w_2(self.drop(self.act(self.w_1(x))))) + x)
+
+
+@register("lrurec")
+class LRURec(SeqModel):
+    """Stacked linear recurrent units; the state after the last item scores all items."""
+
+    paper = "Yue et al., Linear Recurrent Units for Sequential Recommendation, WSDM 2024"
+    Config = LRURecConfig
+    micro_key = "targets"
+    ablations = ("loss", "instances", "optimizer")
+    dataset_defaults = {
+        "ml-1m": {"max_len": 200},
+        "synthetic": {"epochs": 6, "batch_size": 32, "max_len": 20, "lr": 3e-3, "d": 32},
+    }
+    departures = (
+        Departure(
+            "training instances",
+            "silent",
+            "non-overlapping windows of max_len items from the end of the training sequence; "
+            "every item a target, the window's first one predicted from padding alone",
+            "one row per user, its last max_len training inputs, a target at every real input "
+            "(the windows' first targets, predicted from nothing, are not trained)",
+            "fix",
+            "instances",
+            "--ablate instances=prefixes (every prefix its own row; or =last)",
+        ),
+        Departure(
+            "training objective",
+            "cross-entropy over all items at every position",
+            "as the paper, scores ⟨h, e⟩ + b with a learned item bias",
+            "as the paper (the bias enters every loss of the axis); the loss axis trains the "
+            "same model under bce, gbce, sampled_ce or bpr",
+            "paper",
+            "loss",
+            "--ablate loss=bce (or gbce, sampled_ce, bpr), --set negatives=K",
+        ),
+        Departure(
+            "optimiser",
+            "AdamW",
+            "AdamW, weight decay 0.01, ε 1e-9, gradients clipped at norm 5",
+            "AdamW, weight decay 0.01, ε 1e-8 (PyTorch's), clipped at 5",
+            "paper",
+            "optimizer",
+            "--ablate optimizer=adam (Adam with L2 decay)",
+        ),
+        Departure(
+            "validation schedule",
+            "silent",
+            "every 1000 iterations (500 on ML-1M), patience 10 validations, at most 500 epochs",
+            "every epoch, patience 10 epochs, at most 500 epochs",
+            "choice",
+            "eval_every",
+            "--set eval_every=N (validate every N epochs)",
+        ),
+    )
+
+    def __init__(self, cfg: LRURecConfig, data: SeqDataset) -> None:
+        super().__init__(cfg, data)
+        self.item = nn.Embedding(data.n_items + 1, cfg.d)
+        self.item_bias = nn.Parameter(torch.zeros(data.n_items + 1))
+        self.emb_drop, self.emb_norm = nn.Dropout(cfg.dropout), nn.LayerNorm(cfg.d)
+        self.lru = nn.ModuleList(LRULayer(cfg) for _ in range(cfg.layers))
+        self.ffn = nn.ModuleList(LRUFFN(cfg.d, cfg.dropout) for _ in range(cfg.layers))
+        self._truncated_normal_init()
+        self._train: NextItemInstances | None = None
+        self._objective, self._popularity = resolve_objective(cfg, data)
+
+    def _truncated_normal_init(self) -> None:
+        """The authors' init: N(0, 0.02²) truncated to ±0.04 for every tensor but the
+        LayerNorms and the recurrence's (ν, θ, γ); a complex one part by part."""
+        for name, p in self.named_parameters():
+            if "norm" not in name and "params_log" not in name:
+                nn.init.trunc_normal_(p, std=0.02, a=-0.04, b=0.04)
+
+    def objective(self) -> Objective:
+        return self._objective
+
+    def encode(self, seqs: torch.Tensor) -> torch.Tensor:
+        real = seqs != 0
+        x = self.emb_norm(self.emb_drop(self.item(seqs)))
+        for lru, ffn in zip(self.lru, self.ffn, strict=True):
+            x = ffn(lru(x, real))
+        return x
+
+    def train_batches(self, data: SeqDataset, gen: torch.Generator) -> Iterator[Batch]:
+        if self._train is None:
+            self._train = NextItemInstances(data, self.cfg.max_len, self.cfg.instances)
+        bucket, obj = self.cfg.batching == "grouped", self._objective
+        yield from next_item_batches(
+            self._train, self.cfg.batch_size, bucket, obj, self._popularity, gen
+        )
+
+    def loss(self, batch: Batch, plans: Plans = NO_PLANS) -> tuple[torch.Tensor, Parts]:
+        h = self.encode(batch["seqs"])
+        h = torch.cat([h, torch.ones_like(h[..., :1])], -1)
+        weight = torch.cat([self.item.weight, self.item_bias[:, None]], 1)
+        obj = self._objective
+        loss = next_item_objective(obj, self.cfg.ce_chunk, h, weight, batch)
+        return loss, {obj.loss: loss.detach()}
+
+    def score(self, batch: Batch) -> torch.Tensor:
+        return self.encode(batch["seqs"])[:, -1] @ self.item.weight.T + self.item_bias
