@@ -23,6 +23,7 @@ from seqbench.data.sequences import (
 )
 from seqbench.data.synthetic import generate
 from seqbench.models.base import MODELS, field_choices, get_model, identity_config, resolve_config
+from seqbench.models.losses import LOSSES
 
 #: users' full sequences; every id is distinct so each item's origin is visible
 SEQS = [[1], [2, 3], [4, 5, 6], [7, 8, 9, 10, 11], [12, 13, 14, 15, 16, 17, 18, 19, 20]]
@@ -154,7 +155,9 @@ def synthetic() -> SeqDataset:
 def build(name: str, data: SeqDataset, **sets: str):
     cls = get_model(name)
     fields = {f.name for f in dataclasses.fields(cls.Config)}
-    small = {"d": "16", "max_len": "8", "batch_size": "16", "negatives": "8", **sets}
+    small = {"d": "16", "max_len": "8", "batch_size": "16", **sets}
+    if LOSSES[getattr(cls.Config(), "loss", "bce")].needs_negatives:
+        small["negatives"] = "8"  # K > 1 where the default loss reads negatives
     cfg = resolve_config(cls, "synthetic", {k: v for k, v in small.items() if k in fields})
     torch.manual_seed(0)
     return cls(cfg, data)

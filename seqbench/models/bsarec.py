@@ -20,8 +20,8 @@ from torch import nn
 
 from seqbench.data.dataset import SeqDataset
 from seqbench.data.sequences import InstanceRule, NextItemInstances
-from seqbench.errors import ConfigError
 from seqbench.models.base import Batch, ModelConfig, Parts, SeqModel, register
+from seqbench.models.bounds import NON_NEGATIVE, PROBABILITY, Bound
 from seqbench.models.departures import Departure
 from seqbench.models.layers import (
     MultiHeadAttention,
@@ -42,6 +42,8 @@ class BSARecConfig(ObjectiveFields, ModelConfig):
     """The authors' defaults (yehjin-shin/BSARec src/utils.py); Beauty's from their README."""
 
     quiet: ClassVar[dict[str, Any]] = {"instances": "prefixes"}
+    #: α = 0 (attention alone) is the paper's own ablation
+    bounds: ClassVar[dict[str, Bound]] = {"alpha": PROBABILITY, "c": NON_NEGATIVE}
     loss: LossName = "ce"
     instances: InstanceRule = "prefixes"
     d: int = 64
@@ -61,10 +63,6 @@ class BSARecConfig(ObjectiveFields, ModelConfig):
 
     def validate(self) -> None:
         self.validate_objective()
-        if not 0.0 <= self.alpha <= 1.0:
-            raise ConfigError(f"alpha must be in [0, 1], got {self.alpha}")
-        if self.c < 0:
-            raise ConfigError(f"c must be >= 0, got {self.c}")
 
 
 class BSARecBlock(nn.Module):

@@ -21,6 +21,7 @@ from torch import nn
 from seqbench.data.dataset import SeqDataset
 from seqbench.data.sequences import InstanceRule, NextItemInstances
 from seqbench.models.base import Batch, ModelConfig, Parts, SeqModel, register
+from seqbench.models.bounds import RATE, Bound
 from seqbench.models.departures import Departure
 from seqbench.models.layers import linear_scan
 from seqbench.models.losses import LossName, Objective, ObjectiveFields
@@ -33,6 +34,7 @@ class LRURecConfig(ObjectiveFields, ModelConfig):
     """The authors' settings (yueqirex/LRURec config.py set_template)."""
 
     quiet: ClassVar[dict[str, Any]] = {"instances": "all_positions"}
+    bounds: ClassVar[dict[str, Bound]] = {"r_min": RATE, "r_max": RATE}
     loss: LossName = "ce"
     instances: InstanceRule = "all_positions"
     optimizer: Literal["adam", "adamw"] = "adamw"
