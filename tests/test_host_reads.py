@@ -223,25 +223,26 @@ def test_the_trainer_hands_the_step_its_cpu_batch(data: SeqDataset, tmp_path, mo
 
 
 def test_the_step_loss_turns_non_finite_logits_into_nan_without_a_host_read() -> None:
-    """SASRec's step loss: the contract's value (hand formula), NaN where the contract raises."""
+    """SASRec's step loss (the registry's bce): the hand formula's value, NaN where a valid
+    logit is not finite."""
     import math
 
-    from seqbench.models.sasrec import next_item_loss
+    from seqbench.models.losses import bce
 
     sp = lambda x: math.log1p(math.exp(x))  # noqa: E731
     with DeviceGuard():
         tgt = micro.move({"t": torch.tensor([[7, 0, 3]])}, CPU)["t"]
         pos = torch.tensor([[1.0, float("nan"), -2.0]], dtype=torch.float64)
         neg = torch.tensor([[0.5, float("inf"), 3.0]], dtype=torch.float64)
-        ok = next_item_loss(pos, neg, tgt)
-        bad = next_item_loss(pos, neg.clone().fill_(float("inf")), tgt)
+        ok = bce(pos, neg, tgt != 0)
+        bad = bce(pos, neg.clone().fill_(float("inf")), tgt != 0)
     assert ok.item() == pytest.approx((sp(-1.0) + sp(0.5) + sp(2.0) + sp(3.0)) / 2, rel=1e-12)
     assert math.isnan(bad.item())
 
 
 def test_batch_building_checks_the_item_ids() -> None:
     """The value checks left the step for batch building: negative ids still raise."""
-    from seqbench.models.sasrec import check_items
+    from seqbench.models.layers import check_items
 
     check_items({"seqs": torch.tensor([[0, 1, 2]])}, "seqs")
     with pytest.raises(ValueError, match="targets"):

@@ -157,3 +157,37 @@ def test_the_old_hidden_loop_would_be_caught() -> None:
     graph = {name: set(targets) for name, targets in GRAPH.items()}
     graph["seqbench.models.base"].add("seqbench.models")
     assert any("seqbench.models.base" in c and "seqbench.models" in c for c in cycles(graph))
+
+
+#: modules of seqbench.models that register a model (a model file, as opposed to shared layers)
+MODEL_FILES = {
+    name
+    for name, path in MODULES.items()
+    if name.startswith("seqbench.models.") and "\n@register(" in path.read_text()
+}
+
+
+def base_modules(name: str) -> set[str]:
+    """The model files that define a base class of a class `name` defines."""
+    tree = ast.parse(MODULES[name].read_text())
+    bases = {b.id for node in ast.walk(tree) if isinstance(node, ast.ClassDef) for b in node.bases
+             if isinstance(b, ast.Name)}  # fmt: skip
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and any(a.name in bases for a in node.names):
+            out.add(resolve(name, node))
+    return out & MODEL_FILES
+
+
+def test_a_model_file_imports_shared_layers_not_other_models() -> None:
+    """A model file imports another model file only to extend its model (its base class or
+    config): causal masks, checks, view losses and augmentations live in shared modules."""
+    assert len(MODEL_FILES) >= 15 and "seqbench.models.layers" not in MODEL_FILES
+    wrong = {
+        name: sorted(GRAPH[name] & MODEL_FILES - base_modules(name))
+        for name in sorted(MODEL_FILES)
+        if GRAPH[name] & MODEL_FILES - base_modules(name)
+    }
+    assert wrong == {}
+    extending = {name for name in MODEL_FILES if GRAPH[name] & MODEL_FILES}
+    assert all(len(GRAPH[name] & MODEL_FILES) == 1 for name in extending), extending

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from helpers import next_item_loss
 
 from seqbench.data.dataset import SeqDataset
 from seqbench.data.sequences import NegativeSampler
@@ -24,7 +25,6 @@ from seqbench.models.losses import (
     sampled_ce,
 )
 from seqbench.models.objective import draw_negatives
-from seqbench.models.sasrec import next_item_loss
 from seqbench.runs.execute import RunRequest, execute
 from seqbench.runs.result import ResultError, RunResult
 from seqbench.training.context import RunContext

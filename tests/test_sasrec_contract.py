@@ -6,8 +6,7 @@ import math
 
 import pytest
 import torch
-
-from seqbench.models.sasrec import causal_item_mask, sampled_next_item_loss
+from helpers import causal_item_mask, sampled_next_item_loss
 
 
 def test_causal_mask_example_from_the_spec() -> None:

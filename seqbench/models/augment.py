@@ -19,11 +19,14 @@ and a span of one item has a single order), insert gives two items when W >= 2.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Literal, Protocol
 
 import torch
 
 from seqbench.data.sequences import trim
+from seqbench.models.contrastive import ContrastiveFields
+from seqbench.models.item_similarity import SimilarItems
 
 Op = Literal["crop", "mask", "reorder", "substitute", "insert"]
 OPS: tuple[Op, ...] = ("crop", "mask", "reorder", "substitute", "insert")
@@ -206,3 +209,51 @@ def two_views(
     full = pad_left(seqs, width)
     both = torch.cat([augment(full, gen), augment(full, gen)])
     return trim(both)[0]
+
+
+ShortSet = Literal["SI", "SIM", "SIR", "SIC", "SIMR", "SIMC", "SIRC", "SIMRC"]
+
+
+@dataclass
+class CoSeRecFields(ContrastiveFields):
+    """CoSeRec's augmentation settings (code defaults), shared with CoSeBERT."""
+
+    augment: Literal["crop", "mask", "reorder", "substitute", "insert", "random"] = "random"
+    substitute_rate: float = 0.1
+    insert_rate: float = 0.4
+    augment_threshold: int = 4
+    short_augment: ShortSet = "SIM"
+    similar_k: int = 1
+
+
+#: CoSeRec's src/beauty.sh
+COSEREC_BEAUTY = {
+    "augment_threshold": 12,
+    "short_augment": "SIMRC",
+    "insert_rate": 0.5,
+    "substitute_rate": 0.05,
+}
+
+
+def coserec_augmenter(cfg: CoSeRecFields, mask_id: int, similar: SimilarItems) -> Augmenter:
+    """The view generator of CoSeRec's settings (random mode: long/short operator sets)."""
+    if cfg.augment == "random":
+        long_ops, short_ops, threshold = (
+            OPS,
+            ops_from_letters(cfg.short_augment),
+            cfg.augment_threshold,
+        )
+    else:
+        long_ops, short_ops, threshold = (cfg.augment,), (cfg.augment,), 0
+    return Augmenter(
+        long_ops,
+        short_ops,
+        threshold,
+        eta=cfg.eta,
+        gamma=cfg.gamma,
+        beta=cfg.beta,
+        mask_id=mask_id,
+        substitute_rate=cfg.substitute_rate,
+        insert_rate=cfg.insert_rate,
+        similar=similar,
+    )

@@ -33,7 +33,6 @@ from seqbench.data.dataset import SeqDataset
 from seqbench.data.sequences import iterate_rows
 from seqbench.errors import ConfigError
 from seqbench.models.base import Batch, Parts, register
-from seqbench.models.bert4rec import BERT_AXES
 from seqbench.models.bert4rec_s import (
     CBIT_CODE_DEPARTURES,
     CBIT_DATASET_DEFAULTS,
@@ -124,7 +123,7 @@ class CBiT(BERT4RecS):
     paper = "Du et al., CBiT, CIKM 2022"
     Config = CBiTConfig
     micro_key = None  # the contrastive loss couples the rows of a batch
-    ablations = ("window", "augment", "reweight", "theta_step", "loss", *BERT_AXES)
+    ablations = ("augment", "reweight", "theta_step", *BERT4RecS.ablations)
     renamed = {"main_loss": "main_loss is now the shared loss axis: --ablate loss=bce (or ce)"}
     key_aliases = {"lambda": "lambda_"}
     dataset_defaults = {k: {**v, "m": CBIT_VIEWS[k]} for k, v in CBIT_DATASET_DEFAULTS.items()}

@@ -19,23 +19,11 @@ import torch
 from seqbench.data.dataset import SeqDataset
 from seqbench.models.augment import Augmenter, Op, two_views
 from seqbench.models.base import Batch, Parts, register
-from seqbench.models.contrastive import nt_xent
+from seqbench.models.contrastive import ContrastiveFields, view_loss
 from seqbench.models.departures import S3REC_INSTANCES
-from seqbench.models.layers import SeqEmbedding, TransformerEncoder
+from seqbench.models.layers import SeqEmbedding, TransformerEncoder, check_items
 from seqbench.models.pieces import NO_PLANS, Plans
-from seqbench.models.sasrec import SASRec, SASRecConfig, check_items
-
-
-@dataclass
-class ContrastiveFields:
-    """Contrastive settings shared by CL4SRec, CoSeRec and CoSeBERT (CoSeRec code defaults)."""
-
-    cl_weight: float = 0.1
-    tau: float = 1.0
-    cl_repr: Literal["last", "flat"] = "last"
-    eta: float = 0.2
-    gamma: float = 0.7
-    beta: float = 0.2
+from seqbench.models.sasrec import SASRec, SASRecConfig
 
 
 @dataclass
@@ -52,12 +40,6 @@ class CL4SRecConfig(ContrastiveFields, SASRecConfig):
     epochs: int = 300
     augment: Literal["crop", "mask", "reorder", "random"] = "random"
     layout: Literal["s3rec", "sasrec"] = "s3rec"
-
-
-def view_loss(h: torch.Tensor, how: str, tau: float) -> torch.Tensor:
-    """Two-view NT-Xent on encoder outputs [2B, W, d] (rows: all first views, then seconds)."""
-    rep = h[:, -1] if how == "last" else h.flatten(1)
-    return nt_xent(rep.view(2, h.shape[0] // 2, -1), tau, reduce="mean")
 
 
 @register("cl4srec")

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Literal
+
 import torch
 import torch.nn.functional as F
 
@@ -35,3 +38,21 @@ def nt_xent(
         per_pair = F.cross_entropy(logits.reshape(-1, 2 * b), target, reduction="none")
         per_pair = per_pair.view(-1, b).mean(1)
         return per_pair.sum() if reduce == "sum" else per_pair.mean()
+
+
+@dataclass
+class ContrastiveFields:
+    """Contrastive settings shared by CL4SRec, CoSeRec and CoSeBERT (CoSeRec code defaults)."""
+
+    cl_weight: float = 0.1
+    tau: float = 1.0
+    cl_repr: Literal["last", "flat"] = "last"
+    eta: float = 0.2
+    gamma: float = 0.7
+    beta: float = 0.2
+
+
+def view_loss(h: torch.Tensor, how: str, tau: float) -> torch.Tensor:
+    """Two-view NT-Xent on encoder outputs [2B, W, d] (rows: all first views, then seconds)."""
+    rep = h[:, -1] if how == "last" else h.flatten(1)
+    return nt_xent(rep.view(2, h.shape[0] // 2, -1), tau, reduce="mean")

@@ -17,17 +17,15 @@ from typing import Literal
 import torch
 
 from seqbench.data.dataset import SeqDataset
-from seqbench.models.augment import two_views
+from seqbench.models.augment import COSEREC_BEAUTY, CoSeRecFields, coserec_augmenter, two_views
 from seqbench.models.base import Batch, Parts, register
-from seqbench.models.bert4rec import BERT_AXES
 from seqbench.models.bert4rec_s import (
     CBIT_CODE_DEPARTURES,
     CBIT_DATASET_DEFAULTS,
     BERT4RecS,
     BERT4RecSConfig,
 )
-from seqbench.models.cl4srec import view_loss
-from seqbench.models.coserec import COSEREC_BEAUTY, CoSeRecFields, coserec_augmenter
+from seqbench.models.contrastive import view_loss
 from seqbench.models.departures import Departure
 from seqbench.models.item_similarity import training_similarity
 from seqbench.models.pieces import NO_PLANS, Plans
@@ -50,7 +48,7 @@ class CoSeBERT(BERT4RecS):
     Config = CoSeBERTConfig
     micro_key = None  # the contrastive loss couples the rows of a batch
     row_keys = ("inputs", "views")
-    ablations = ("augment", "window", "loss", *BERT_AXES)
+    ablations = ("augment", *BERT4RecS.ablations)
     departures = (
         *(d for d in CBIT_CODE_DEPARTURES if d.field != "pad_outputs"),
         Departure(

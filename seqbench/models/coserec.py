@@ -19,58 +19,11 @@ from dataclasses import dataclass
 from typing import Literal
 
 from seqbench.data.dataset import SeqDataset
-from seqbench.models.augment import OPS, Augmenter, ops_from_letters
+from seqbench.models.augment import COSEREC_BEAUTY, Augmenter, CoSeRecFields, coserec_augmenter
 from seqbench.models.base import register
-from seqbench.models.cl4srec import CL4SRec, CL4SRecConfig, ContrastiveFields
+from seqbench.models.cl4srec import CL4SRec, CL4SRecConfig
 from seqbench.models.departures import S3REC_INSTANCES, Departure
-from seqbench.models.item_similarity import SimilarItems, training_similarity
-
-ShortSet = Literal["SI", "SIM", "SIR", "SIC", "SIMR", "SIMC", "SIRC", "SIMRC"]
-
-
-@dataclass
-class CoSeRecFields(ContrastiveFields):
-    """CoSeRec's augmentation settings (code defaults), shared with CoSeBERT."""
-
-    augment: Literal["crop", "mask", "reorder", "substitute", "insert", "random"] = "random"
-    substitute_rate: float = 0.1
-    insert_rate: float = 0.4
-    augment_threshold: int = 4
-    short_augment: ShortSet = "SIM"
-    similar_k: int = 1
-
-
-#: CoSeRec's src/beauty.sh
-COSEREC_BEAUTY = {
-    "augment_threshold": 12,
-    "short_augment": "SIMRC",
-    "insert_rate": 0.5,
-    "substitute_rate": 0.05,
-}
-
-
-def coserec_augmenter(cfg: CoSeRecFields, mask_id: int, similar: SimilarItems) -> Augmenter:
-    """The view generator of CoSeRec's settings (random mode: long/short operator sets)."""
-    if cfg.augment == "random":
-        long_ops, short_ops, threshold = (
-            OPS,
-            ops_from_letters(cfg.short_augment),
-            cfg.augment_threshold,
-        )
-    else:
-        long_ops, short_ops, threshold = (cfg.augment,), (cfg.augment,), 0
-    return Augmenter(
-        long_ops,
-        short_ops,
-        threshold,
-        eta=cfg.eta,
-        gamma=cfg.gamma,
-        beta=cfg.beta,
-        mask_id=mask_id,
-        substitute_rate=cfg.substitute_rate,
-        insert_rate=cfg.insert_rate,
-        similar=similar,
-    )
+from seqbench.models.item_similarity import training_similarity
 
 
 @dataclass

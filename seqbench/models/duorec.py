@@ -40,11 +40,10 @@ from seqbench.data.sequences import (
 from seqbench.models.base import Batch, ModelConfig, Parts, SeqModel, register
 from seqbench.models.contrastive import nt_xent
 from seqbench.models.departures import Departure
-from seqbench.models.layers import SeqEmbedding, TransformerEncoder
+from seqbench.models.layers import SeqEmbedding, TransformerEncoder, causal_mask, check_items
 from seqbench.models.losses import LOSSES, LossName, Objective, ObjectiveFields
 from seqbench.models.objective import draw_negatives, next_item_objective, resolve_objective
 from seqbench.models.pieces import NO_PLANS, Plans
-from seqbench.models.sasrec import causal_mask, check_items
 
 
 class SameTargetSampler:

@@ -12,6 +12,30 @@ from torch import nn
 Norm = Literal["pre", "post", "sasrec"]
 
 
+def check_item_ids(ids: torch.Tensor, message: str) -> None:
+    """Raise ValueError(message) if an id is negative (0 = padding). A host read: training
+    checks its batches with it where they are built, on the CPU."""
+    if ids.numel() and bool((ids < 0).any()):
+        raise ValueError(message)
+
+
+def causal_mask(item_ids: torch.Tensor) -> torch.Tensor:
+    """Bool [B, T, T]: query i may read key j iff both ids are non-zero and j <= i. No host
+    read: training batches' ids are checked where they are built (`check_items`)."""
+    with torch.no_grad():
+        real = item_ids != 0
+        t = item_ids.shape[1]
+        tril = torch.ones(t, t, dtype=torch.bool, device=item_ids.device).tril()
+        return real[:, :, None] & real[:, None, :] & tril
+
+
+def check_items(batch: dict[str, torch.Tensor], *keys: str) -> None:
+    """Check a training batch's item tensors `keys` as it is built: non-negative ids (host
+    reads of CPU tensors, not in the step)."""
+    for key in keys:
+        check_item_ids(batch[key], f"training batch: {key} must be non-negative item ids")
+
+
 def key_padding_mask(seqs: torch.Tensor) -> torch.Tensor:
     """Bool [B, 1, T, T]: every query may read every non-padding key (bidirectional)."""
     keys = seqs != 0

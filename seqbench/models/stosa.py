@@ -29,11 +29,10 @@ from seqbench.data.sequences import InstanceRule, NextItemInstances
 from seqbench.errors import ConfigError
 from seqbench.models.base import Batch, ModelConfig, Parts, SeqModel, register
 from seqbench.models.departures import S3REC_INSTANCES, Departure
-from seqbench.models.layers import SeqEmbedding, with_self
+from seqbench.models.layers import SeqEmbedding, causal_mask, check_items, with_self
 from seqbench.models.losses import LOSSES, LossName, Objective, ObjectiveFields, chunked_ce
 from seqbench.models.objective import next_item_batches, resolve_objective, score_objective
 from seqbench.models.pieces import NO_PLANS, Plans
-from seqbench.models.sasrec import causal_mask, check_items
 from seqbench.models.wasserstein import wasserstein2, wasserstein2_matrix
 
 Tensor = torch.Tensor

@@ -28,10 +28,7 @@ from seqbench.models.base import SeqModel
 from seqbench.training.checkpoint import CheckpointFiles, load_checkpoint, save_checkpoint
 from seqbench.training.context import EpochReport, RunContext
 from seqbench.training.feed import EpochFeed
-from seqbench.training.micro import Piece, accumulate_pieces, move
-
-#: `move` stays importable from here for scripts written against 0.2 (the GPU smoke check)
-__all__ = ["TrainOptions", "TrainResult", "Trainer", "make_optimizer", "move"]
+from seqbench.training.micro import Piece, accumulate_pieces
 
 #: steps between reads of the loss on the host (progress, and the check that it is finite)
 LOG_EVERY = 20
