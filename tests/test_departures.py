@@ -16,7 +16,7 @@ from seqbench.data.dataset import SeqDataset
 from seqbench.data.synthetic import generate
 from seqbench.models.base import MODELS, get_model, parse_value, resolve_config
 from seqbench.models.bert4rec import cloze_mask
-from seqbench.models.cl4srec import view_loss
+from seqbench.models.contrastive import view_loss
 
 get_model("sasrec")
 SWITCH = re.compile(r"--(?:ablate|set) (\w+)=(\S+)")
