@@ -15,3 +15,7 @@ class ConfigError(SeqbenchError):
 
 class ModelError(SeqbenchError):
     """A model's output seqbench cannot use (e.g. a non-finite score), naming the model."""
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, handled as Ctrl-C is (the run checkpoints and says how to resume)."""

@@ -103,3 +103,16 @@ def write_json(path: str | Path, obj: Any) -> None:
     """Write JSON atomically, pretty-printed with sorted keys (stable diffs)."""
     with atomic_path(path) as tmp:
         tmp.write_text(json.dumps(obj, indent=2, sort_keys=True) + "\n")
+
+
+def save_torch(obj: Any, path: str | Path) -> None:
+    """torch.save atomically. torch reports a short write (a full disk, a file-size limit) as
+    a RuntimeError of its zip writer: it becomes the OSError every other write gives."""
+    import torch  # here: io is imported by layers that never save tensors
+
+    with atomic_path(path) as tmp:
+        try:
+            torch.save(obj, tmp)
+        except RuntimeError as e:
+            first = (str(e).strip().splitlines() or [type(e).__name__])[0][:120]
+            raise OSError(errno.EIO, f"the write was cut short ({first})", str(path)) from None

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import errno
 import importlib
+import signal
 import sys
+import threading
 
 import typer
 from rich.markup import escape
 
 from seqbench.cli.app import app, console_err
-from seqbench.errors import SeqbenchError
+from seqbench.errors import SeqbenchError, Terminated
 
 try:  # recent typer bundles its own click
     from typer._click.exceptions import ClickException
@@ -33,6 +35,17 @@ def main(argv: list[str] | None = None) -> None:
     """Entry point: user errors (ours and the option parser's) become one red line on stderr
     and exit code 2."""
     _load_commands()
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _terminate) if main_thread else None
+    try:
+        _main(argv)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _main(argv: list[str] | None) -> None:
+    """`main` inside its SIGTERM handler: every user error as one line, by kind."""
     try:
         code = app(args=argv, prog_name="seqbench", standalone_mode=False)
         # typer turns Ctrl-C into Exit(130), which non-standalone mode returns, not raises
@@ -46,9 +59,9 @@ def main(argv: list[str] | None = None) -> None:
     except OSError as e:  # a full disk, an I/O error, a path of the wrong kind: one line
         _error(os_error(e))
         sys.exit(1)
-    except (KeyboardInterrupt, typer.Abort):
+    except (KeyboardInterrupt, typer.Abort) as e:
         console_err.print("[yellow]interrupted[/yellow]: rerun the same command to resume")
-        sys.exit(130)
+        sys.exit(143 if isinstance(e, Terminated) else 130)
     except ClickException as e:  # bad options arrive here in non-standalone mode
         ctx = getattr(e, "ctx", None)
         hint = f" (see `{ctx.command_path} --help`)" if ctx is not None else ""
@@ -77,6 +90,11 @@ def os_error(e: OSError) -> str:
     if fix is None:
         fix = f"{e.strerror or e}: free space or fix the disk, then rerun to resume"
     return f"{where}{fix}"
+
+
+def _terminate(signum: int, frame: object) -> None:
+    """SIGTERM (a scheduler's stop) is handled as Ctrl-C is: checkpoint, say how to resume."""
+    raise Terminated
 
 
 def _error(message: str) -> None:

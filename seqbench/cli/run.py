@@ -92,6 +92,13 @@ def run(
         float | None,
         typer.Option(callback=positive, help="stop training after this many minutes (> 0)"),
     ] = None,
+    checkpoint_minutes: Annotated[
+        float,
+        typer.Option(
+            callback=positive,
+            help="checkpoint within an epoch this often (Ctrl-C / SIGTERM always checkpoint)",
+        ),
+    ] = 10.0,
     force: Annotated[bool, typer.Option(help="retrain even if the run is stored")] = False,
     resume: Annotated[bool, typer.Option(help="continue an interrupted run")] = True,
     dry_run: Annotated[
@@ -132,7 +139,7 @@ def run(
         deterministic=deterministic,
         compile=compile_,
     )
-    options = RunOptions(force=force, resume=resume, max_minutes=budget_minutes)
+    options = RunOptions(force, resume, budget_minutes, checkpoint_minutes)
     data: SeqDataset | None = None
     for s in seed or [0]:
         req = RunRequest(

@@ -227,7 +227,7 @@ def _train_and_test(
     seed_everything(request.seed)
     model = run.model_cls(run.cfg, data)
     n_params = sum(p.numel() for p in model.parameters())
-    train = TrainOptions(request.precision, options.max_minutes)
+    train = TrainOptions(request.precision, options.max_minutes, options.checkpoint_minutes)
     trainer = Trainer(model, data, run.protocol, request.seed, work, ctx, train)
     result = trainer.fit(resume=options.resume)
 

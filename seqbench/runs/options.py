@@ -17,6 +17,8 @@ class RunOptions:
     force: bool = False
     resume: bool = True
     max_minutes: float | None = None
+    #: a mid-epoch checkpoint at least this often (None: at epoch ends only)
+    checkpoint_minutes: float | None = 10.0
 
 
 @dataclass(frozen=True)

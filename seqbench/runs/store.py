@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import torch
 
-from seqbench.io import atomic_path, write_json
+from seqbench.io import atomic_path, save_torch, write_json
 from seqbench.paths import check_name, runs_dir
 from seqbench.plugins import describe_origin
 from seqbench.runs.identity import RunSpec
@@ -344,8 +344,7 @@ class RunStore:
             per_user.to_parquet(tmp, index=False)
         with atomic_path(work.history) as tmp:
             history.to_parquet(tmp, index=False)
-        with atomic_path(work.best) as tmp:
-            torch.save(best_state, tmp)
+        save_torch(best_state, work.best)
         write_json(work.metrics, result.to_json())
         final = self.final(result.run_id)
         if final.exists():

@@ -7,13 +7,17 @@ The caller names the two files (the run store owns the layout of a run folder): 
 from __future__ import annotations
 
 import os
+import signal
+import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
 import torch
 
-from seqbench.io import atomic_path
+from seqbench.errors import Terminated
+from seqbench.io import save_torch
 
 #: what every epoch checkpoint holds (the trainer's state)
 KEYS = frozenset(
@@ -33,8 +37,47 @@ def save_checkpoint(latest: Path, previous: Path, state: dict[str, Any]) -> None
     """Keep the current `latest` as `previous` (a fallback), then write `latest` atomically."""
     if latest.exists():
         os.replace(latest, previous)
-    with atomic_path(latest) as tmp:
-        torch.save(state, tmp)
+    save_torch(state, latest)
+
+
+class Pauses:
+    """When training checkpoints inside an epoch: every `every` seconds (a host clock read
+    once a step, no device read), and on SIGINT/SIGTERM, which stop the run once the step in
+    flight is saved (a second signal, or one outside the steps, stops at once)."""
+
+    def __init__(self, every: float | None) -> None:
+        self.every, self.last = every, time.monotonic()
+        self.asked: KeyboardInterrupt | None = None
+        self.stepping = False
+        self._saved: dict[int, Any] = {}
+
+    def __enter__(self) -> Pauses:
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self._saved[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, old in self._saved.items():
+            signal.signal(sig, old)
+
+    def _handle(self, signum: int, frame: object) -> None:
+        stop = Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
+        if self.asked is not None or not self.stepping:
+            raise stop
+        self.asked = stop
+
+    def due(self) -> bool:
+        """Whether to checkpoint after this step."""
+        return self.asked is not None or (
+            self.every is not None and time.monotonic() - self.last >= self.every
+        )
+
+    def saved(self) -> None:
+        """The checkpoint is written: stop here if a signal asked for it."""
+        self.last = time.monotonic()
+        if self.asked is not None:
+            raise self.asked
 
 
 def load_checkpoint(paths: tuple[Path, ...], warn: Callable[[str], None]) -> dict[str, Any] | None:

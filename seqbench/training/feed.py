@@ -30,9 +30,17 @@ class EpochFeed:
     iterating yields each step's pieces on the device. `close()` stops an unfinished feed."""
 
     def __init__(
-        self, model: SeqModel, data: SeqDataset, gen: torch.Generator, device: torch.device
+        self,
+        model: SeqModel,
+        data: SeqDataset,
+        gen: torch.Generator,
+        device: torch.device,
+        skip: int = 0,
     ) -> None:
         self.model, self.data, self.gen, self.device = model, data, gen, device
+        #: the generator before the build (a mid-epoch checkpoint rebuilds the same batches
+        #: from it and `skip`s the steps already taken)
+        self.gen_start, self.skip = gen.get_state(), skip
         self.gen_state: torch.Tensor | None = None
         self._count = 0
         self._built = threading.Event()
@@ -49,7 +57,7 @@ class EpochFeed:
             batches = list(self.model.train_batches(self.data, self.gen))
             self._count, self.gen_state = len(batches), self.gen.get_state()
             self._built.set()
-            for batch in batches:
+            for batch in batches[self.skip :]:
                 if not self._put(step_pieces(self.model, batch, self.device)):
                     return
         except BaseException as e:  # re-raised on the training thread

@@ -25,7 +25,12 @@ from seqbench.evaluation.evaluator import Evaluator, summarize
 from seqbench.evaluation.protocols import Protocol
 from seqbench.machine import PRECISIONS, grad_scaler, retain_freed_memory
 from seqbench.models.base import SeqModel
-from seqbench.training.checkpoint import CheckpointFiles, load_checkpoint, save_checkpoint
+from seqbench.training.checkpoint import (
+    CheckpointFiles,
+    Pauses,
+    load_checkpoint,
+    save_checkpoint,
+)
 from seqbench.training.context import EpochReport, RunContext
 from seqbench.training.feed import EpochFeed
 from seqbench.training.micro import Piece, accumulate_pieces
@@ -109,11 +114,28 @@ def lr_factor(step: int, total: int, warmup: float, schedule: str) -> float:
 
 
 @dataclass(frozen=True)
+class Clock:
+    """An epoch's start (wall and CPU seconds, less those of a checkpoint it resumed from)
+    and when it pauses to checkpoint."""
+
+    t0: float
+    c0: float
+    pauses: Pauses
+
+
+def move_sum(value: torch.Tensor | float, device: torch.device) -> torch.Tensor | float:
+    """A loss sum onto `device` (a detached copy; floats stay floats)."""
+    return value.detach().to(device, copy=True) if isinstance(value, torch.Tensor) else value
+
+
+@dataclass(frozen=True)
 class TrainOptions:
     """How this run trains, beside its config: its precision and an optional time budget."""
 
     precision: str = "fp32"
     max_minutes: float | None = None
+    #: a mid-epoch checkpoint at least this often (host clock; None: only at epoch ends)
+    checkpoint_minutes: float | None = 10.0
 
 
 @dataclass
@@ -128,6 +150,9 @@ class Progress:
     bad: int = 0
     seconds: float = 0.0
     start: int = 1
+    #: where a mid-epoch checkpoint left epoch `start`: its step, the loss sums and the
+    #: epoch's CPU seconds so far (None: at the epoch's start)
+    mid: dict[str, Any] | None = None
 
 
 class Trainer:
@@ -181,6 +206,7 @@ class Trainer:
             "bad_epochs": p.bad,
             "seconds": p.seconds,
             "extra": self.model.extra_state(),
+            "threads": torch.get_num_threads(),
         }
 
     def _restore(self, opt, gen) -> Progress:
@@ -188,6 +214,13 @@ class Trainer:
         state = load_checkpoint(self.checkpoints, self.observer.on_log)
         if state is None:
             return Progress()
+        threads = state.get("threads", torch.get_num_threads())
+        if threads != torch.get_num_threads():
+            raise ConfigError(
+                f"this run trained its first epochs on {threads} threads and now has "
+                f"{torch.get_num_threads()} (the digits would change): resume it with "
+                f"--threads {threads}, or start over with --force"
+            )
         self.model.load_state_dict(state["model"])
         if opt is not None:
             opt.load_state_dict(state["optimizer"])
@@ -196,13 +229,13 @@ class Trainer:
             torch.cuda.set_rng_state_all(state["cuda_rng"])
         gen.set_state(state["gen"])
         self.model.load_extra_state(state["extra"])
-        self.observer.on_log(f"resuming from epoch {state['epoch']} of {self.cfg.epochs}")
+        mid = state.get("mid")
+        where = f"epoch {state['epoch']}" if mid is None else f"step {mid['step']} of epoch "
+        where += "" if mid is None else str(state["epoch"] + 1)
+        self.observer.on_log(f"resuming from {where} of {self.cfg.epochs}")
+        seconds = state["seconds"] + (0.0 if mid is None else mid["seconds"])
         return Progress(
-            state["history"],
-            state["best"],
-            state["bad_epochs"],
-            state["seconds"],
-            state["epoch"] + 1,
+            state["history"], state["best"], state["bad_epochs"], seconds, state["epoch"] + 1, mid
         )
 
     def fit(self, resume: bool = True) -> TrainResult:
@@ -216,13 +249,18 @@ class Trainer:
             stopped = "no_training"
         scaler = self.scaler()
         self.observer.on_start(cfg.epochs, p.start - 1)
-        feed = self._feed(gen) if opt is not None and p.start <= cfg.epochs else None
+        skip = p.mid["step"] if p.mid else 0
+        feed = self._feed(gen, skip) if opt is not None and p.start <= cfg.epochs else None
+        minutes = self.options.checkpoint_minutes
+        pauses = Pauses(None if minutes is None else minutes * 60)
         try:
             for epoch in range(p.start, cfg.epochs + 1):
                 if opt is None or feed is None:
                     break
-                feed, gen_state = self._fit_epoch(epoch, opt, feed, gen, scaler, p)
+                with pauses:
+                    feed, gen_state = self._fit_epoch(epoch, opt, feed, gen, scaler, p, pauses)
                 save_checkpoint(*self.checkpoints, self._state(epoch, opt, gen_state, p))
+                pauses.saved()  # a signal during the epoch's last steps or validation stops here
                 if p.bad >= cfg.patience and epoch >= cfg.min_epochs:
                     stopped = "early"
                     break
@@ -239,19 +277,26 @@ class Trainer:
             best["epoch"], best["valid"], p.history, p.seconds, stopped, best["state"]
         )
 
-    def _feed(self, gen: torch.Generator) -> EpochFeed:
-        """The next epoch's steps, prepared from now on a background thread."""
-        return EpochFeed(self.model, self.train_data, gen, self.device)
+    def _feed(self, gen: torch.Generator, skip: int = 0) -> EpochFeed:
+        """The next epoch's steps (less the first `skip`), prepared from now on a thread."""
+        return EpochFeed(self.model, self.train_data, gen, self.device, skip)
 
     def _fit_epoch(
-        self, epoch: int, opt, feed: EpochFeed, gen: torch.Generator, scaler, p: Progress
+        self,
+        epoch: int,
+        opt,
+        feed: EpochFeed,
+        gen: torch.Generator,
+        scaler,
+        p: Progress,
+        pauses: Pauses,
     ) -> tuple[EpochFeed | None, torch.Tensor]:
         """Train one epoch from `feed`, validate when due, keep the best weights, report the
         epoch. Returns the next epoch's feed (started before validation, so its batches build
         meanwhile; None after the last epoch) and the generator's state after this epoch."""
         cfg, sel = self.cfg, self.protocol.select
-        t0, c0 = time.perf_counter(), time.process_time()
-        parts = self._epoch(epoch, opt, feed, scaler)
+        t0, c0 = time.perf_counter(), time.process_time() - (p.mid or {}).get("cpu", 0.0)
+        parts = self._epoch(epoch, opt, feed, scaler, p, Clock(t0, c0, pauses))
         p.seconds += time.perf_counter() - t0
         feed.close()
         gen_state = feed.gen_state
@@ -287,16 +332,21 @@ class Trainer:
         score = valid[self.protocol.select]
         return {"epoch": 0, "score": score, "valid": valid, "state": self._weights()}
 
-    def _epoch(self, epoch: int, opt, feed: EpochFeed, scaler) -> dict[str, float]:
-        """Train one epoch's steps from `feed`: the mean loss and parts over its steps."""
+    def _epoch(
+        self, epoch: int, opt, feed: EpochFeed, scaler, p: Progress, clock: Clock
+    ) -> dict[str, float]:
+        """Train one epoch's steps from `feed` (from a mid-epoch checkpoint's step on): the
+        mean loss and parts over its steps; checkpoints when `clock.pauses` says so."""
         model, cfg = self.model, self.cfg
         model.train()
         steps = feed.steps()
         total_steps = cfg.epochs * steps
-        sums: dict[str, torch.Tensor | float] = {}
+        sums = {k: move_sum(v, self.device) for k, v in (p.mid or {}).get("sums", {}).items()}
+        p.mid = None
         watch = FiniteWatch(self.device)
         self.observer.on_epoch_start(epoch, steps)
-        for step, pieces in enumerate(feed):
+        clock.pauses.stepping = True
+        for step, pieces in enumerate(feed, feed.skip):
             for group in opt.param_groups:
                 group["lr"] = cfg.lr * lr_factor(
                     (epoch - 1) * steps + step, total_steps, cfg.warmup, cfg.lr_schedule
@@ -308,8 +358,30 @@ class Trainer:
             if step % LOG_EVERY == 0:
                 watch.check(epoch)
                 self.observer.on_step(step + 1, float(value))
+            if clock.pauses.due() and step + 1 < steps:
+                watch.check(epoch)
+                self._save_mid(epoch, step + 1, opt, feed, sums, p, clock)
+        clock.pauses.stepping = False
         watch.check(epoch)
         return {k: float(v) / max(1, steps) for k, v in sums.items()}
+
+    def _save_mid(
+        self, epoch: int, step: int, opt, feed: EpochFeed, sums: dict, p: Progress, clock: Clock
+    ) -> None:
+        """Checkpoint after `step` steps of `epoch`: the state of the epochs before it, with
+        the generator as the epoch's batches were built from it, the weights, optimiser and
+        RNG as they are now, and the loss sums so far (a resume continues to the same digits)."""
+        state = self._state(epoch - 1, opt, feed.gen_start, p)
+        state["mid"] = {
+            "step": step,
+            "sums": {k: move_sum(v, torch.device("cpu")) for k, v in sums.items()},
+            "seconds": time.perf_counter() - clock.t0,
+            "cpu": time.process_time() - clock.c0,
+        }
+        save_checkpoint(*self.checkpoints, state)
+        clock.pauses.stepping = False  # a signal from here on stops at once
+        clock.pauses.saved()
+        clock.pauses.stepping = True
 
     def step(self, pieces: list[Piece], opt, scaler) -> tuple[torch.Tensor, dict[str, Any]]:
         """One optimiser step on a batch's `pieces` (built on the host, `micro.step_pieces`):
