@@ -215,20 +215,3 @@ def test_offline_prepare_names_every_source(
 
 def matrix_size() -> int:
     return len(NAME_CASES) + 12
-
-
-def test_the_readme_gives_the_user_fault_matrix_size() -> None:
-    import test_config_bounds
-    import test_interrupts
-    import test_reader_faults
-
-    sizes = [
-        test_reader_faults.matrix_size(),
-        test_config_bounds.matrix_size(),
-        matrix_size(),
-        test_interrupts.matrix_size(),
-    ]
-    readme = " ".join((Path(__file__).parents[1] / "README.md").read_text().split())
-    assert f"The user-fault matrix has {sum(sizes):,} cases" in readme
-    for size in sizes:
-        assert f", {size})" in readme or f", {size:,})" in readme or f"\n{size})" in readme
