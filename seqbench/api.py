@@ -221,6 +221,7 @@ def report(
     test: str = "ttest",
     alpha: float = 0.05,
     correction: str = "holm",
+    ci: bool = False,
     protocol: str | None = None,
     runs_dir: str | Path | None = None,
     data_dir: str | Path | None = None,
@@ -232,7 +233,7 @@ def report(
         models=models,
         metrics=metrics,
         protocol=protocol,
-        tests=SignificanceOptions(test, alpha, correction),
+        tests=SignificanceOptions(test, alpha, correction, ci=ci),
         baseline=baseline,
     )
     return build_report(request, runs_dir, data_dir)[0]

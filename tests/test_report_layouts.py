@@ -58,7 +58,7 @@ def test_formats_know_their_suffix_and_display_name() -> None:
     ]
     assert format_for("t.tex", "csv") == "csv"
     assert TESTS.names() == ["permutation", "ttest", "wilcoxon"]
-    assert CORRECTIONS.names() == ["bonferroni", "holm", "none"]
+    assert CORRECTIONS.names() == ["bh", "bonferroni", "holm", "none"]
 
 
 def test_title_labels_and_published_reach_table_and_figure(tmp_path: Path) -> None:

@@ -102,11 +102,20 @@ def report(
     baseline: Annotated[
         str, typer.Option(help="overall: Improv./test against MODEL, or the best other model")
     ] = "best",
-    test: Annotated[str, typer.Option(help="paired test: ttest|wilcoxon|permutation")] = "ttest",
+    test: Annotated[
+        str,
+        typer.Option(
+            help="per-user test for one trained model a side: ttest|wilcoxon|permutation "
+            "(>= 2 seeds a side: the two-level test over seeds and users)"
+        ),
+    ] = "ttest",
     alpha: Annotated[float, typer.Option(help="significance level")] = 0.05,
     correction: Annotated[
-        str, typer.Option(help="multiple-test correction: holm|bonferroni|none")
+        str, typer.Option(help="multiple-test correction: holm|bh|bonferroni|none")
     ] = "holm",
+    ci: Annotated[
+        bool, typer.Option(help="a 95% interval (seeds and users) in every cell")
+    ] = False,
     protocol: Annotated[
         str | None,
         typer.Option(
@@ -153,7 +162,7 @@ def report(
         sweep=sweep,
         protocol=protocol,
         evaluated_under=evaluated_under,
-        tests=SignificanceOptions(test, alpha, correction),
+        tests=SignificanceOptions(test, alpha, correction, ci=ci),
         baseline=baseline,
         budget_columns=budget_columns,
         param=param,

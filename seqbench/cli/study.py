@@ -312,7 +312,7 @@ def reproduce(
     plot: Annotated[str | None, typer.Option(help="figure FILE.png|.svg (sensitivity)")] = None,
     test: Annotated[str, typer.Option(help="paired test: ttest|wilcoxon|permutation")] = "ttest",
     alpha: Annotated[float, typer.Option(help="significance level")] = 0.05,
-    correction: Annotated[str, typer.Option(help="holm|bonferroni|none")] = "holm",
+    correction: Annotated[str, typer.Option(help="holm|bh|bonferroni|none")] = "holm",
     spec_file: Annotated[
         str | None,
         typer.Option(help="a paper YAML or a *.study.yaml outside seqbench/papers/"),

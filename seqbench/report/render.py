@@ -97,7 +97,10 @@ _TEX = {
     "—": "---",
     "×": r"$\times$",
     "≤": r"$\le$",
+    "†": r"$\dagger$",
 }
+#: markers in math mode (a cell's superscript)
+_TEX_MARK = {"†": r"\dagger"}
 
 
 def tex_escape(text: str) -> str:
@@ -116,7 +119,7 @@ def _tex_cell(cell: Cell) -> str:
     if cell.std is not None:
         text += rf"{{\scriptsize $\pm$ {cell.std:.4f}}}"
     if cell.marker:
-        text += f"$^{{{tex_escape(cell.marker)}}}$"
+        text += f"$^{{{_TEX_MARK.get(cell.marker) or tex_escape(cell.marker)}}}$"
     if cell.published is not None:
         text += rf" {{\scriptsize ({tex_escape(published(cell))})}}"
     return text

@@ -1,12 +1,18 @@
-"""Paired significance tests over per-user metrics (scipy.stats) and multiple-test corrections.
+"""Significance tests and intervals (scipy.stats) and multiple-test corrections.
 
-A model's per-user metric is first averaged over its seeds, then two models are matched on
-the evaluated user, so the test sees one paired observation per user.
+Two units. With at least two seeds on each side the test is about methods: `two_level` takes
+each side's users × seeds matrix of a per-user metric and counts both sources of variation
+a claim about a method has to survive, the seed (training randomness) and the user (the test
+set is a sample), with a t on Satterthwaite's degrees of freedom. With one trained model on a
+side, the per-user tests (`TESTS`) compare trained models only: a model's per-user metric is
+averaged over its seeds, the two are matched on the evaluated user, one paired observation
+per user.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -91,7 +97,8 @@ def bonferroni(p: np.ndarray) -> np.ndarray:
 
 @CORRECTIONS.register("holm")
 def holm(p: np.ndarray) -> np.ndarray:
-    """Holm step-down adjusted p-values: max over j <= i of min(1, (m - j + 1) p_(j))."""
+    """Holm step-down adjusted p-values: max over j <= i of min(1, (m - j + 1) p_(j)); a
+    hypothesis is rejected where its adjusted p <= α (the textbook rule)."""
     p = np.asarray(p, dtype=float)
     m = len(p)
     order = np.argsort(p, kind="stable")
@@ -101,15 +108,140 @@ def holm(p: np.ndarray) -> np.ndarray:
     return out
 
 
-def seed_averaged(runs: Sequence[Run], metric: str) -> pd.Series:
-    """Per-user metric averaged over the runs' seeds, indexed by user (users in every seed)."""
-    frames = [r.per_user.set_index("user")[metric] for r in runs]
+@CORRECTIONS.register("bh")
+def benjamini_hochberg(p: np.ndarray) -> np.ndarray:
+    """Benjamini–Hochberg step-up adjusted p-values (false discovery rate): min over j >= i of
+    min(1, m p_(j) / j); rejected where the adjusted p <= α."""
+    p = np.asarray(p, dtype=float)
+    m = len(p)
+    order = np.argsort(p, kind="stable")
+    scaled = np.minimum(1.0, m * p[order] / np.arange(1, m + 1))
+    out = np.empty(m)
+    out[order] = np.minimum.accumulate(scaled[::-1])[::-1]
+    return out
+
+
+#: what each correction controls, for the notes
+CORRECTION_TEXT = {
+    "holm": "Holm's step-down correction (family-wise error)",
+    "bh": "Benjamini–Hochberg correction (false discovery rate)",
+    "bonferroni": "Bonferroni correction (family-wise error)",
+    "none": "no multiple-test correction",
+}
+
+#: coverage of every interval
+LEVEL = 0.95
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A mean (or a difference of means), its standard error, degrees of freedom and the
+    two-sided p-value of zero and the LEVEL interval they give."""
+
+    value: float
+    se: float
+    df: float
+
+    @property
+    def p(self) -> float:
+        """Two-sided p of value = 0: 1 when value and se are 0, 0 when only se is."""
+        if self.se == 0:
+            return 1.0 if self.value == 0 else 0.0
+        return float(2 * stats.t.sf(abs(self.value) / self.se, self.df))
+
+    @property
+    def interval(self) -> tuple[float, float]:
+        """The LEVEL interval value ± t quantile × se."""
+        if self.se == 0:
+            return self.value, self.value
+        half = float(stats.t.ppf(0.5 + LEVEL / 2, self.df)) * self.se
+        return self.value - half, self.value + half
+
+
+def satterthwaite(parts: Sequence[tuple[float, float]]) -> float:
+    """Welch–Satterthwaite degrees of freedom of a sum of variance estimates (var, df)."""
+    total = sum(v for v, _ in parts)
+    denom = sum(v * v / df for v, df in parts if v > 0)
+    return total * total / denom if denom > 0 else float("inf")
+
+
+def _components(x: np.ndarray) -> tuple[float, float, np.ndarray]:
+    """Of a seeds × users matrix: the sample variance of the seed means (n·that is the
+    seed mean square of a two-way layout), the seed × user residual mean square (0 for one
+    seed) and the per-user means over seeds."""
+    k, n = x.shape
+    seed_means = x.mean(1)
+    user_means = x.mean(0)
+    seed_var = float(seed_means.var(ddof=1)) if k > 1 else 0.0
+    if k > 1 and n > 1:
+        resid = x - seed_means[:, None] - user_means[None, :] + x.mean()
+        ms_resid = float((resid**2).sum() / ((k - 1) * (n - 1)))
+    else:
+        ms_resid = 0.0
+    return seed_var, ms_resid, user_means
+
+
+def two_level(a: np.ndarray, b: np.ndarray) -> Estimate:
+    """Difference of two methods' means from their seeds × users matrices (same users, in
+    the same columns), with a variance that counts seeds and users:
+
+    Var = s²_A/k_A + s²_B/k_B + max(0, s²_d − MS_A/k_A − MS_B/k_B)/n, where s² is the
+    variance of a side's seed means, d the per-user difference of the seed-averaged metric
+    and MS a side's seed × user residual mean square. The first two terms are the variance of
+    each side's mean over the seeds given the users (training randomness plus the seed × user
+    noise it carries); the last is the user sampling of the method × user interaction, the
+    residual noise subtracted because the first two already hold it (method-of-moments
+    estimates of a two-way random-effects model). t on Satterthwaite's degrees of freedom
+    (seed terms k − 1, user term n − 1).
+    """
+    (ka, n), kb = a.shape, b.shape[0]
+    if ka < 2 or kb < 2 or b.shape[1] != n:
+        raise ReportError("the two-level test needs >= 2 seeds on each side over the same users")
+    va, ms_a, ua = _components(a)
+    vb, ms_b, ub = _components(b)
+    d = ua - ub
+    user = max(0.0, float(d.var(ddof=1)) - ms_a / ka - ms_b / kb) / n if n > 1 else 0.0
+    parts = [(va / ka, ka - 1), (vb / kb, kb - 1), (user, max(n - 1, 1))]
+    var = sum(v for v, _ in parts)
+    return Estimate(float(d.mean()), float(np.sqrt(var)), satterthwaite(parts))
+
+
+def paired_users(a: np.ndarray, b: np.ndarray) -> Estimate:
+    """Mean per-user difference of two per-user series (matched users), its standard error
+    over users only and n − 1 degrees of freedom: the paired t-test's estimate."""
+    d = np.asarray(a, dtype=float) - np.asarray(b, dtype=float)
+    n = len(d)
+    se = float(d.std(ddof=1) / np.sqrt(n)) if n > 1 else 0.0
+    return Estimate(float(d.mean()) if n else 0.0, se, max(n - 1, 1))
+
+
+def cell_estimate(x: np.ndarray) -> Estimate:
+    """A method's mean from its seeds × users matrix, its standard error over seeds and users:
+    s²/k + max(0, s²_u − MS/k)/n (s²_u: the variance of the per-user means over seeds); with
+    one seed, users only."""
+    k, n = x.shape
+    seed_var, ms, user_means = _components(x)
+    users = float(user_means.var(ddof=1)) if n > 1 else 0.0
+    user = max(0.0, users - ms / k) / n if k > 1 else users / n
+    parts = [(seed_var / k, k - 1), (user, max(n - 1, 1))] if k > 1 else [(user, max(n - 1, 1))]
+    var = sum(v for v, _ in parts)
+    return Estimate(float(x.mean()), float(np.sqrt(var)), satterthwaite(parts))
+
+
+def user_matrix(runs: Sequence[Run], metric: str) -> pd.DataFrame:
+    """Per-user metric of each run (a column per run), users in every run, indexed by user."""
+    frames = [r.per_user.set_index("user")[metric].rename(i) for i, r in enumerate(runs)]
     joined = pd.concat(frames, axis=1, join="inner")
     if joined.empty:
         raise ReportError(
             f"runs {', '.join(r.run_id for r in runs)} share no evaluated user for {metric}"
         )
-    return joined.mean(axis=1)
+    return joined
+
+
+def seed_averaged(runs: Sequence[Run], metric: str) -> pd.Series:
+    """Per-user metric averaged over the runs' seeds, indexed by user (users in every seed)."""
+    return user_matrix(runs, metric).mean(axis=1)
 
 
 def paired_pvalue(a: pd.Series, b: pd.Series, test: str) -> tuple[float, int]:

@@ -27,6 +27,8 @@ class Cell:
     underline: bool = False
     marker: str = ""
     published: float | None = None
+    #: an interval of the mean (`--ci`), None when not shown
+    ci: tuple[float, float] | None = None
 
 
 @dataclass
@@ -41,6 +43,15 @@ class Comparison:
     n_users: int
     p_adjusted: float = float("nan")
     reject: bool = False
+    #: "seeds": the method-level two-level test; "users": per-user, one trained model a side
+    kind: str = "users"
+    #: mean difference better − other and its interval (over seeds and users, or users only)
+    diff: float = float("nan")
+    low: float = float("nan")
+    high: float = float("nan")
+    df: float = float("nan")
+    #: seeds of (better, other)
+    seeds: tuple[int, int] = (1, 1)
 
 
 @dataclass
@@ -121,6 +132,8 @@ def number(cell: Cell, pm: str = "±", minus: str = "−") -> str:
     text = f"{cell.mean:.4f}"
     if cell.std is not None:
         text += f" {pm} {cell.std:.4f}"
+    if cell.ci is not None:
+        text += f" [{cell.ci[0]:.4f}, {cell.ci[1]:.4f}]"
     return text.replace("-", minus) if minus != "-" else text
 
 

@@ -129,7 +129,7 @@ def build_table(
     datasets = [d for d in tp.datasets if layout.cards or any(e.runs.get(d) for e in entries)]
     options = TableOptions(
         title=t.title,
-        tests=SignificanceOptions(t.test, t.alpha, t.correction),
+        tests=SignificanceOptions(t.test, t.alpha, t.correction, ci=t.ci),
         baseline=t.baseline if any(e.label == t.baseline for e in entries) else "best",
         published=tp.published,
         dataset_labels=tp.labels,

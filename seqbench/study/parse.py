@@ -65,6 +65,7 @@ TABLE_KEYS = (
     "test",
     "alpha",
     "correction",
+    "ci",
     "baseline",
     "reference",
     "param",
@@ -218,6 +219,7 @@ def parse_table(
         test=test,
         alpha=float(alpha),
         correction=correction,
+        ci=_flag(spec.get("ci", False), f"{at}.ci"),
         baseline=baseline,
         reference=reference,
         param=str(spec["param"]) if "param" in spec else None,
@@ -314,6 +316,13 @@ def _axis(spec: dict[str, Any], where: str) -> tuple[str, dict[str, str]]:
     for label, name in axis.items():
         _protocols((name,), f"{where}: protocols.{label}")
     return next(iter(axis.values())), axis
+
+
+def _flag(raw: Any, where: str) -> bool:
+    """A yes/no value of the study file."""
+    if not isinstance(raw, bool):
+        raise ConfigError(f"{where}: must be true or false, got {raw!r}")
+    return raw
 
 
 def _datasets(raw: Any, where: str) -> dict[str, str]:

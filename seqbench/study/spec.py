@@ -123,6 +123,8 @@ class StudyTable:
     test: str = "ttest"
     alpha: float = 0.05
     correction: str = "holm"
+    #: a 95% interval (seeds and users) in every cell
+    ci: bool = False
     baseline: str = "best"
     reference: dict[str, str] = field(default_factory=dict)
     param: str | None = None

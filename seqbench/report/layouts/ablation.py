@@ -10,7 +10,14 @@ from seqbench.report.layouts.base import FOCUS_METRICS, Layout, TableOptions, re
 from seqbench.report.notes import closing_notes
 from seqbench.report.plots import Series, bar_figure
 from seqbench.report.select import Run
-from seqbench.report.significance import Pending, apply_correction, compare, test_note
+from seqbench.report.significance import (
+    Pending,
+    apply_correction,
+    cell_interval,
+    compare,
+    interval_note,
+    test_note,
+)
 from seqbench.report.tables import Cell, Entry, Table, comparable_runs, emphasise, mean_std
 
 
@@ -30,6 +37,8 @@ def variant_row(
             cell = Cell(published=options.published.get((d, e.label, m)))
             if e.runs.get(d):
                 cell.mean, cell.std = mean_std(e.runs[d], m)
+                if options.tests.ci:
+                    cell.ci = cell_interval(e.runs[d], m)
                 if ref is not None and ref.runs.get(d):
                     result = compare(d, m, e, ref, options.tests)
                     if result is not None:
@@ -114,7 +123,9 @@ class Ablation(Layout):
         apply_correction(table, pending, options.tests)
         table.notes.append("Bold = best, underlined = second best per column.")
         what = "the difference from the model's default is"
-        table.notes.append(test_note(options.tests, len(pending), what))
+        table.notes.append(test_note(options.tests, [c for _, c in pending], what))
+        if covers := interval_note(options.tests):
+            table.notes.append(covers)
         table.notes += closing_notes(
             entries, used, runs, bool(options.published), options.budget_columns, labels
         )

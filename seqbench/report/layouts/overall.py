@@ -9,7 +9,15 @@ from seqbench.report.entries import model_entries
 from seqbench.report.layouts.base import OVERALL_METRICS, Layout, TableOptions, register
 from seqbench.report.notes import closing_notes
 from seqbench.report.select import ReportError, Run
-from seqbench.report.significance import Pending, apply_correction, compare, test_note
+from seqbench.report.significance import (
+    Pending,
+    apply_correction,
+    cell_interval,
+    compare,
+    interval_note,
+    test_note,
+)
+from seqbench.report.stats import LEVEL
 from seqbench.report.tables import (
     Cell,
     Comparison,
@@ -47,6 +55,8 @@ def metric_row(
         cell = Cell(published=options.published.get((d, e.label, m)))
         if e.runs.get(d):
             cell.mean, cell.std = mean_std(e.runs[d], m)
+            if options.tests.ci:
+                cell.ci = cell_interval(e.runs[d], m)
         cells.append(cell)
     emphasise(cells)
     improv = Cell(text="–")
@@ -57,9 +67,18 @@ def metric_row(
     base = _base(cells, measured, best, shown, options.baseline)
     if base == best:
         return cells, improv, None
+    result = compare(d, m, shown[best], shown[base], options.tests)
     if cells[base].mean > 0:
-        improv = Cell(text=f"{cells[best].mean / cells[base].mean - 1:+.2%}")
-    return cells, improv, (cells[best], compare(d, m, shown[best], shown[base], options.tests))
+        improv = Cell(text=improvement(cells[best].mean, cells[base].mean, result))
+    return cells, improv, (cells[best], result)
+
+
+def improvement(best: float, base: float, result: Comparison | None) -> str:
+    """'+12.34%' and, where tested, its interval: the difference's, over the baseline's mean."""
+    text = f"{best / base - 1:+.2%}"
+    if result is None:
+        return text
+    return f"{text} [{result.low / base:+.1%}, {result.high / base:+.1%}]"
 
 
 def budget_rows(shown: list[Entry], d: str, runs: Sequence[Run]) -> list[list[Cell]]:
@@ -133,7 +152,7 @@ class Overall(Layout):
             if options.budget_columns:
                 table.rows += budget_rows(shown, d, runs)
         apply_correction(table, pending, options.tests)
-        table.notes += self.notes(options, len(pending), untested)
+        table.notes += self.notes(options, [c for _, c in pending], untested)
         table.notes += closing_notes(
             shown,
             datasets,
@@ -145,14 +164,24 @@ class Overall(Layout):
         return table
 
     @staticmethod
-    def notes(options: TableOptions, tested: int, untested: int) -> list[str]:
-        """What bold, underline, Improv. and the marker mean; how many went untested."""
+    def notes(options: TableOptions, tested: list[Comparison], untested: int) -> list[str]:
+        """What bold, underline, Improv., its interval and the marks mean; how many went
+        untested."""
         base_text = "the best other model" if options.baseline == "best" else options.baseline
+        improv = (
+            f" [a, b] after it = {LEVEL:.0%} interval of the difference (best − that model) "
+            "from the test's variance, over seeds and users (users only where a side is one "
+            "trained model), divided by that model's mean (taken as fixed)."
+            if tested
+            else ""
+        )
         notes = [
             f"Bold = best, underlined = second best; Improv. = relative gain of the best over "
-            f"{base_text}.",
+            f"{base_text}.{improv}",
             test_note(options.tests, tested, "the best is"),
         ]
+        if covers := interval_note(options.tests):
+            notes.append(covers)
         if untested:
             notes.append(f"{untested} comparison(s) untested: per-user metrics missing.")
         return notes
