@@ -169,8 +169,7 @@ def test_published_values_render_and_compile(stores: dict[str, Path], tmp_path: 
     table = OVERALL.build(entries, ["beauty"], ["HR@10"], options)
     md = render(table, "markdown")
     assert (
-        "| Beauty | HR@10 | <u>0.2750 ± 0.0354</u> | **0.7500**† [0.8000, −6.2%] | (0.5000) |"
-        in md
+        "| Beauty | HR@10 | <u>0.2750 ± 0.0354</u> | **0.7500**† [0.8000, −6.2%] | (0.5000) |" in md
     )
     tex = render(table, "latex")
     assert r"\textbf{0.7500}$^{\dagger}$ {\scriptsize (0.8000, $-$6.2\%)}" in tex
