@@ -329,3 +329,38 @@ def test_published_models_must_be_published_and_not_run(tmp_path) -> None:
     )
     with pytest.raises(ConfigError, match=r"published_models: SASRec, NoSuch must be models"):
         load_study(tmp_path)
+
+
+def test_a_model_may_run_on_some_datasets_and_a_dataset_has_its_own_budget(tmp_path) -> None:
+    (tmp_path / "study.yaml").write_text(
+        "protocol: cbit\ndatasets: {A: synthetic, B: ml-100k}\nseeds: [0]\n"
+        "budget: {minutes: 15}\ndataset_budget: {B: {epochs: 100}}\n"
+        "models: {sasrec: {datasets: [A]}, gru: {model: gru4rec, protocol: seqbench,"
+        " datasets: [B]}, pop: {model: popularity}}\n"
+        "tables: {t: {layout: overall, ci: true, protocol: cbit}}\n"
+    )
+    study = load_study(tmp_path)
+    runs = plan(study, need_data=False).runs
+    got = sorted((r.dataset, r.model.label, r.request.epochs) for r in runs)
+    want = [("ml-100k", "gru", 100), ("ml-100k", "pop", 100)]
+    want += [("synthetic", "pop", None), ("synthetic", "sasrec", None)]
+    assert got == sorted(want)
+    assert study.tables[0].ci
+    assert study.budget_text() == (
+        "every model at most 15 minutes of training per run (epochs: each model's own count); "
+        "on B: every model at most 100 epochs (and the study's 15-minute cap) (one budget for "
+        "all models on a dataset)"
+    )
+    for bad, message in (
+        ("models: {sasrec: {datasets: [Z]}}", "models.sasrec.datasets: 'Z' is not a dataset"),
+        ("dataset_budget: {Z: {epochs: 1}}", "dataset_budget: 'Z' is not a dataset label"),
+        ("dataset_budget: {A: {epochs: 0}}", "dataset_budget.A: budget: epochs must be"),
+        ("tables: {t: {layout: overall, ci: 1}}", "tables.t.ci: must be true or false"),
+    ):
+        text = "protocol: cbit\ndatasets: {A: synthetic}\nbudget: {epochs: 1}\n"
+        text += "models: {sasrec: {}}\ntables: {t: {layout: overall}}\n"
+        key = bad.split(":")[0]
+        lines = [ln for ln in text.splitlines() if not ln.startswith(key + ":")] + [bad]
+        (tmp_path / "study.yaml").write_text("\n".join(lines) + "\n")
+        with pytest.raises(ConfigError, match=message):
+            load_study(tmp_path)

@@ -79,7 +79,7 @@ def show_plan(
     rows = statuses(p, store, data_dir, committed)
     precision = f" · precision {study.precision}" if study.precision != "fp32" else ""
     table = Table(
-        title=f"{study.title} · protocol {study.protocol} · {study.budget.describe()}{precision}"
+        title=f"{study.title} · protocol {study.protocol} · {study.budget_text()}{precision}"
     )
     for col in ("model", "dataset", "seed", "epochs (best)", "run"):
         table.add_column(col, justify="right" if col == "seed" else "left", no_wrap=col == "run")
@@ -270,7 +270,7 @@ def run(
         missing = show_plan(where, p, store, data_dir, committed)
         show_estimates(p, statuses(p, store, data_dir, committed), ctx)
         console.print(
-            f"dry run: would train {missing} run(s) ({study.budget.describe()}; precision "
+            f"dry run: would train {missing} run(s) ({study.budget_text()}; precision "
             f"{study.precision}), then write "
             f"{where}/: tables, metrics/<run_id>/, README.md block",
             soft_wrap=True,

@@ -62,9 +62,7 @@ def study_notes(p: Plan) -> list[str]:
     s = p.study
     return [
         f"{s.title} — {s.protocol_text()}, seeds {s.seeds_text()}; budget: "
-        f"{s.budget.describe()} (one budget for all models of the study)"
-        + s.precision_clause()
-        + "."
+        f"{s.budget_text()}" + s.precision_clause() + "."
     ]
 
 
@@ -287,7 +285,7 @@ def readme_block(out: StudyOutput, folder: str) -> str:
         "## Results (generated)",
         "",
         f"- {protocol_line(s)}; datasets: {data}; seeds: {s.seeds_text()}.",
-        f"- Budget: {s.budget.describe()} (one budget for all models of the study)"
+        f"- Budget: {s.budget_text()}"
         + (f"; {s.threads} torch thread(s) per run" if s.threads else "")
         + (f", {s.workers} runs at a time" if s.workers > 1 else "")
         + s.precision_clause()

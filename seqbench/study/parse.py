@@ -43,6 +43,7 @@ STUDY_KEYS = (
     "datasets",
     "seeds",
     "dataset_seeds",
+    "dataset_budget",
     "budget",
     "threads",
     "workers",
@@ -54,7 +55,7 @@ STUDY_KEYS = (
     "models",
     "tables",
 )
-MODEL_KEYS = ("model", "sets", "ablate", "seeds", "protocol")
+MODEL_KEYS = ("model", "sets", "ablate", "seeds", "protocol", "datasets")
 TABLE_KEYS = (
     "layout",
     "title",
@@ -139,7 +140,7 @@ def parse_budget(raw: Any, where: str) -> Budget:
     return Budget(epochs=epochs)
 
 
-def parse_model(label: str, raw: Any, where: str) -> StudyModel:
+def parse_model(label: str, raw: Any, where: str, datasets: dict[str, str]) -> StudyModel:
     at = f"{where}: models.{label}"
     spec = _mapping(raw, at, MODEL_KEYS)
     sets = points(spec.get("sets"), f"{at}.sets")
@@ -150,6 +151,11 @@ def parse_model(label: str, raw: Any, where: str) -> StudyModel:
     seeds = None if "seeds" not in spec else tuple(_seeds(spec["seeds"], f"{at}.seeds"))
     protocol = None if spec.get("protocol") is None else str(spec["protocol"])
     _protocols((protocol,) if protocol else (), f"{at}.protocol")
+    data = _names(spec["datasets"], f"{at}.datasets") if "datasets" in spec else None
+    for name in data or ():
+        if name not in datasets:
+            known = ", ".join(datasets)
+            raise ConfigError(f"{at}.datasets: {name!r} is not a dataset label ({known})")
     return StudyModel(
         label,
         str(spec.get("model", label)),
@@ -157,6 +163,7 @@ def parse_model(label: str, raw: Any, where: str) -> StudyModel:
         points(spec.get("ablate"), f"{at}.ablate"),
         seeds,
         protocol,
+        tuple(data) if data is not None else None,
     )
 
 
@@ -385,7 +392,7 @@ def parse_study(raw: Any, where: str) -> Study:
     seeds = _seeds(spec.get("seeds", [0]), f"{where}: seeds")
     dataset_seeds = _dataset_seeds(spec.get("dataset_seeds"), datasets, where)
     models = {
-        str(label): parse_model(str(label), m, where)
+        str(label): parse_model(str(label), m, where, datasets)
         for label, m in _mapping(spec["models"], f"{where}: models").items()
     }
     if not models:
@@ -423,7 +430,23 @@ def parse_study(raw: Any, where: str) -> Study:
         plugins=plugins,
         protocols=axis,
         dataset_seeds=dataset_seeds,
+        dataset_budget={
+            datasets[str(label)]: parse_budget(b, f"{where}: dataset_budget.{label}")
+            for label, b in _dataset_labels(spec.get("dataset_budget"), datasets, where).items()
+        },
     )
+
+
+def _dataset_labels(raw: Any, datasets: dict[str, str], where: str) -> dict[str, Any]:
+    """`dataset_budget: {label: budget}` with every label a dataset label of the study."""
+    out = _mapping(raw, f"{where}: dataset_budget")
+    for label in out:
+        if str(label) not in datasets:
+            known = ", ".join(datasets)
+            raise ConfigError(
+                f"{where}: dataset_budget: {label!r} is not a dataset label ({known})"
+            )
+    return out
 
 
 def _dataset_seeds(raw: Any, datasets: dict[str, str], where: str) -> dict[str, tuple[int, ...]]:

@@ -78,7 +78,8 @@ def plan(
     Every run is checked by `RunRequest.resolve`, the one validator (unknown model, key, value
     or ablation axis). Strict (default): the first problem, or an unprepared dataset when
     `need_data`, raises a one-line error naming the study file. `lenient` (reproduce) leaves
-    such runs out and says why in `Plan.skipped`. `budget` replaces the study's.
+    such runs out and says why in `Plan.skipped`. `budget` replaces the study's (and every
+    dataset's own); a model with its own `datasets` runs only on those.
     """
     budget = budget or study.budget
     chosen = _pick(study.datasets, datasets, "datasets")
@@ -93,8 +94,11 @@ def plan(
                     f"{dlabel}: dataset {name!r} not prepared (`seqbench prepare {name}`)"
                 )
                 continue
+        own = budget if budget is not study.budget else study.dataset_budget.get(name, budget)
         for m in (m for m in study.models if m.label in wanted):
-            runs = _runs(study, m, name, budget)
+            if m.datasets is not None and dlabel not in m.datasets:
+                continue
+            runs = _runs(study, m, name, own)
             problem = _problem(m, runs)
             if problem is not None:
                 if not lenient:

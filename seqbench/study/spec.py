@@ -12,6 +12,8 @@ what is missing and `output` writes the folder.
     seeds: [0]
     dataset_seeds: {ml-1m: [0]}     # a dataset's own seeds (optional; a model's own win)
     budget: {epochs: 170}           # or {minutes: 30}, or {epochs: default} (each model's own)
+    dataset_budget: {ml-1m: {epochs: 100}}  # a dataset's own budget, one for all models on it
+                                    # (optional; a study's `minutes` still caps its runs)
     threads: 1                      # torch threads per run (optional)
     precision: fp32                 # training precision of every run: fp32|bf16|fp16 (optional)
     protocols: {LOO: seqbench, GTS: gts}   # instead of `protocol`: an axis crossed with the
@@ -23,8 +25,9 @@ what is missing and `output` writes the folder.
     plugins: [my_model.py]          # outside models: modules or files beside it (optional)
     models:
       sasrec: {sets: {patience: 100}}
-      stosa: {}                     # label: {model, sets, ablate, seeds, protocol}; model
-                                    # defaults to the label, seeds and protocol to the study's
+      stosa: {}                     # label: {model, sets, ablate, seeds, protocol, datasets};
+                                    # model defaults to the label, seeds, protocol and
+                                    # datasets (labels) to the study's
     tables:
       beauty_table: {layout: overall, baseline: sasrec, formats: [markdown, latex, html]}
       # with several protocols a table names one (`protocol: LOO`), or is a `protocols` table
@@ -86,6 +89,8 @@ class StudyModel:
     seeds: tuple[int, ...] | None = None
     #: this model's one protocol when it differs from the study's (a protocol string)
     protocol: str | None = None
+    #: the dataset labels this model runs on when not all of the study's
+    datasets: tuple[str, ...] | None = None
 
     def points(self) -> list[tuple[Point, Point]]:
         """(sets, ablate) of each configuration the model runs in, in order, no duplicates."""
@@ -163,6 +168,20 @@ class Study:
     protocols: dict[str, str] = field(default_factory=dict)
     #: dataset name -> its own seeds (`dataset_seeds`), else the study's
     dataset_seeds: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    #: dataset name -> its own budget (`dataset_budget`), else the study's
+    dataset_budget: dict[str, Budget] = field(default_factory=dict)
+
+    def budget_text(self) -> str:
+        """The study's budget in words, then each dataset's own."""
+        own = {label: self.dataset_budget[d] for label, d in self.datasets.items() if d in
+               self.dataset_budget}  # fmt: skip
+        text = self.budget.describe()
+        for label, b in own.items():
+            text += f"; on {label}: {b.describe()}"
+            if self.budget.minutes is not None and b.minutes is None:
+                text += f" (and the study's {self.budget.minutes:g}-minute cap)"
+        whom = "on a dataset" if own else "of the study"
+        return f"{text} (one budget for all models {whom})"
 
     def seeds_for(self, m: StudyModel, dataset: str) -> tuple[int, ...]:
         """The seeds model `m` runs on `dataset`: its own, else the dataset's, else the study's."""
