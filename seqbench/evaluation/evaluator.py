@@ -267,14 +267,20 @@ class Evaluator:
         """Refuse a non-finite score on any candidate (the target or another item): NaN
         compares false with everything, so it would rank below the target unseen. `excl`:
         columns that are not candidates; `items`: each column's item (None: the column is
-        the item)."""
-        bad = ~torch.isfinite(scores)
+        the item). A row's sum screens it (isfinite over [B, I] costs as much as the ranking);
+        only rows whose sum is not finite are checked score by score."""
+        first = 0 if excl is None else 1  # the padding column is never a candidate
+        screened = (~torch.isfinite(scores[:, first:].sum(1))).nonzero()[:, 0]
+        if len(screened) == 0:
+            return
+        bad = ~torch.isfinite(scores[screened])
+        bad[:, :first] = False
         if excl is not None:
-            bad[:, 0] = False  # the padding column is never a candidate
-            bad.scatter_(1, excl, False)
+            bad.scatter_(1, excl[screened], False)
         if not bool(bad.any()):
             return
-        row, col = (int(v) for v in bad.nonzero()[0])
+        at, col = (int(v) for v in bad.nonzero()[0])
+        row = int(screened[at])
         item = col if items is None else int(items[row, col])
         value = float(scores[row, col])
         name = getattr(model, "name", "") or type(model).__name__
