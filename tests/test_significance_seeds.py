@@ -10,15 +10,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from report_fixtures import load_runs, per_user, ranks, write_run
 from scipy import stats
-from test_report_fixtures import per_user, ranks, write_run
 
 from seqbench.report.entries import model_entries
 from seqbench.report.layouts import OVERALL, TableOptions
 from seqbench.report.select import ReportError
 from seqbench.report.significance import SignificanceOptions
 from seqbench.report.stats import benjamini_hochberg, cell_estimate, holm, two_level
-from seqbench.runs.store import load_runs
 
 
 def test_without_user_variation_it_is_welchs_t_test_on_the_seed_means() -> None:
