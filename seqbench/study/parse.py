@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any
 
@@ -121,23 +121,7 @@ def points(raw: Any, where: str) -> tuple[Point, ...]:
 
 def parse_budget(raw: Any, where: str) -> Budget:
     at = f"{where}: budget"
-    budget = _mapping(raw, at, ("epochs", "minutes"))
-    if len(budget) != 1:
-        raise ConfigError(
-            f"{at}: give one budget for all models: {{epochs: N}}, {{minutes: M}} or "
-            "{epochs: default}"
-        )
-    if "minutes" in budget:
-        minutes = budget["minutes"]
-        if isinstance(minutes, bool) or not isinstance(minutes, int | float) or minutes <= 0:
-            raise ConfigError(f"{at}: minutes must be a positive number, got {minutes!r}")
-        return Budget(minutes=float(minutes))
-    epochs = budget["epochs"]
-    if epochs == "default":
-        return Budget()
-    if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 1:
-        raise ConfigError(f"{at}: epochs must be a positive integer or default, got {epochs!r}")
-    return Budget(epochs=epochs)
+    return Budget.parse(_mapping(raw, at, ("epochs", "minutes")), at)
 
 
 def parse_model(label: str, raw: Any, where: str, datasets: dict[str, str]) -> StudyModel:
@@ -152,10 +136,9 @@ def parse_model(label: str, raw: Any, where: str, datasets: dict[str, str]) -> S
     protocol = None if spec.get("protocol") is None else str(spec["protocol"])
     _protocols((protocol,) if protocol else (), f"{at}.protocol")
     data = _names(spec["datasets"], f"{at}.datasets") if "datasets" in spec else None
-    for name in data or ():
-        if name not in datasets:
-            known = ", ".join(datasets)
-            raise ConfigError(f"{at}.datasets: {name!r} is not a dataset label ({known})")
+    if bad := [d for d in data or () if d not in datasets]:
+        known = ", ".join(datasets)
+        raise ConfigError(f"{at}.datasets: {bad[0]!r} is not a dataset label ({known})")
     return StudyModel(
         label,
         str(spec.get("model", label)),
@@ -206,6 +189,8 @@ def parse_table(
         CORRECTIONS.get(correction)
     except ConfigError as e:
         raise ConfigError(f"{at}: {e}") from None
+    if not isinstance(ci := spec.get("ci", False), bool):
+        raise ConfigError(f"{at}.ci: must be true or false, got {ci!r}")
     alpha = spec.get("alpha", 0.05)
     if isinstance(alpha, bool) or not isinstance(alpha, int | float) or not 0 < alpha < 1:
         raise ConfigError(f"{at}.alpha: must be between 0 and 1, got {alpha!r}")
@@ -226,7 +211,7 @@ def parse_table(
         test=test,
         alpha=float(alpha),
         correction=correction,
-        ci=_flag(spec.get("ci", False), f"{at}.ci"),
+        ci=ci,
         baseline=baseline,
         reference=reference,
         param=str(spec["param"]) if "param" in spec else None,
@@ -325,13 +310,6 @@ def _axis(spec: dict[str, Any], where: str) -> tuple[str, dict[str, str]]:
     return next(iter(axis.values())), axis
 
 
-def _flag(raw: Any, where: str) -> bool:
-    """A yes/no value of the study file."""
-    if not isinstance(raw, bool):
-        raise ConfigError(f"{where}: must be true or false, got {raw!r}")
-    return raw
-
-
 def _datasets(raw: Any, where: str) -> dict[str, str]:
     """label → registered dataset name (a list of names labels each by itself)."""
     if isinstance(raw, dict):
@@ -390,7 +368,9 @@ def parse_study(raw: Any, where: str) -> Study:
     protocol, axis = _axis(spec, where)
     datasets = _datasets(spec["datasets"], where)
     seeds = _seeds(spec.get("seeds", [0]), f"{where}: seeds")
-    dataset_seeds = _dataset_seeds(spec.get("dataset_seeds"), datasets, where)
+    dataset_seeds = _per_dataset(
+        spec, "dataset_seeds", datasets, where, lambda v, at: tuple(_seeds(v, at))
+    )
     models = {
         str(label): parse_model(str(label), m, where, datasets)
         for label, m in _mapping(spec["models"], f"{where}: models").items()
@@ -430,33 +410,20 @@ def parse_study(raw: Any, where: str) -> Study:
         plugins=plugins,
         protocols=axis,
         dataset_seeds=dataset_seeds,
-        dataset_budget={
-            datasets[str(label)]: parse_budget(b, f"{where}: dataset_budget.{label}")
-            for label, b in _dataset_labels(spec.get("dataset_budget"), datasets, where).items()
-        },
+        dataset_budget=_per_dataset(spec, "dataset_budget", datasets, where, parse_budget),
     )
 
 
-def _dataset_labels(raw: Any, datasets: dict[str, str], where: str) -> dict[str, Any]:
-    """`dataset_budget: {label: budget}` with every label a dataset label of the study."""
-    out = _mapping(raw, f"{where}: dataset_budget")
-    for label in out:
-        if str(label) not in datasets:
-            known = ", ".join(datasets)
-            raise ConfigError(
-                f"{where}: dataset_budget: {label!r} is not a dataset label ({known})"
-            )
-    return out
-
-
-def _dataset_seeds(raw: Any, datasets: dict[str, str], where: str) -> dict[str, tuple[int, ...]]:
-    """dataset name -> its own seeds, from `dataset_seeds: {label: [seeds]}`."""
+def _per_dataset(
+    spec: dict[str, Any], key: str, datasets: dict[str, str], where: str, parse: Callable
+) -> dict[str, Any]:
+    """dataset name -> parse(value, where) from `key: {label: value}` (e.g. dataset_seeds)."""
     out = {}
-    for label, seeds in _mapping(raw, f"{where}: dataset_seeds").items():
+    for label, value in _mapping(spec.get(key), f"{where}: {key}").items():
         if str(label) not in datasets:
             known = ", ".join(datasets)
-            raise ConfigError(f"{where}: dataset_seeds: {label!r} is not a dataset label ({known})")
-        out[datasets[str(label)]] = tuple(_seeds(seeds, f"{where}: dataset_seeds.{label}"))
+            raise ConfigError(f"{where}: {key}: {label!r} is not a dataset label ({known})")
+        out[datasets[str(label)]] = parse(value, f"{where}: {key}.{label}")
     return out
 
 

@@ -66,6 +66,26 @@ class Budget:
     epochs: int | None = None
     minutes: float | None = None
 
+    @classmethod
+    def parse(cls, budget: dict[str, Any], at: str) -> Budget:
+        """The budget of a study file's `budget:` mapping (`at` names it in errors)."""
+        if len(budget) != 1:
+            raise ConfigError(
+                f"{at}: give one budget for all models: {{epochs: N}}, {{minutes: M}} or "
+                "{epochs: default}"
+            )
+        if "minutes" in budget:
+            minutes = budget["minutes"]
+            if isinstance(minutes, bool) or not isinstance(minutes, int | float) or minutes <= 0:
+                raise ConfigError(f"{at}: minutes must be a positive number, got {minutes!r}")
+            return cls(minutes=float(minutes))
+        epochs = budget["epochs"]
+        if epochs == "default":
+            return cls()
+        if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 1:
+            raise ConfigError(f"{at}: epochs must be a positive integer or default, got {epochs!r}")
+        return cls(epochs=epochs)
+
     def describe(self) -> str:
         if self.epochs is not None:
             return f"every model at most {self.epochs} epoch{'s' if self.epochs != 1 else ''}"
