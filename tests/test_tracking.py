@@ -46,13 +46,18 @@ def train(data: SeqDataset, root: Path, track: Tracking | None, observer: Observ
 
 
 def test_a_run_logged_to_mlflow_reads_back_with_mlflows_client(
-    data: SeqDataset, tmp_path: Path
+    data: SeqDataset, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """The default store (./mlflow.db), read by MLflow's client with no environment setting."""
     pytest.importorskip("mlflow")
     from mlflow.tracking import MlflowClient
 
-    uri = (tmp_path / "mlruns").as_uri()
-    result, folder = train(data, tmp_path / "runs", tracking_for("mlflow", uri))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("MLFLOW_ALLOW_FILE_STORE", raising=False)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    result, folder = train(data, tmp_path / "runs", tracking_for("mlflow"))
+    assert "MLFLOW_ALLOW_FILE_STORE" not in tracking.os.environ
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     stored = json.loads((folder / "metrics.json").read_text())
     history = pd.read_parquet(folder / "history.parquet")
     client = MlflowClient(tracking_uri=uri)
@@ -70,6 +75,7 @@ def test_a_run_logged_to_mlflow_reads_back_with_mlflows_client(
     assert [m.value for m in loss] == pytest.approx(list(history["loss"]))
     card = client.download_artifacts(run.info.run_id, "data_card.json", str(tmp_path / "dl"))
     assert json.loads(Path(card).read_text()) == CARD
+    assert (tmp_path / "mlartifacts").is_dir() and not (tmp_path / "mlruns").exists()
 
 
 def test_a_run_logged_to_tensorboard_reads_back_with_its_event_accumulator(
@@ -148,7 +154,9 @@ def test_a_relative_target_is_made_absolute_for_workers(
 ) -> None:
     monkeypatch.setattr(tracking.importlib.util, "find_spec", lambda name: object())
     monkeypatch.chdir(tmp_path)
-    assert tracking_for("mlflow") == Tracking("mlflow", (tmp_path / "mlruns").as_uri())
+    assert tracking_for("mlflow") == Tracking("mlflow", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    assert tracking_for("mlflow", "runs.db").to == f"sqlite:///{tmp_path / 'runs.db'}"
+    assert tracking_for("mlflow", "mlruns").to == (tmp_path / "mlruns").as_uri()
     assert tracking_for("mlflow", "http://host:5000").to == "http://host:5000"
     assert tracking_for("tensorboard", "tb").to == str(tmp_path / "tb")
     assert tracking_for("tensorboard") == Tracking("tensorboard", None)

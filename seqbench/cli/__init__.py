@@ -11,7 +11,7 @@ import threading
 import typer
 from rich.markup import escape
 
-from seqbench.cli.app import app, console_err
+from seqbench.cli.app import app, console_err, plain_help
 from seqbench.errors import SeqbenchError, Terminated
 
 try:  # recent typer bundles its own click
@@ -29,6 +29,7 @@ def _load_commands() -> None:
         except ModuleNotFoundError as e:
             if e.name != f"seqbench.cli.{mod}":
                 raise
+    plain_help(app)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import inspect
+import re
+import typing
+from collections.abc import Iterator
 from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from typer.models import CommandInfo, ParameterInfo
 
 from seqbench.plugins import load_plugins
 from seqbench.training.context import EpochReport, LogObserver, Observer
@@ -67,8 +73,8 @@ Track = Annotated[
 TrackTo = Annotated[
     str | None,
     typer.Option(
-        help="where --track logs: MLflow tracking URI [./mlruns], TensorBoard folder "
-        "[<runs dir>/<run id>/tb], W&B folder [./wandb]"
+        help="where --track logs: MLflow tracking URI or .db file [./mlflow.db], TensorBoard "
+        "folder [<runs dir>/<run id>/tb], W&B folder [./wandb]"
     ),
 ]
 Deterministic = Annotated[
@@ -85,6 +91,34 @@ GpusPerRun = Annotated[
     float | None,
     typer.Option(min=0, help="GPUs each run takes [default: 1 with --device cuda, else 0]"),
 ]
+
+
+def commands(typer_app: typer.Typer) -> Iterator[CommandInfo]:
+    """Every command of the app and of its sub-apps (`study run`, …)."""
+    yield from typer_app.registered_commands
+    for group in typer_app.registered_groups:
+        yield from commands(group.typer_instance)
+
+
+def plain_help(typer_app: typer.Typer) -> None:
+    """Help texts shown as written: a docstring's paragraphs re-flowed (its source line breaks
+    would break the command list's lines), square brackets kept (rich reads `[tune]` as a style
+    and drops it). Once per process, after the commands are registered."""
+    for info in commands(typer_app):
+        doc = info.help or inspect.getdoc(info.callback) or ""
+        if doc and not getattr(info, "plain", False):
+            paragraphs = re.split(r"\n\s*\n", doc)
+            info.help = escape("\n\n".join(" ".join(p.split()) for p in paragraphs))
+            info.plain = True  # type: ignore[attr-defined]
+        # the annotations are strings (postponed): evaluated once here and kept, so typer
+        # reads these option objects with their escaped help
+        hints = typing.get_type_hints(info.callback, include_extras=True)
+        for name, hint in hints.items():
+            for meta in getattr(hint, "__metadata__", ()):
+                if isinstance(meta, ParameterInfo) and meta.help and not getattr(meta, "plain", 0):
+                    meta.help = escape(meta.help)
+                    meta.plain = True  # type: ignore[attr-defined]
+            info.callback.__annotations__[name] = hint
 
 
 def log(message: str) -> None:

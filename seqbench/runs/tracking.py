@@ -116,11 +116,32 @@ def tracking_for(tracker: str | None, to: str | None = None) -> Tracking | None:
     if importlib.util.find_spec(module) is None:
         raise ConfigError(f'--track {tracker} needs {module}: pip install -e ".[{extra}]"')
     if tracker == "mlflow":
-        uri = to or "mlruns"
-        to = uri if "://" in uri or uri.startswith("file:") else Path(uri).resolve().as_uri()
+        to = mlflow_uri(to)
     elif to is not None:
         to = str(Path(to).resolve())
     return Tracking(tracker, to)
+
+
+#: MLflow's own default store since 3.x (its file store is in maintenance mode)
+MLFLOW_DB = "mlflow.db"
+
+
+def mlflow_uri(to: str | None) -> str:
+    """--track-to for MLflow as an absolute URI: a URI as given; a .db file as a SQLite URI; any
+    other path as a file store; none: ./mlflow.db, what `mlflow ui` and MLflow's client read
+    with no setting (artifacts beside it in ./mlartifacts)."""
+    if to is not None and ("://" in to or to.startswith("file:")):
+        return to
+    path = Path(to or MLFLOW_DB).resolve()
+    return f"sqlite:///{path}" if path.suffix == ".db" else path.as_uri()
+
+
+def _artifacts(uri: str) -> str | None:
+    """Where a SQLite store's experiment keeps its artifacts: beside the database (MLflow's
+    default, ./mlruns under the current folder, would scatter them)."""
+    if not uri.startswith("sqlite:///"):
+        return None
+    return (Path(uri.removeprefix("sqlite:///")).parent / "mlartifacts").as_uri()
 
 
 def track(tracking: Tracking | None, run: TrackedRun) -> str | None:
@@ -144,16 +165,20 @@ TRACKERS: Registry[Callable[[Tracking, TrackedRun], None]] = Registry("tracker")
 @TRACKERS.register("mlflow")
 def log_mlflow(tracking: Tracking, run: TrackedRun) -> None:
     """One MLflow run (named by the run id) in the `seqbench` experiment of `tracking.to`
-    (default ./mlruns, a local file store); MLflow keys cannot hold '@': HR@10 is HR_at_10."""
+    (default ./mlflow.db, a SQLite store); MLflow keys cannot hold '@': HR@10 is HR_at_10."""
     if (tracking.to or "").startswith("file:"):
-        # MLflow >= 3.7 refuses its file store unless asked; the local default is one
+        # MLflow >= 3.7 refuses its file store unless asked; a folder given by --track-to is one
         os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
     from mlflow.entities import Metric, Param
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(tracking_uri=tracking.to)
     experiment = client.get_experiment_by_name(PROJECT)
-    exp_id = experiment.experiment_id if experiment else client.create_experiment(PROJECT)
+    exp_id = (
+        experiment.experiment_id
+        if experiment
+        else client.create_experiment(PROJECT, _artifacts(tracking.to or ""))
+    )
     tags = {"seqbench.run_id": run.result.run_id, "seqbench.version": run.result.version}
     mlrun = client.create_run(exp_id, run_name=run.result.run_id, tags=tags)
     rid, now = mlrun.info.run_id, int(time.time() * 1000)
