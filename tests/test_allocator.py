@@ -7,6 +7,7 @@ to the OS and every page is faulted back in (the regression found in issue 40).
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -41,8 +42,9 @@ PAGES_PER_STEP = 3 * 8 * 2**20 // 4096
 
 def faults(mode: str) -> int:
     """Minor page faults of 20 steps in a fresh interpreter."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}  # glibc defaults
     out = subprocess.run(
-        [sys.executable, "-c", STEPS, mode], capture_output=True, text=True, check=True
+        [sys.executable, "-c", STEPS, mode], capture_output=True, text=True, check=True, env=env
     )
     return int(out.stdout.split()[-1])
 
