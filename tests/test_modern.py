@@ -13,7 +13,7 @@ import torch
 from seqbench.data.dataset import SeqDataset
 from seqbench.data.synthetic import generate
 from seqbench.models.base import get_model, resolve_config
-from seqbench.models.layers import linear_scan, low_pass
+from seqbench.models.layers import LearnableFilter, linear_scan, low_pass
 from seqbench.runs.execute import RunRequest, execute
 from seqbench.training.context import RunContext
 
@@ -104,7 +104,58 @@ def test_bsarec_alpha_one_is_the_filter_alone(data) -> None:
     torch.testing.assert_close(block(x, mask), block.ffn(mixed))
 
 
-@pytest.mark.parametrize("name", ["bsarec", "lrurec"])
+def test_learnable_filter_multiplies_the_spectrum_as_numpy() -> None:
+    torch.manual_seed(0)
+    layer = LearnableFilter(9, 3).double()
+    x = np.random.default_rng(1).normal(size=(2, 9, 3))
+    w = layer.weight.detach().numpy()
+    want = np.fft.irfft(
+        np.fft.rfft(x, axis=1, norm="ortho") * (w[..., 0] + 1j * w[..., 1]),
+        n=9,
+        axis=1,
+        norm="ortho",
+    )
+    np.testing.assert_allclose(layer(torch.from_numpy(x)).detach().numpy(), want, atol=1e-12)
+
+
+def test_linrec_causal_attention_is_the_prefix_sum_loop(data) -> None:
+    """Position i: W_o Σ_{j≤i} ρ(q_i)·ρ(k_j) v_jᵀ per head, ρ = ELU(row L2-normalised)."""
+    model = build("linrec", data, d="8", heads="2", layers="1")
+    attn = model.attn[0].double()
+    x = torch.randn(1, 5, 8, dtype=torch.float64)
+    real = torch.tensor([[False, True, True, True, True]])
+    rho = lambda z: torch.nn.functional.elu(z / z.norm())  # noqa: E731
+    q, k, v = (f(x)[0].detach() for f in (attn.q, attn.k, attn.v))
+    out = torch.zeros(5, 8, dtype=torch.float64)
+    for i in range(5):
+        for h in range(2):
+            cols = slice(4 * h, 4 * h + 4)
+            for j in range(1, i + 1):
+                out[i, cols] += (rho(q[i, cols]) @ rho(k[j, cols])) * v[j, cols]
+    want = attn.norm(x[0] + attn.out(out)).detach()
+    torch.testing.assert_close(attn(x, real)[0].detach(), want)
+
+
+@pytest.mark.parametrize(("form", "leaks"), [("causal", False), ("paper", True)])
+def test_linrec_leak_shows_only_under_the_paper_form(data, form: str, leaks: bool) -> None:
+    """Changing the last item moves the earlier positions' outputs iff the form leaks."""
+    model = build("linrec", data, attention=form)
+    seqs = torch.tensor([[0, 0, 5, 9, 14, 3, 7]])
+    later = seqs.clone()
+    later[0, -1] = 42
+    with torch.no_grad():
+        before, after = model.encode(seqs)[:, :-1], model.encode(later)[:, :-1]
+    assert (not torch.allclose(before, after, atol=1e-6)) == leaks
+
+
+def test_filter_models_refuse_training_every_position() -> None:
+    """Their filters are not causal: a target at every position would be read by its input."""
+    for name in ("bsarec", "fmlprec"):
+        with pytest.raises(Exception, match="instances"):
+            resolve_config(get_model(name), "synthetic", ablate={"instances": "all_positions"})
+
+
+@pytest.mark.parametrize("name", ["bsarec", "lrurec", "fmlprec", "linrec"])
 def test_beats_popularity_on_synthetic(name: str, data, popularity, tmp_path) -> None:
     got, _ = execute(RunRequest(name, "synthetic"), RunContext(runs_dir=tmp_path), data=data)
     assert got.test["NDCG@10"] > 2 * popularity, (name, got.test["NDCG@10"], popularity)

@@ -13,13 +13,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import torch
 from torch import nn
 
 from seqbench.data.dataset import SeqDataset
-from seqbench.data.sequences import InstanceRule, NextItemInstances
+from seqbench.data.sequences import NextItemInstances
 from seqbench.models.base import Batch, ModelConfig, Parts, SeqModel, register
 from seqbench.models.bounds import NON_NEGATIVE, PROBABILITY, Bound
 from seqbench.models.departures import Departure
@@ -45,7 +45,8 @@ class BSARecConfig(ObjectiveFields, ModelConfig):
     #: α = 0 (attention alone) is the paper's own ablation
     bounds: ClassVar[dict[str, Bound]] = {"alpha": PROBABILITY, "c": NON_NEGATIVE}
     loss: LossName = "ce"
-    instances: InstanceRule = "prefixes"
+    #: no all_positions: the filter is not causal, a position would read its own target
+    instances: Literal["prefixes", "last"] = "prefixes"
     d: int = 64
     layers: int = 2
     heads: int = 2
@@ -109,7 +110,8 @@ class BSARec(SeqModel):
             "last max_len inputs); the same rows on sequences up to max_len long",
             "code",
             "instances",
-            "--ablate instances=all_positions (one row per user, a target at every position)",
+            "--ablate instances=last (one row per user; all_positions is refused: the filter "
+            "would let a position read its own target)",
         ),
         Departure(
             "training objective",

@@ -1,0 +1,143 @@
+"""FMLP-Rec (Zhou et al., WWW 2022): an all-MLP encoder with learnable frequency filters.
+
+Each block replaces self-attention by a filter layer, LN(x + drop(irfft(rfft(x) · W))) with a
+learnable complex W per frequency and channel (`layers.LearnableFilter`), then an FFN. The
+filter mixes every position of the fixed max_len window, so sequences are always left-padded
+to max_len. Trained as the authors' code: every prefix of the training sequence, BCE with one
+negative at its last position (the filter is not causal: only the last position is trained
+and scored, so no position reads an item after its target).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal
+
+import torch
+from torch import nn
+
+from seqbench.data.dataset import SeqDataset
+from seqbench.data.sequences import NextItemInstances
+from seqbench.models.base import Batch, ModelConfig, Parts, SeqModel, register
+from seqbench.models.departures import Departure
+from seqbench.models.layers import LearnableFilter, ResidualFFN, SeqEmbedding, pad_left
+from seqbench.models.losses import Objective, ObjectiveFields
+from seqbench.models.objective import next_item_batches, next_item_objective, resolve_objective
+from seqbench.models.pieces import NO_PLANS, Plans
+
+
+@dataclass
+class FMLPRecConfig(ObjectiveFields, ModelConfig):
+    """The authors' defaults (Woeee/FMLP-Rec main.py)."""
+
+    quiet: ClassVar[dict[str, Any]] = {"instances": "prefixes"}
+    #: no all_positions: the filter is not causal, a position would read its own target
+    instances: Literal["prefixes", "last"] = "prefixes"
+    d: int = 64
+    layers: int = 2
+    dropout: float = 0.5
+    max_len: int = 50
+    batch_size: int = 256
+    lr: float = 1e-3
+    epochs: int = 200
+    patience: int = 10
+
+    def validate(self) -> None:
+        self.validate_objective()
+
+
+class FilterBlock(nn.Module):
+    """LN(x + drop(filter(x))), then the FFN."""
+
+    def __init__(self, cfg: FMLPRecConfig) -> None:
+        super().__init__()
+        self.filter = LearnableFilter(cfg.max_len, cfg.d)
+        self.drop = nn.Dropout(cfg.dropout)
+        self.norm = nn.LayerNorm(cfg.d, eps=1e-12)
+        self.ffn = ResidualFFN(cfg.d, cfg.dropout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.ffn(self.norm(x + self.drop(self.filter(x))))
+
+
+@register("fmlprec")
+class FMLPRec(SeqModel):
+    """Filter-enhanced MLP; the last position of the window scores all items."""
+
+    paper = (
+        "Zhou et al., Filter-enhanced MLP is All You Need for Sequential Recommendation, WWW 2022"
+    )
+    Config = FMLPRecConfig
+    ablations = ("loss", "instances")
+    dataset_defaults = {
+        "synthetic": {"epochs": 3, "batch_size": 128, "max_len": 20, "lr": 3e-3, "d": 32},
+    }
+    departures = (
+        Departure(
+            "training instances",
+            "silent",
+            "every prefix of the last max_len training items (the first one with an empty "
+            "input), a target at its last position",
+            "every prefix with at least one input item, of the whole training sequence (its "
+            "last max_len inputs); the same rows on sequences up to max_len long",
+            "code",
+            "instances",
+            "--ablate instances=last (one row per user; all_positions is refused: the filter "
+            "would let a position read its own target)",
+        ),
+        Departure(
+            "training objective",
+            "BCE with one sampled negative",
+            "as the paper, at the last position; the negative avoids the row's own items",
+            "as the paper; the negative avoids the user's training items; the loss axis "
+            "trains the same model under ce, gbce, sampled_ce or bpr",
+            "paper",
+            "loss",
+            "--ablate loss=ce (or gbce, sampled_ce, bpr), --set negatives=K",
+        ),
+    )
+
+    def __init__(self, cfg: FMLPRecConfig, data: SeqDataset) -> None:
+        super().__init__(cfg, data)
+        self.emb = SeqEmbedding(data.n_items + 1, cfg.d, cfg.max_len, cfg.dropout, layer_norm=True)
+        self.emb.norm = nn.LayerNorm(cfg.d, eps=1e-12)
+        self.blocks = nn.ModuleList(FilterBlock(cfg) for _ in range(cfg.layers))
+        self.apply(_init)
+        self._train: NextItemInstances | None = None
+        self._objective, self._popularity = resolve_objective(cfg, data)
+
+    def objective(self) -> Objective:
+        return self._objective
+
+    def encode(self, seqs: torch.Tensor) -> torch.Tensor:
+        """Outputs [B, max_len, d] of the window left-padded to max_len."""
+        x = self.emb(pad_left(seqs, self.cfg.max_len))
+        for block in self.blocks:
+            x = block(x)
+        return x
+
+    def train_batches(self, data: SeqDataset, gen: torch.Generator) -> Iterator[Batch]:
+        if self._train is None:
+            self._train = NextItemInstances(data, self.cfg.max_len, self.cfg.instances)
+        bucket, obj = self.cfg.batching == "grouped", self._objective
+        yield from next_item_batches(
+            self._train, self.cfg.batch_size, bucket, obj, self._popularity, gen
+        )
+
+    def loss(self, batch: Batch, plans: Plans = NO_PLANS) -> tuple[torch.Tensor, Parts]:
+        h = self.encode(batch["seqs"])[:, -batch["targets"].shape[1] :]
+        obj = self._objective
+        loss = next_item_objective(obj, self.cfg.ce_chunk, h, self.emb.item.weight, batch)
+        return loss, {obj.loss: loss.detach()}
+
+    def score(self, batch: Batch) -> torch.Tensor:
+        return self.encode(batch["seqs"])[:, -1] @ self.emb.item.weight.T
+
+
+def _init(module: nn.Module) -> None:
+    """The authors' init: N(0, 0.02²) weights for linear and embedding layers, zero biases."""
+    if isinstance(module, nn.Linear | nn.Embedding):
+        nn.init.normal_(module.weight, 0.0, 0.02)
+    if isinstance(module, nn.Linear):
+        nn.init.zeros_(module.bias)
