@@ -19,7 +19,7 @@ from torch import nn
 from seqbench.data.dataset import SeqDataset
 from seqbench.errors import ConfigError
 from seqbench.models.bounds import check_bounds
-from seqbench.models.departures import BATCHING, Departure
+from seqbench.models.departures import BATCHING, GBCE_NEGATIVES, Departure
 from seqbench.models.losses import Objective, ObjectiveFields, refuse_unused
 from seqbench.models.pieces import NO_PLANS, Plans, RowPieces, encode_pieces, plan_rows
 from seqbench.registry import Registry
@@ -158,8 +158,10 @@ class SeqModel(nn.Module):
 
     @classmethod
     def declared_departures(cls) -> tuple[Departure, ...]:
-        """The model's own departures plus those every model shares (batching)."""
-        return (*cls.departures, BATCHING)
+        """The model's own departures plus those every model shares (batching) and, with the
+        loss axis, gBCE's draws."""
+        axis = (GBCE_NEGATIVES,) if "loss" in cls.ablations else ()
+        return (*cls.departures, *axis, BATCHING)
 
     @property
     def input_window(self) -> int:

@@ -57,6 +57,19 @@ BATCHING = Departure(
     "--set batching=grouped (length-grouped batches: faster, learns less per epoch)",
 )
 
+#: gBCE's draws: declared on every model with the loss axis (`SeqModel.declared_departures`)
+GBCE_NEGATIVES = Departure(
+    "gBCE negatives",
+    "uniform negatives; α = K/(|I|−1) is the rate of a draw over the catalogue",
+    "torch.randint over all items (asash/gSASRec-pytorch), the user's own items included",
+    "as the code (since 2026-12-02; earlier gBCE runs drew outside the user's training items, "
+    "an effective per-user rate of 1.08× α on ML-1M on average, up to 2.66×); recorded as "
+    "`negatives_from` in each run's objective",
+    "code",
+    "negatives_from",
+    "--set negatives_from=unseen (outside the user's training items; =all for bce/sampled_ce)",
+)
+
 #: the S3-Rec lineage's next-item rows (CL4SRec, CoSeRec and STOSA train on them)
 S3REC_INSTANCES = Departure(
     "training instances",

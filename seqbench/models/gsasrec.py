@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from seqbench.models.base import register
 from seqbench.models.departures import Departure
 from seqbench.models.losses import LossName
-from seqbench.models.objective import GBCE_NEGATIVES
 from seqbench.models.sasrec import SASREC_INSTANCES, SASRec, SASRecConfig
 
 
@@ -52,7 +51,6 @@ class GSASRec(SASRec):
     }
     departures = (
         SASREC_INSTANCES,
-        GBCE_NEGATIVES,
         Departure(
             "training objective",
             "gBCE with K = 256 uniform negatives and t = 0.75 (β from α = K/(|I|−1))",

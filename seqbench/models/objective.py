@@ -12,7 +12,6 @@ import torch.nn.functional as F
 
 from seqbench.data.dataset import SeqDataset
 from seqbench.data.sequences import NextItemInstances
-from seqbench.models.departures import Departure
 from seqbench.models.losses import LOSSES, Objective, ObjectiveFields, full_ce, mean_terms
 
 
@@ -32,19 +31,6 @@ class PopularityNegatives:
             n *= s
         return torch.multinomial(self.probs, n, replacement=True, generator=gen).view(shape)
 
-
-#: gBCE's draws: declared on every model whose loss axis offers gbce
-GBCE_NEGATIVES = Departure(
-    "gBCE negatives",
-    "uniform negatives; α = K/(|I|−1) is the rate of a draw over the catalogue",
-    "torch.randint over all items (asash/gSASRec-pytorch), the user's own items included",
-    "as the code (since 2026-12-02; earlier gBCE runs drew outside the user's training items, "
-    "an effective per-user rate of 1.08× α on ML-1M on average, up to 2.66×); recorded as "
-    "`negatives_from` in each run's objective",
-    "code",
-    "negatives_from",
-    "--set negatives_from=unseen (outside the user's training items; =all for bce/sampled_ce)",
-)
 
 #: K > 1 scoring: gathered item-row elements per chunk (16 MB of fp32)
 DOT_CHUNK = 1 << 22

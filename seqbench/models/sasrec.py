@@ -15,7 +15,6 @@ from seqbench.models.departures import Departure
 from seqbench.models.layers import SeqEmbedding, TransformerEncoder, causal_mask, check_items
 from seqbench.models.losses import Objective, ObjectiveFields
 from seqbench.models.objective import (
-    GBCE_NEGATIVES,
     next_item_batches,
     next_item_objective,
     resolve_objective,
@@ -83,7 +82,7 @@ class SASRec(SeqModel):
     micro_key = "targets"
     row_keys = ("seqs",)
     ablations = ("loss", "instances")
-    departures = (LOSS_AXIS, GBCE_NEGATIVES, SASREC_INSTANCES)
+    departures = (LOSS_AXIS, SASREC_INSTANCES)
     dataset_defaults = {
         "beauty": {"dropout": 0.5, "max_len": 50},
         "toys": {"dropout": 0.5, "max_len": 50},
