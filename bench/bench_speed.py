@@ -14,9 +14,9 @@ bert    ``bert4rec`` at its Beauty defaults with d=64, batch 256: masked targets
         seconds per epoch, fp32 and bf16 (the step under ``torch.autocast("cpu", bfloat16)``,
         only where ``seqbench.machine`` says the CPU has bf16; else the reason).
 cbit    ``cbit`` at the authors' Beauty settings (d=256, T=15, m=4): the same measures.
-stosa, duorec, cl4srec
-        the SASRec-family models at their Beauty defaults, as the trainer runs them: the
-        same measures (next-item targets per second).
+stosa, duorec, cl4srec, bsarec, lrurec, fmlprec, linrec
+        the SASRec-family models and the 2022–2024 baselines at their Beauty defaults, as
+        the trainer runs them: the same measures (next-item targets per second).
 busy    ``seqbench run sasrec --dataset synthetic --force --epochs 3 --no-progress`` as a
         subprocess in a temporary run store, with the default thread policy and with
         ``--threads 1``, alone, next to a single-threaded torch matmul spinner, and next to
@@ -77,7 +77,12 @@ from seqbench.training.trainer import make_optimizer
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling bench scripts
 from bench_train_eval import targets_in
 
-PARTS = ("sasrec", "bert", "cbit", "stosa", "duorec", "cl4srec", "busy")
+PARTS = (
+    "sasrec", "bert", "cbit", "stosa", "duorec", "cl4srec",
+    "bsarec", "lrurec", "fmlprec", "linrec", "busy",
+)  # fmt: skip
+#: the 2022–2024 baselines (#37), timed at their Beauty defaults next to SASRec
+MODERN = ("bsarec", "lrurec", "fmlprec", "linrec")
 COMPANIONS = ("none", "spinner", "seqbench")
 #: --set overrides per in-process model part (on top of the model's dataset defaults)
 SETS: dict[str, tuple[str, dict[str, str]]] = {
@@ -86,6 +91,7 @@ SETS: dict[str, tuple[str, dict[str, str]]] = {
     "stosa": ("stosa", {}),
     "duorec": ("duorec", {}),
     "cl4srec": ("cl4srec", {}),
+    **{name: (name, {}) for name in MODERN},
 }
 #: the model parts also timed in bf16
 BF16_PARTS = ("bert", "cbit")
@@ -96,6 +102,10 @@ TITLES = {
     "stosa": "STOSA, Beauty defaults (next-item targets)",
     "duorec": "DuoRec, Beauty defaults (next-item targets)",
     "cl4srec": "CL4SRec, Beauty defaults (next-item targets)",
+    "bsarec": "BSARec, Beauty defaults (next-item targets)",
+    "lrurec": "LRURec, Beauty defaults (next-item targets)",
+    "fmlprec": "FMLP-Rec, Beauty defaults (next-item targets)",
+    "linrec": "LinRec, Beauty defaults (next-item targets)",
 }
 #: a single-threaded torch matmul loop that keeps one core busy until killed
 SPINNER = (
