@@ -122,9 +122,10 @@ class LRURec(SeqModel):
         Departure(
             "training objective",
             "cross-entropy over all items at every position",
-            "as the paper, scores ⟨h, e⟩ + b with a learned item bias",
-            "as the paper (the bias enters every loss of the axis); the loss axis trains the "
-            "same model under bce, gbce, sampled_ce or bpr",
+            "as the paper, scores ⟨h, e⟩ + b with a learned item bias; the softmax also spans "
+            "the padding row 0",
+            "as the paper over the real items only (the bias enters every loss of the axis); "
+            "the loss axis trains the same model under bce, gbce, sampled_ce or bpr",
             "paper",
             "loss",
             "--ablate loss=bce (or gbce, sampled_ce, bpr), --set negatives=K",
