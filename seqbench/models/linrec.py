@@ -2,10 +2,11 @@
 
 Attention is ρ(Q)·(ρ(K)ᵀV) with ρ = ELU after L2 normalisation, linear in the sequence length.
 The paper normalises K per feature over all positions and sums ρ(K)ᵀV over the whole window:
-a position reads the items after it, its own target among them. seqbench's default is causal:
-each key normalised over its features, and position i reads Σ_{j≤i} ρ(k_j)ᵀ v_j, a prefix sum.
-`attention=paper` restores the published form (it leaks; declared). Otherwise the authors'
-RecBole SASRec: post-LN blocks, GELU FFN 4d wide, CE over all items at every prefix's end.
+a position reads the items after it (its own target, where every position is trained).
+seqbench's default is causal: each key normalised over its features, and position i reads
+Σ_{j≤i} ρ(k_j)ᵀ v_j, a prefix sum. `attention=paper` restores the published form (declared).
+Otherwise the authors' RecBole SASRec: post-LN blocks, GELU FFN 4d wide, CE over all items at
+every prefix's end.
 """
 
 from __future__ import annotations
@@ -100,13 +101,16 @@ class LinRec(SeqModel):
         Departure(
             "causality of the attention",
             "K L2-normalised per feature over all positions, ρ(K)ᵀV summed over the whole "
-            "window: every position reads the items after it (it leaks the target)",
+            "window: every position reads the items after it (trained at every position, "
+            "instances=all_positions, a position reads its own target; under prefixes only "
+            "the last position is trained and scored, which reads no target)",
             "not public",
             "causal: each key L2-normalised over its features, position i reads the prefix "
             "sum Σ_{j≤i} ρ(k_j)ᵀv_j; padding keys are zeroed",
             "fix",
             "attention",
-            "--ablate attention=paper (the published form: LEAKS future items)",
+            "--ablate attention=paper (the published form: positions read later items; "
+            "LEAKS the target with instances=all_positions)",
         ),
         Departure(
             "training instances",
