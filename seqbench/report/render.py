@@ -313,7 +313,7 @@ def format_for(path: str | None, fmt: str | None) -> str:
         suffix = Path(path).suffix.lower().lstrip(".")
         known = list(map(FORMATS.get, FORMATS))
         chosen = [f.name for f in known if suffix in (f.suffix, *f.aliases)]
-        if suffix and not chosen:
+        if suffix not in ("", "txt") and not chosen:  # .txt: markdown is plain text
             kinds = ", ".join(f".{f.suffix}" for f in known)
             raise ConfigError(
                 f"--out {path}: seqbench writes no .{suffix} table; end it in {kinds} "
