@@ -156,7 +156,10 @@ def test_model_list_reads_at_width(
     base = dataclasses.asdict(ModelConfig())
     for name in MODELS.names():
         cls = MODELS.get(name)
-        axes = [f"{a}=" + "|".join(map(str, field_choices(cls.Config, a))) for a in cls.ablations]
+        axes = [
+            f"{a}=" + "|".join(map(str, field_choices(cls.Config, a) or ("<value>",)))
+            for a in cls.ablations
+        ]
         cfg = dataclasses.asdict(cls.Config())
         defaults = " ".join(f"{k}={v}" for k, v in cfg.items() if base.get(k) != v)
         block = f"{name} — {cls.paper} ablation axes: {', '.join(axes) or '-'} defaults: {defaults}"

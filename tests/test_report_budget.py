@@ -100,4 +100,4 @@ def test_a_table_without_comparisons_says_nothing_was_tested(tmp_path: Path) -> 
     assert "No significance marks: nothing in this table was tested." in alone
     assert not any("correction over" in n for n in alone)
     pair = table_notes(tmp_path, "sasrec", "bert4rec")
-    assert any("holm correction over 1 comparison." in n for n in pair)
+    assert any("Holm's step-down correction" in n and "table's 1 comparison" in n for n in pair)

@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.text import Text
 
-from seqbench.models.base import MODELS, ModelConfig, field_choices, get_model
+from seqbench.models.base import MODELS, ModelConfig, SeqModel, field_choices, get_model
 from seqbench.models.departures import BASIS_TEXT, Departure
 
 #: the label column of a block: the longest label, its colon and a space
@@ -27,8 +27,7 @@ def print_model_card(name: str, console: Console) -> None:
     for dataset, values in cls.dataset_defaults.items():
         if values:
             console.print(f"  {dataset}: " + " ".join(f"{k}={v}" for k, v in values.items()))
-    axes = [f"{a}=" + "|".join(map(str, field_choices(cls.Config, a) or ())) for a in cls.ablations]
-    console.print("ablation axes: " + (", ".join(axes) or "none"))
+    console.print("ablation axes: " + (axes_text(cls) or "none"))
     presets = [n for n in MODELS.names() if MODELS.get(n).preset_of == cls.name]
     if presets:
         console.print("presets: " + ", ".join(presets))
@@ -39,6 +38,14 @@ def print_model_card(name: str, console: Console) -> None:
     for d in cls.declared_departures():
         console.print()
         print_block(console, departure_heading(d), departure_lines(d))
+
+
+def axes_text(cls: type[SeqModel]) -> str:
+    """The model's ablation axes with their choices (`<value>` for a numeric axis)."""
+    return ", ".join(
+        f"{a}=" + "|".join(map(str, field_choices(cls.Config, a) or ("<value>",)))
+        for a in cls.ablations
+    )
 
 
 def departure_heading(d: Departure) -> str:
@@ -63,10 +70,7 @@ def print_model_list(console: Console) -> None:
     for i, name in enumerate(MODELS.names()):
         cls = MODELS.get(name)
         cfg = {k: v for k, v in dataclasses.asdict(cls.Config()).items() if base.get(k) != v}
-        axes = ", ".join(
-            f"{a}=" + "|".join(map(str, field_choices(cls.Config, a) or ("<value>",)))
-            for a in cls.ablations
-        )
+        axes = axes_text(cls)
         if i:
             console.print()
         lines = [

@@ -21,8 +21,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from seqbench.data.formats import reader
+from seqbench.data.frames import RATING_COLUMNS, interaction_frame, read_table, side_frame
 from seqbench.data.rawfile import as_int, as_names, fail, lines, open_binary
-from seqbench.data.readers import RATING_COLUMNS, _interactions, _long, _table, reader
 
 #: Yambda "Listen+": a listen counts when over half the track was played (the dataset card)
 YAMBDA_LISTENED_PCT = 50
@@ -122,7 +123,7 @@ def read_steam_games(path: Path) -> pd.DataFrame:
             rows += [(game, field, t) for t in names if t.strip()]
         if str(rec.get("developer") or "").strip():
             rows.append((game, "developer", str(rec["developer"]).strip()))
-    return _long(rows)
+    return side_frame(rows)
 
 
 # ---------------------------------------------------------------- Amazon Reviews'23 (Hou et al.)
@@ -154,7 +155,7 @@ def read_amazon23_meta(path: Path) -> pd.DataFrame:
         for field in ("store", "main_category"):
             if str(rec.get(field) or "").strip():
                 rows.append((str(asin), field, str(rec[field]).strip()))
-    return _long(rows)
+    return side_frame(rows)
 
 
 @reader("amazon23_benchmark_csv", "interactions")
@@ -167,8 +168,8 @@ def read_amazon23_benchmark(path: Path) -> pd.DataFrame:
     columns = {k: columns[k] for k in ("user", "item", "rating", "timestamp")}
     if header.endswith("history"):
         columns["history"] = pa.string()
-    df = _table(path, columns, ",", header=header)
-    return _interactions(df.drop(columns=["history"], errors="ignore"))
+    df = read_table(path, columns, ",", header=header)
+    return interaction_frame(df.drop(columns=["history"], errors="ignore"))
 
 
 # ---------------------------------------------------------------- Yambda (Ploshkin et al. 2025)
@@ -260,7 +261,7 @@ def read_gowalla_checkins(path: Path) -> pd.DataFrame:
         "lon": pa.float64(),
         "item": pa.int64(),
     }
-    df = _table(path, columns, "\t")
+    df = read_table(path, columns, "\t")
     stamps = pd.to_datetime(df["time"], format="%Y-%m-%dT%H:%M:%SZ", errors="coerce")
     if stamps.isna().any():
         row = int(np.flatnonzero(stamps.isna().to_numpy())[0])
@@ -271,6 +272,6 @@ def read_gowalla_checkins(path: Path) -> pd.DataFrame:
             row + 1,
         )
     seconds = stamps.to_numpy().astype("datetime64[s]").astype(np.int64)
-    return _interactions(
+    return interaction_frame(
         pd.DataFrame({"user": df["user"], "item": df["item"], "timestamp": seconds})
     )

@@ -25,6 +25,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 
 from seqbench.data.formats import KINDS, READERS, Reader, reader  # noqa: F401 (re-exported)
+from seqbench.data.frames import RATING_COLUMNS, interaction_frame, read_table, side_frame
 from seqbench.data.rawfile import (
     INT64_MAX,
     Stream,
@@ -36,7 +37,6 @@ from seqbench.data.rawfile import (
     lines,
     repeated,
 )
-from seqbench.errors import DataError
 
 ML100K_GENRES = (
     *("unknown", "Action", "Adventure", "Animation", "Children's", "Comedy", "Crime"),
@@ -46,121 +46,30 @@ ML100K_GENRES = (
 YEAR_IN_TITLE = re.compile(r"\((\d{4})\)\s*$")
 
 
-# ---------------------------------------------------------------- tabular files (pyarrow)
-
-
-def _table(
-    path: Path,
-    columns: dict[str, pa.DataType],
-    delimiter: str = ",",
-    encoding: str = "utf8",
-    header: str | None = None,
-    double_colon: bool = False,
-) -> pd.DataFrame:
-    """Parse a delimited file with fixed columns; on error, find and name the first bad line."""
-    if header is not None:
-        first = next(lines(path, encoding), (1, ""))[1]
-        if first.replace('"', "").strip().lower() != header.lower():
-            raise fail(path, f"unexpected header {first[:80]!r}", f"expected {header!r}", 1)
-    stream = Stream(path, double_colon)
-    try:
-        table = pacsv.read_csv(
-            stream,
-            read_options=pacsv.ReadOptions(
-                column_names=list(columns), skip_rows=int(header is not None), encoding=encoding
-            ),
-            parse_options=pacsv.ParseOptions(delimiter="\t" if double_colon else delimiter),
-            convert_options=pacsv.ConvertOptions(column_types=columns),
-        )
-    except pa.ArrowInvalid as e:
-        raise _bad_line(path, columns, delimiter, encoding, header is not None, str(e)) from None
-    finally:
-        stream.close()
-    if table.num_rows == 0:
-        raise fail(path, "file has no data rows", "download it again")
-    return table.to_pandas(split_blocks=True, self_destruct=True)
-
-
-def _bad_line(
-    path: Path,
-    columns: dict[str, pa.DataType],
-    delimiter: str,
-    encoding: str,
-    skip_header: bool,
-    message: str,
-) -> DataError:
-    """Scan the file line by line (only after a parse error) to name the first bad line."""
-    if "Empty CSV file" in message:
-        return fail(path, "file is empty", "download it again")
-    names = list(columns)
-    for lineno, text in lines(path, encoding):
-        if skip_header and lineno == 1:
-            continue
-        fields = text.split(delimiter)
-        if len(fields) != len(names):
-            return fail(
-                path,
-                f"expected {len(names)} fields ({', '.join(names)}), found {len(fields)}",
-                "is this the right file for the format?",
-                lineno,
-            )
-        for name, value in zip(names, fields, strict=True):
-            kind = columns[name]
-            if pa.types.is_integer(kind):
-                try:
-                    as_id(path, value, name, lineno)
-                except DataError as e:
-                    return e
-            if pa.types.is_floating(kind):
-                try:
-                    float(value)
-                except ValueError:
-                    return fail(path, f"{name} {value!r} is not a number", "fix or drop it", lineno)
-    return fail(path, f"cannot parse ({message})", "check the file format")
-
-
-def _interactions(df: pd.DataFrame) -> pd.DataFrame:
-    """Normalise reader output dtypes: int64 timestamps, float32 ratings."""
-    out = {"user": df["user"], "item": df["item"]}
-    if "timestamp" in df:
-        out["timestamp"] = df["timestamp"].astype(np.int64)
-    if "rating" in df:
-        out["rating"] = df["rating"].astype(np.float32)
-    return pd.DataFrame(out)
-
-
-RATING_COLUMNS = {
-    "user": pa.int64(),
-    "item": pa.int64(),
-    "rating": pa.float32(),
-    "timestamp": pa.int64(),
-}
-
-
 @reader("ml_dat_ratings", "interactions")
 def read_ml_dat_ratings(path: Path) -> pd.DataFrame:
     """MovieLens 1M/10M ratings.dat: UserID::MovieID::Rating::Timestamp (ISO-8859-1)."""
-    return _interactions(_table(path, RATING_COLUMNS, "::", "latin1", double_colon=True))
+    return interaction_frame(read_table(path, RATING_COLUMNS, "::", "latin1", double_colon=True))
 
 
 @reader("ml100k_ratings", "interactions")
 def read_ml100k_ratings(path: Path) -> pd.DataFrame:
     """MovieLens 100K u.data: user, item, rating, timestamp, tab-separated."""
-    return _interactions(_table(path, RATING_COLUMNS, "\t", "latin1"))
+    return interaction_frame(read_table(path, RATING_COLUMNS, "\t", "latin1"))
 
 
 @reader("ml_csv_ratings", "interactions")
 def read_ml_csv_ratings(path: Path) -> pd.DataFrame:
     """MovieLens 20M/25M ratings.csv with header userId,movieId,rating,timestamp."""
     header = "userId,movieId,rating,timestamp"
-    return _interactions(_table(path, RATING_COLUMNS, ",", header=header))
+    return interaction_frame(read_table(path, RATING_COLUMNS, ",", header=header))
 
 
 @reader("amazon14_ratings_csv", "interactions")
 def read_amazon14_ratings(path: Path) -> pd.DataFrame:
     """Amazon 2014 ratings_<Cat>.csv, no header: user,item,rating,timestamp."""
     columns = {**RATING_COLUMNS, "user": pa.string(), "item": pa.string()}
-    return _interactions(_table(path, columns, ","))
+    return interaction_frame(read_table(path, columns, ","))
 
 
 # ---------------------------------------------------------------- line-based formats
@@ -270,11 +179,6 @@ def read_amazon18_reviews(path: Path) -> pd.DataFrame:
     return _reviews(path)
 
 
-def _long(rows: list[tuple[str, str, str]]) -> pd.DataFrame:
-    """Side-information rows as the long (id, field, token) frame."""
-    return pd.DataFrame(rows, columns=["id", "field", "token"], dtype=object)
-
-
 def _meta(path: Path, category_key: str) -> pd.DataFrame:
     """Amazon product metadata as long rows: categories (flattened) and brand."""
     rows: list[tuple[str, str, str]] = []
@@ -288,7 +192,7 @@ def _meta(path: Path, category_key: str) -> pd.DataFrame:
         brand = str(rec.get("brand") or "").strip()
         if brand:
             rows.append((asin, "brand", brand))
-    return _long(rows)
+    return side_frame(rows)
 
 
 @reader("amazon14_meta", "item_side")
@@ -318,7 +222,7 @@ def read_item2attributes(path: Path) -> pd.DataFrame:
         for k, attrs in mapping.items()
         for a in as_names(path, attrs, f"item {k!r}: attributes", None)
     ]
-    return _long(rows)
+    return side_frame(rows)
 
 
 @reader("id_map_tsv", "item_map")
@@ -362,7 +266,7 @@ def read_ml_dat_movies(path: Path) -> pd.DataFrame:
         movie = str(as_int(path, mid, "MovieID", lineno))
         rows += [(movie, "genres", g) for g in genres.split("|") if g]
         rows += [(movie, "year", y) for y in _title_year(title)]
-    return _long(rows)
+    return side_frame(rows)
 
 
 @reader("ml_dat_users", "user_side")
@@ -372,7 +276,7 @@ def read_ml_dat_users(path: Path) -> pd.DataFrame:
     for lineno, (uid, gender, age, occupation, _zip) in _split_fields(path, "latin-1", "::", 5):
         user = str(as_int(path, uid, "UserID", lineno))
         rows += [(user, "gender", gender), (user, "age", age), (user, "occupation", occupation)]
-    return _long(rows)
+    return side_frame(rows)
 
 
 @reader("ml100k_items", "item_side")
@@ -387,7 +291,7 @@ def read_ml100k_items(path: Path) -> pd.DataFrame:
         ]
         date = fields[2].strip()
         rows += [(movie, "year", date[-4:])] if date[-4:].isdigit() else []
-    return _long(rows)
+    return side_frame(rows)
 
 
 @reader("ml100k_users", "user_side")
@@ -402,7 +306,7 @@ def read_ml100k_users(path: Path) -> pd.DataFrame:
             (user, "age", age_years),
             (user, "occupation", occupation),
         ]
-    return _long(rows)
+    return side_frame(rows)
 
 
 @reader("ml_csv_movies", "item_side")
@@ -424,7 +328,7 @@ def read_ml_csv_movies(path: Path) -> pd.DataFrame:
     for movie, title, genres in zip(*(table.column(c).to_pylist() for c in columns), strict=True):
         rows += [(str(movie), "genres", g) for g in genres.split("|") if g and "(" not in g]
         rows += [(str(movie), "year", y) for y in _title_year(title)]
-    return _long(rows)
+    return side_frame(rows)
 
 
 from seqbench.data import event_readers  # noqa: E402, F401  (registers the event-log formats)
