@@ -11,7 +11,6 @@ its last position.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
@@ -19,7 +18,6 @@ import torch
 from torch import nn
 
 from seqbench.data.dataset import SeqDataset
-from seqbench.data.sequences import NextItemInstances
 from seqbench.models.base import Batch, ModelConfig, Parts, SeqModel, register
 from seqbench.models.bounds import NON_NEGATIVE, PROBABILITY, Bound
 from seqbench.models.departures import Departure
@@ -29,11 +27,16 @@ from seqbench.models.layers import (
     SeqEmbedding,
     causal_key_mask,
     low_pass,
+    normal_init,
     pad_left,
     with_self,
 )
-from seqbench.models.losses import LossName, Objective, ObjectiveFields
-from seqbench.models.objective import next_item_batches, next_item_objective, resolve_objective
+from seqbench.models.losses import LossName, ObjectiveFields
+from seqbench.models.objective import (
+    NextItemTraining,
+    next_item_objective,
+    resolve_objective,
+)
 from seqbench.models.pieces import NO_PLANS, Plans
 
 
@@ -87,7 +90,7 @@ class BSARecBlock(nn.Module):
 
 
 @register("bsarec")
-class BSARec(SeqModel):
+class BSARec(NextItemTraining, SeqModel):
     """SASRec with BSARec's low/high-frequency branch in every block."""
 
     paper = (
@@ -147,12 +150,8 @@ class BSARec(SeqModel):
         self.emb = SeqEmbedding(data.n_items + 1, cfg.d, cfg.max_len, cfg.dropout, layer_norm=True)
         self.emb.norm = nn.LayerNorm(cfg.d, eps=1e-12)
         self.blocks = nn.ModuleList(BSARecBlock(cfg) for _ in range(cfg.layers))
-        self.apply(_init)
-        self._train: NextItemInstances | None = None
+        self.apply(normal_init)
         self._objective, self._popularity = resolve_objective(cfg, data)
-
-    def objective(self) -> Objective:
-        return self._objective
 
     def encode(self, seqs: torch.Tensor) -> torch.Tensor:
         """Outputs [B, max_len, d] of the window left-padded to max_len."""
@@ -162,14 +161,6 @@ class BSARec(SeqModel):
             x = block(x, mask)
         return x
 
-    def train_batches(self, data: SeqDataset, gen: torch.Generator) -> Iterator[Batch]:
-        if self._train is None:
-            self._train = NextItemInstances(data, self.cfg.max_len, self.cfg.instances)
-        bucket, obj = self.cfg.batching == "grouped", self._objective
-        yield from next_item_batches(
-            self._train, self.cfg.batch_size, bucket, obj, self._popularity, gen
-        )
-
     def loss(self, batch: Batch, plans: Plans = NO_PLANS) -> tuple[torch.Tensor, Parts]:
         h = self.encode(batch["seqs"])[:, -batch["targets"].shape[1] :]
         obj = self._objective
@@ -178,11 +169,3 @@ class BSARec(SeqModel):
 
     def score(self, batch: Batch) -> torch.Tensor:
         return self.encode(batch["seqs"])[:, -1] @ self.emb.item.weight.T
-
-
-def _init(module: nn.Module) -> None:
-    """The authors' init: N(0, 0.02²) weights for linear and embedding layers, zero biases."""
-    if isinstance(module, nn.Linear | nn.Embedding):
-        nn.init.normal_(module.weight, 0.0, 0.02)
-    if isinstance(module, nn.Linear):
-        nn.init.zeros_(module.bias)

@@ -9,7 +9,6 @@ much padding its batch needed.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -18,11 +17,15 @@ from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from seqbench.data.dataset import SeqDataset
-from seqbench.data.sequences import InstanceRule, NextItemInstances
+from seqbench.data.sequences import InstanceRule
 from seqbench.models.base import Batch, ModelConfig, Parts, SeqModel, register
 from seqbench.models.departures import Departure
-from seqbench.models.losses import LossName, Objective, ObjectiveFields
-from seqbench.models.objective import next_item_batches, next_item_objective, resolve_objective
+from seqbench.models.losses import LossName, ObjectiveFields
+from seqbench.models.objective import (
+    NextItemTraining,
+    next_item_objective,
+    resolve_objective,
+)
 from seqbench.models.pieces import NO_PLANS, Plans
 
 
@@ -63,7 +66,7 @@ def right_align(seqs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 @register("gru4rec")
-class GRU4Rec(SeqModel):
+class GRU4Rec(NextItemTraining, SeqModel):
     """Recurrent next-item model; the hidden state after the last item scores all items."""
 
     paper = "Hidasi et al., Session-based Recommendations with RNNs, ICLR 2016"
@@ -107,11 +110,7 @@ class GRU4Rec(SeqModel):
         nn.init.xavier_normal_(self.item.weight)
         for w in self.gru.parameters():
             nn.init.xavier_uniform_(w)
-        self._train: NextItemInstances | None = None
         self._objective, self._popularity = resolve_objective(cfg, data)
-
-    def objective(self) -> Objective:
-        return self._objective
 
     def encode(self, seqs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Right-aligned outputs [B, T', d] (position k = after the k-th real item) and lengths."""
@@ -122,14 +121,6 @@ class GRU4Rec(SeqModel):
         )
         out, _ = pad_packed_sequence(self.gru(packed)[0], batch_first=True)
         return self.dense(out), lengths
-
-    def train_batches(self, data: SeqDataset, gen: torch.Generator) -> Iterator[Batch]:
-        if self._train is None:
-            self._train = NextItemInstances(data, self.cfg.max_len, self.cfg.instances)
-        bucket, obj = self.cfg.batching == "grouped", self._objective
-        yield from next_item_batches(
-            self._train, self.cfg.batch_size, bucket, obj, self._popularity, gen
-        )
 
     def loss(self, batch: Batch, plans: Plans = NO_PLANS) -> tuple[torch.Tensor, Parts]:
         """The objective at the real target positions, in row-major order: right-aligned

@@ -299,3 +299,12 @@ def linear_scan(lamb: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
         h = h + power * carried
         power, shift = power * power, shift * 2
     return h
+
+
+def normal_init(module: nn.Module) -> None:
+    """N(0, 0.02²) weights for linear and embedding layers, zero biases: the init of the
+    S3-Rec lineage's codes (BSARec, FMLP-Rec) and of RecBole (LinRec); `model.apply` it."""
+    if isinstance(module, nn.Linear | nn.Embedding):
+        nn.init.normal_(module.weight, 0.0, 0.02)
+    if isinstance(module, nn.Linear):
+        nn.init.zeros_(module.bias)

@@ -11,7 +11,6 @@ every prefix's end.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
@@ -20,12 +19,16 @@ import torch.nn.functional as F
 from torch import nn
 
 from seqbench.data.dataset import SeqDataset
-from seqbench.data.sequences import InstanceRule, NextItemInstances
+from seqbench.data.sequences import InstanceRule
 from seqbench.models.base import Batch, ModelConfig, Parts, SeqModel, register
 from seqbench.models.departures import Departure
-from seqbench.models.layers import ResidualFFN, SeqEmbedding
-from seqbench.models.losses import LossName, Objective, ObjectiveFields
-from seqbench.models.objective import next_item_batches, next_item_objective, resolve_objective
+from seqbench.models.layers import ResidualFFN, SeqEmbedding, normal_init
+from seqbench.models.losses import LossName, ObjectiveFields
+from seqbench.models.objective import (
+    NextItemTraining,
+    next_item_objective,
+    resolve_objective,
+)
 from seqbench.models.pieces import NO_PLANS, Plans
 
 
@@ -83,7 +86,7 @@ class LinearAttention(nn.Module):
 
 
 @register("linrec")
-class LinRec(SeqModel):
+class LinRec(NextItemTraining, SeqModel):
     """SASRec whose softmax attention is LinRec's L2-normalised linear attention."""
 
     paper = (
@@ -138,12 +141,8 @@ class LinRec(SeqModel):
         self.emb.norm = nn.LayerNorm(cfg.d, eps=1e-12)
         self.attn = nn.ModuleList(LinearAttention(cfg) for _ in range(cfg.layers))
         self.ffn = nn.ModuleList(ResidualFFN(cfg.d, cfg.dropout) for _ in range(cfg.layers))
-        self.apply(_init)
-        self._train: NextItemInstances | None = None
+        self.apply(normal_init)
         self._objective, self._popularity = resolve_objective(cfg, data)
-
-    def objective(self) -> Objective:
-        return self._objective
 
     def encode(self, seqs: torch.Tensor) -> torch.Tensor:
         real = seqs != 0
@@ -151,14 +150,6 @@ class LinRec(SeqModel):
         for attn, ffn in zip(self.attn, self.ffn, strict=True):
             x = ffn(attn(x, real))
         return x
-
-    def train_batches(self, data: SeqDataset, gen: torch.Generator) -> Iterator[Batch]:
-        if self._train is None:
-            self._train = NextItemInstances(data, self.cfg.max_len, self.cfg.instances)
-        bucket, obj = self.cfg.batching == "grouped", self._objective
-        yield from next_item_batches(
-            self._train, self.cfg.batch_size, bucket, obj, self._popularity, gen
-        )
 
     def loss(self, batch: Batch, plans: Plans = NO_PLANS) -> tuple[torch.Tensor, Parts]:
         h = self.encode(batch["seqs"])
@@ -168,11 +159,3 @@ class LinRec(SeqModel):
 
     def score(self, batch: Batch) -> torch.Tensor:
         return self.encode(batch["seqs"])[:, -1] @ self.emb.item.weight.T
-
-
-def _init(module: nn.Module) -> None:
-    """RecBole's init: N(0, 0.02²) weights for linear and embedding layers, zero biases."""
-    if isinstance(module, nn.Linear | nn.Embedding):
-        nn.init.normal_(module.weight, 0.0, 0.02)
-    if isinstance(module, nn.Linear):
-        nn.init.zeros_(module.bias)

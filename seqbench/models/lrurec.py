@@ -11,7 +11,6 @@ are scored by ⟨h, e_item⟩ + b_item; trained by CE over all items at every po
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
@@ -19,13 +18,17 @@ import torch
 from torch import nn
 
 from seqbench.data.dataset import SeqDataset
-from seqbench.data.sequences import InstanceRule, NextItemInstances
+from seqbench.data.sequences import InstanceRule
 from seqbench.models.base import Batch, ModelConfig, Parts, SeqModel, register
 from seqbench.models.bounds import RATE, Bound
 from seqbench.models.departures import Departure
 from seqbench.models.layers import linear_scan
-from seqbench.models.losses import LossName, Objective, ObjectiveFields
-from seqbench.models.objective import next_item_batches, next_item_objective, resolve_objective
+from seqbench.models.losses import LossName, ObjectiveFields
+from seqbench.models.objective import (
+    NextItemTraining,
+    next_item_objective,
+    resolve_objective,
+)
 from seqbench.models.pieces import NO_PLANS, Plans
 
 
@@ -96,7 +99,7 @@ class LRUFFN(nn.Module):
 
 
 @register("lrurec")
-class LRURec(SeqModel):
+class LRURec(NextItemTraining, SeqModel):
     """Stacked linear recurrent units; the state after the last item scores all items."""
 
     paper = "Yue et al., Linear Recurrent Units for Sequential Recommendation, WSDM 2024"
@@ -158,7 +161,6 @@ class LRURec(SeqModel):
         self.lru = nn.ModuleList(LRULayer(cfg) for _ in range(cfg.layers))
         self.ffn = nn.ModuleList(LRUFFN(cfg.d, cfg.dropout) for _ in range(cfg.layers))
         self._truncated_normal_init()
-        self._train: NextItemInstances | None = None
         self._objective, self._popularity = resolve_objective(cfg, data)
 
     def _truncated_normal_init(self) -> None:
@@ -168,23 +170,12 @@ class LRURec(SeqModel):
             if "norm" not in name and "params_log" not in name:
                 nn.init.trunc_normal_(p, std=0.02, a=-0.04, b=0.04)
 
-    def objective(self) -> Objective:
-        return self._objective
-
     def encode(self, seqs: torch.Tensor) -> torch.Tensor:
         real = seqs != 0
         x = self.emb_norm(self.emb_drop(self.item(seqs)))
         for lru, ffn in zip(self.lru, self.ffn, strict=True):
             x = ffn(lru(x, real))
         return x
-
-    def train_batches(self, data: SeqDataset, gen: torch.Generator) -> Iterator[Batch]:
-        if self._train is None:
-            self._train = NextItemInstances(data, self.cfg.max_len, self.cfg.instances)
-        bucket, obj = self.cfg.batching == "grouped", self._objective
-        yield from next_item_batches(
-            self._train, self.cfg.batch_size, bucket, obj, self._popularity, gen
-        )
 
     def loss(self, batch: Batch, plans: Plans = NO_PLANS) -> tuple[torch.Tensor, Parts]:
         h = self.encode(batch["seqs"])

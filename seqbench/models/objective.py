@@ -103,6 +103,30 @@ def next_item_batches(
         yield batch
 
 
+class NextItemTraining:
+    """The next-item training a prefix model shares: its objective, resolved once in
+    `__init__` (`self._objective`, `self._popularity`), and one epoch of `NextItemInstances`
+    batches under the config's max_len, instance rule, batch size and batching."""
+
+    cfg: Any
+    _objective: Objective
+    _popularity: PopularityNegatives | None
+    _train: NextItemInstances | None = None
+
+    def objective(self) -> Objective:
+        return self._objective
+
+    def train_batches(
+        self, data: SeqDataset, gen: torch.Generator
+    ) -> Iterator[dict[str, torch.Tensor]]:
+        if self._train is None:
+            self._train = NextItemInstances(data, self.cfg.max_len, self.cfg.instances)
+        bucket = self.cfg.batching == "grouped"
+        yield from next_item_batches(
+            self._train, self.cfg.batch_size, bucket, self._objective, self._popularity, gen
+        )
+
+
 def dot_scores(h: torch.Tensor, weight: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
     """⟨h, w_id⟩ for ids [...] (one per row of h [..., d]) or [..., K] (K per row): one
     [..., K, d] gather up to DOT_CHUNK elements, else `GatheredDot` (the same values, in
