@@ -36,7 +36,11 @@ from torch.profiler import ProfilerActivity, profile
 from seqbench.data.dataset import load_dataset
 
 #: part -> (model, --set overrides); sasrec at its Beauty defaults as in bench_speed.py
-PARTS: dict[str, tuple[str, dict[str, str]]] = {"sasrec": ("sasrec", {}), **SETS}
+PARTS: dict[str, tuple[str, dict[str, str]]] = {
+    "sasrec": ("sasrec", {}),
+    "sasrec_packed": ("sasrec", {"batching": "packed"}),
+    **SETS,
+}
 #: operator name fragments per category, tried in this order (first match wins)
 CATEGORIES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("dropout RNG", ("bernoulli", "uniform_", "random_", "native_dropout")),

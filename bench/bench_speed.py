@@ -350,14 +350,17 @@ def bench_plain(data: SeqDataset, warmup: int, steps: int) -> dict[str, Any]:
 def part_sasrec(data: SeqDataset, warmup: int, steps: int) -> dict[str, Any]:
     """seqbench's sasrec (Beauty defaults) vs the plain reference; ratios seqbench / plain."""
     ours = bench_seqbench("sasrec", data, {}, warmup, steps, "fp32")
+    packed = bench_seqbench("sasrec", data, {"batching": "packed"}, warmup, steps, "fp32")
     grouped = bench_seqbench("sasrec", data, {"batching": "grouped"}, warmup, steps, "fp32")
     plain = bench_plain(data, warmup, steps)
     return {
         "seqbench": ours,
+        "packed": packed,
         "grouped": grouped,
         "plain": plain,
         "speedup_targets_per_s": round(ours["targets_per_s"] / plain["targets_per_s"], 2),
         "speedup_cpu_per_epoch": round(plain["epoch_cpu_s"] / ours["epoch_cpu_s"], 2),
+        "packed_speedup_cpu_per_epoch": round(plain["epoch_cpu_s"] / packed["epoch_cpu_s"], 2),
         "grouped_speedup_targets_per_s": round(
             grouped["targets_per_s"] / plain["targets_per_s"], 2
         ),
@@ -555,6 +558,8 @@ def render(res: dict[str, Any]) -> str:
         r = res["sasrec"]
         lines += [head.format("SASRec (Beauty settings)"), rule]
         lines.append(row("seqbench `sasrec`", r["seqbench"]))
+        if "packed" in r:
+            lines.append(row("seqbench `sasrec --set batching=packed`", r["packed"]))
         if "grouped" in r:
             lines.append(row("seqbench `sasrec --set batching=grouped`", r["grouped"]))
         lines.append(row("plain PyTorch", r["plain"]))
@@ -562,6 +567,11 @@ def render(res: dict[str, Any]) -> str:
             "",
             f"seqbench / plain: {r['speedup_targets_per_s']}× target positions/s, "
             f"{r['speedup_cpu_per_epoch']}× less CPU per epoch"
+            + (
+                f"; with `batching=packed` {r['packed_speedup_cpu_per_epoch']}× less CPU"
+                if "packed" in r
+                else ""
+            )
             + (
                 f"; with `batching=grouped` {r['grouped_speedup_targets_per_s']}×."
                 if "grouped" in r

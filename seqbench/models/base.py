@@ -54,8 +54,10 @@ class ModelConfig:
     eval_batch_size: int = 1024
     #: uniform: uniformly shuffled batches (the authors' codes); micro: the same batches run
     #: as length-sorted pieces with the same gradient (models with a `micro_key`; others run
-    #: uniform); grouped: rows of similar length share a batch
-    batching: Literal["micro", "uniform", "grouped"] = "micro"
+    #: uniform); grouped: rows of similar length share a batch; packed: the same batches in
+    #: one pass, their length-sorted pieces packed into one matrix (models that `packs`: the
+    #: same gradient, other float rounding)
+    batching: Literal["micro", "uniform", "grouped", "packed"] = "micro"
     #: micro: one more piece must save this many padded positions (its launch overhead)
     micro_overhead: int = 256
     #: shuffled: each user's training sequence in a seeded random order (the trainer's data;
@@ -136,6 +138,9 @@ class SeqModel(nn.Module):
     #: under `batching=micro` a model whose loss couples rows encodes them in trimmed pieces;
     #: such a model's `loss` is called as `loss(batch, plans)`, every other's as `loss(batch)`
     piecewise: ClassVar[bool] = False
+    #: under `batching=packed` the loss runs the whole uniform batch as one packed pass over its
+    #: length-sorted pieces (`pieces.RowPieces.flat`); it is called `loss(batch, plans)`
+    packs: ClassVar[bool] = False
     #: the batch keys of the [B, T] tensors `loss` encodes with `encode_rows`
     row_keys: ClassVar[tuple[str, ...]] = ()
     #: False for models whose scores ignore the history (popularity)
@@ -190,10 +195,11 @@ class SeqModel(nn.Module):
     def plan_rows(self, batch: Batch) -> Plans:
         """Host side, on the CPU batch: how `encode_rows` will cut each tensor `loss` encodes
         (none unless this model encodes in pieces under its config)."""
-        if not (self.piecewise and self.cfg.batching == "micro"):
+        packed = self.packs and self.cfg.batching == "packed"
+        if not (packed or (self.piecewise and self.cfg.batching == "micro")):
             return NO_PLANS
         overhead = self.cfg.micro_overhead
-        return {k: plan_rows(v, overhead) for k, v in self.row_tensors(batch).items()}
+        return {k: plan_rows(v, overhead, packed) for k, v in self.row_tensors(batch).items()}
 
     def row_tensors(self, batch: Batch) -> dict[str, torch.Tensor]:
         """The tensors `loss` passes to `encode_rows`, by the key it looks their plans up with."""
@@ -364,6 +370,11 @@ def resolve_config(
     base = {k: parse_value(cfg_cls, k, v) for k, v in base.items() if k not in user}
     user = {k: parse_value(cfg_cls, k, v) for k, v in user.items()}
     cfg = cfg_cls(**base, **user)
+    if cfg.batching == "packed" and not model_cls.packs:
+        raise ConfigError(
+            f"{model_cls.name}: batching=packed runs only models that pack a batch (sasrec and "
+            "its presets): use batching=micro"
+        )
     check_bounds(cfg, [model_cls.key_aliases.get(k, k) for k in sets or {}])
     if user and isinstance(cfg, ObjectiveFields):
         refuse_unused(cfg, cfg_cls(**base))

@@ -49,6 +49,7 @@ class CL4SRec(SASRec):
     paper = "Xie et al., Contrastive Learning for Sequential Recommendation, ICDE 2022"
     Config = CL4SRecConfig
     micro_key = None  # the contrastive loss couples the rows of a batch
+    packs = False  # its s3rec layout and views are not packed
     row_keys = ("seqs", "views")
     ablations = ("augment", "instances")
     departures = (S3REC_INSTANCES,)

@@ -4,8 +4,9 @@ exception turned into one line naming the model, the method and the error (`Mode
 
 Contract 2 (this release): `train_batches(data, gen)`, `loss(batch)`, `score(batch)`; a model
 that declares `piecewise = True` gets `loss(batch, plans)`, the host-planned cuts of the rows
-it encodes with `encode_rows`. Contract 1 passed `plans` to every model although it documented
-`loss(batch)`: a model written to either keeps working.
+it encodes with `encode_rows` (as does one that `packs`, for `batching=packed`). Contract 1
+passed `plans` to every model although it documented `loss(batch)`: a model written to either
+keeps working.
 """
 
 from __future__ import annotations
@@ -40,15 +41,16 @@ class ModelFailure(ModelError):
 
 
 def call_loss(model: SeqModel, batch: Batch, plans: Plans) -> tuple[torch.Tensor, Parts]:
-    """The trainer's call of `loss`: `plans` only for a model that declares `piecewise`."""
-    if model.piecewise:
+    """The trainer's call of `loss`: `plans` only for a model that declares `piecewise` or
+    `packs`."""
+    if model.piecewise or model.packs:
         return model.loss(batch, plans)
     return model.loss(batch)
 
 
 def loss_args(cls: type[SeqModel]) -> tuple[str, ...]:
     """The arguments the trainer passes to `cls.loss`, by name."""
-    return ("batch", "plans") if cls.piecewise else ("batch",)
+    return ("batch", "plans") if cls.piecewise or cls.packs else ("batch",)
 
 
 #: method → (the arguments seqbench passes, how the signature should read)

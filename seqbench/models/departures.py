@@ -54,7 +54,8 @@ BATCHING = Departure(
     "batch (the same loss); only dropout masks are drawn differently",
     "code",
     "batching",
-    "--set batching=grouped (length-grouped batches: faster, learns less per epoch)",
+    "--set batching=grouped (length-grouped batches: faster, learns less per epoch); "
+    "--set batching=packed (SASRec: the same batches in one packed pass, other float rounding)",
 )
 
 #: gBCE's draws: declared on every model with the loss axis (`SeqModel.declared_departures`)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Literal
 
 import torch
@@ -46,6 +47,26 @@ def with_self(mask: torch.Tensor) -> torch.Tensor:
     """Let each query read itself too, so no attention row is empty (padding rows give no NaN)."""
     t = mask.shape[-1]
     return mask | torch.eye(t, dtype=torch.bool, device=mask.device)
+
+
+@dataclass(frozen=True)
+class Buckets:
+    """Attention over a packed [M, d] layout: blocks of (rows, width) left-padded rows laid
+    end to end (`pieces.RowPieces.flat`), and each block's bool mask [rows, 1, width, width]."""
+
+    blocks: tuple[tuple[int, int], ...]
+    masks: tuple[torch.Tensor, ...]
+
+
+def bucket_masks(ids: torch.Tensor, blocks: tuple[tuple[int, int], ...]) -> Buckets:
+    """The causal masks of packed item ids [M] (`causal_mask`, each query also reading itself
+    as `TransformerEncoder` does), one per block: views and device ops only."""
+    masks, begin = [], 0
+    for rows, width in blocks:
+        block = ids[begin : begin + rows * width].view(rows, width)
+        masks.append(with_self(causal_mask(block)[:, None]))
+        begin += rows * width
+    return Buckets(blocks, tuple(masks))
 
 
 class SeqEmbedding(nn.Module):
@@ -100,6 +121,12 @@ class SeqEmbedding(nn.Module):
             x = x + extra
         return self.drop(self.norm(x))
 
+    def packed(self, ids: torch.Tensor, columns: torch.Tensor, width: int) -> torch.Tensor:
+        """`forward` of packed ids [M] at their `columns` of a `width`-wide window (right-end
+        positions as above): [M, d]."""
+        x = self.item(ids) * self.scale + self.pos(columns + (self.max_len - width))
+        return self.drop(self.norm(x))
+
 
 class FeedForward(nn.Module):
     """Point-wise FFN d → hidden → d with ReLU or GELU (built-in, never hand-written)."""
@@ -139,13 +166,30 @@ class MultiHeadAttention(nn.Module):
         query: torch.Tensor,
         key: torch.Tensor,
         value: torch.Tensor,
-        mask: torch.Tensor,
+        mask: torch.Tensor | Buckets,
     ) -> torch.Tensor:
-        q, k, v = self.split(self.q(query)), self.split(self.k(key)), self.split(self.v(value))
+        """[B, T, d] inputs with a mask [B, 1, T, T], or packed [M, d] inputs with `Buckets`
+        (projections over all M rows at once, attention block by block)."""
         p = self.dropout if self.training else 0.0
+        if isinstance(mask, Buckets):
+            return self.out(self.packed(self.q(query), self.k(key), self.v(value), mask, p))
+        q, k, v = self.split(self.q(query)), self.split(self.k(key)), self.split(self.v(value))
         o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)
         b, _, t, _ = o.shape
         return self.out(o.transpose(1, 2).reshape(b, t, -1))
+
+    def packed(
+        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, buckets: Buckets, p: float
+    ) -> torch.Tensor:
+        """Attention of projected packed rows [M, d], one SDPA call per block."""
+        outs, begin = [], 0
+        for (rows, width), mask in zip(buckets.blocks, buckets.masks, strict=True):
+            end = begin + rows * width
+            q_, k_, v_ = (self.split(x[begin:end].view(rows, width, -1)) for x in (q, k, v))
+            o = F.scaled_dot_product_attention(q_, k_, v_, attn_mask=mask, dropout_p=p)
+            outs.append(o.transpose(1, 2).reshape(end - begin, -1))
+            begin = end
+        return torch.cat(outs)
 
 
 class TransformerBlock(nn.Module):
@@ -175,9 +219,11 @@ class TransformerBlock(nn.Module):
         self.norm = norm
 
     def forward(
-        self, x: torch.Tensor, mask: torch.Tensor, qk: torch.Tensor | None = None
+        self, x: torch.Tensor, mask: torch.Tensor | Buckets, qk: torch.Tensor | None = None
     ) -> torch.Tensor:
-        """`qk`, when given, replaces x as the source of queries and keys (NOVA layers)."""
+        """`qk`, when given, replaces x as the source of queries and keys (NOVA layers); x is
+        [B, T, d] with a mask, or packed [M, d] with `Buckets` (every other layer is
+        position-wise)."""
         src = x if qk is None else qk
         if self.norm == "post":
             x = self.ln1(x + self.drop(self.attn(src, src, x, mask)))
@@ -231,6 +277,17 @@ class TransformerEncoder(nn.Module):
         x = x * keep
         for block in self.blocks:
             x = self.out_drop(block(x, mask)) * keep
+        return self.final(x)
+
+    def packed(self, x: torch.Tensor, ids: torch.Tensor, buckets: Buckets) -> torch.Tensor:
+        """`forward` over packed rows x [M, d] of item ids [M] (`bucket_masks` gives `buckets`):
+        the same values at every position, padding zeroed after each block."""
+        if self.keep_pad:
+            raise ValueError("keep_pad encoders compute padding positions: they cannot pack")
+        keep = (ids != 0).unsqueeze(-1).to(x.dtype)
+        x = x * keep
+        for block in self.blocks:
+            x = self.out_drop(block(x, buckets)) * keep
         return self.final(x)
 
 

@@ -11,7 +11,7 @@ batch before it moves to the device, and the step (`encode_pieces`) only applies
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import MappingProxyType
 
 import numpy as np
@@ -52,17 +52,26 @@ def widths(seqs: torch.Tensor) -> torch.Tensor:
 @dataclass(frozen=True)
 class RowPieces:
     """How `encode_pieces` cuts the rows of one [B, T] tensor, decided on the host: the rows in
-    ascending width (`order`, `inverse` puts them back), each piece's end and trimmed width."""
+    ascending width (`order`, `inverse` puts them back), each piece's end and trimmed width.
+    `flat` (packed plans only): the pieces' [rows, width] blocks laid end to end as one packed
+    list of positions, each position's index in the flattened [B·T] tensor."""
 
     order: torch.Tensor
     inverse: torch.Tensor
     ends: tuple[int, ...]
     widths: tuple[int, ...]
+    flat: torch.Tensor | None = None
 
     def to(self, device: torch.device) -> RowPieces:
         """The same plan with its row indices on `device` (its cuts stay Python ints)."""
         order, inverse = (t.to(device, non_blocking=True) for t in (self.order, self.inverse))
-        return RowPieces(order, inverse, self.ends, self.widths)
+        flat = None if self.flat is None else self.flat.to(device, non_blocking=True)
+        return RowPieces(order, inverse, self.ends, self.widths, flat)
+
+    def blocks(self) -> tuple[tuple[int, int], ...]:
+        """(rows, width) of each piece, in the packed order."""
+        starts = (0, *self.ends[:-1])
+        return tuple((e - s, w) for s, e, w in zip(starts, self.ends, self.widths, strict=True))
 
 
 #: the planned pieces of a batch, by the key of the tensor they cut
@@ -70,14 +79,29 @@ Plans = Mapping[str, RowPieces]
 NO_PLANS: Plans = MappingProxyType({})
 
 
-def plan_rows(seqs: torch.Tensor, overhead: int) -> RowPieces:
-    """The cuts `piecewise` makes in `seqs`'s rows. It reads values on the host: call it on the
-    CPU batch, before the move to the device."""
+def plan_rows(seqs: torch.Tensor, overhead: int, packed: bool = False) -> RowPieces:
+    """The cuts `piecewise` makes in `seqs`'s rows (with the `packed` layout's `flat` index).
+    It reads values on the host: call it on the CPU batch, before the move to the device."""
     width = widths(seqs)
     order = torch.argsort(width, stable=True)
     ends = split_points(width[order].cpu().numpy(), overhead)
     cuts = tuple(max(1, int(width[order[end - 1]])) for end in ends)
-    return RowPieces(order, torch.argsort(order), tuple(ends), cuts)
+    plan = RowPieces(order, torch.argsort(order), tuple(ends), cuts)
+    if not packed:
+        return plan
+    t, starts = seqs.shape[1], (0, *ends[:-1])
+    flat = [
+        (order[s:e, None] * t + torch.arange(t - w, t)).reshape(-1)
+        for s, e, w in zip(starts, ends, cuts, strict=True)
+    ]
+    return replace(plan, flat=torch.cat(flat))
+
+
+def pack(t: torch.Tensor, plan: RowPieces, width: int) -> torch.Tensor:
+    """[B, T, ...] → the packed [M, ...] rows of `plan` (`RowPieces.flat`), `t`'s last `width`
+    columns aligned with the planned tensor's. Device ops only."""
+    t = t[:, -width:]
+    return t.reshape(-1, *t.shape[2:])[plan.flat]
 
 
 def encode_pieces(

@@ -12,14 +12,20 @@ from seqbench.data.dataset import SeqDataset
 from seqbench.data.sequences import InstanceRule, NextItemInstances
 from seqbench.models.base import Batch, ModelConfig, Parts, SeqModel, register
 from seqbench.models.departures import Departure
-from seqbench.models.layers import SeqEmbedding, TransformerEncoder, causal_mask, check_items
+from seqbench.models.layers import (
+    SeqEmbedding,
+    TransformerEncoder,
+    bucket_masks,
+    causal_mask,
+    check_items,
+)
 from seqbench.models.losses import Objective, ObjectiveFields
 from seqbench.models.objective import (
     next_item_batches,
     next_item_objective,
     resolve_objective,
 )
-from seqbench.models.pieces import NO_PLANS, Plans
+from seqbench.models.pieces import NO_PLANS, Plans, RowPieces, pack
 
 
 @dataclass
@@ -80,6 +86,7 @@ class SASRec(SeqModel):
     paper = "Kang & McAuley, Self-Attentive Sequential Recommendation, ICDM 2018"
     Config = SASRecConfig
     micro_key = "targets"
+    packs = True
     row_keys = ("seqs",)
     ablations = ("loss", "instances")
     departures = (LOSS_AXIS, SASREC_INSTANCES)
@@ -116,8 +123,23 @@ class SASRec(SeqModel):
             check_items(batch, "seqs", "targets")
             yield batch
 
+    def encode_packed(self, seqs: torch.Tensor, plan: RowPieces) -> torch.Tensor:
+        """`encode` of the packed rows of `plan` ([M, d], `pieces.pack`): position-wise layers
+        over all M rows at once, attention block by block."""
+        width = seqs.shape[1]
+        ids = pack(seqs, plan, width)
+        x = self.emb.packed(ids, plan.flat % width, width)
+        return self.encoder.packed(x, ids, bucket_masks(ids, plan.blocks()))
+
     def loss(self, batch: Batch, plans: Plans = NO_PLANS) -> tuple[torch.Tensor, Parts]:
-        h = self.encode_rows(self.encode, batch["seqs"], plans.get("seqs"))
+        if self.training and self.cfg.batching == "packed":
+            seqs = batch["seqs"]
+            plan = plans["seqs"] if "seqs" in plans else self.plan_rows(batch)["seqs"]
+            h = self.encode_packed(seqs, plan)
+            keys = ("targets", "negatives", "log_q")
+            batch = {k: pack(batch[k], plan, seqs.shape[1]) for k in keys if k in batch}
+        else:
+            h = self.encode_rows(self.encode, batch["seqs"], plans.get("seqs"))
         obj = self._objective
         loss = next_item_objective(obj, self.cfg.ce_chunk, h, self.emb.item.weight, batch)
         return loss, {obj.loss: loss.detach()}
