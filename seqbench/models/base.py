@@ -56,7 +56,7 @@ class ModelConfig:
     #: as length-sorted pieces with the same gradient (models with a `micro_key`; others run
     #: uniform); grouped: rows of similar length share a batch; packed: the same batches in
     #: one pass, their length-sorted pieces packed into one matrix (models that `packs`: the
-    #: same gradient, other float rounding)
+    #: same gradient, other float rounding and dropout draws, fused Adam)
     batching: Literal["micro", "uniform", "grouped", "packed"] = "micro"
     #: micro: one more piece must save this many padded positions (its launch overhead)
     micro_overhead: int = 256

@@ -55,7 +55,8 @@ BATCHING = Departure(
     "code",
     "batching",
     "--set batching=grouped (length-grouped batches: faster, learns less per epoch); "
-    "--set batching=packed (SASRec: the same batches in one packed pass, other float rounding)",
+    "--set batching=packed (SASRec: the same batches in one packed pass; other float rounding, "
+    "dropout masks from 31-bit draws, fused Adam)",
 )
 
 #: gBCE's draws: declared on every model with the loss axis (`SeqModel.declared_departures`)

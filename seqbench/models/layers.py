@@ -49,6 +49,37 @@ def with_self(mask: torch.Tensor) -> torch.Tensor:
     return mask | torch.eye(t, dtype=torch.bool, device=mask.device)
 
 
+def int_dropout(x: torch.Tensor, p: float) -> torch.Tensor:
+    """Dropout whose mask comes from 31-bit integer draws, kept where r ≥ round(p·2³¹) (drop
+    probability p within 2⁻³²), kept values scaled by 1/(1 − p): nn.Dropout's distribution at
+    a fraction of `bernoulli_`'s cost on CPU, other draws (so other numbers at a seed)."""
+    if p <= 0.0:
+        return x
+    if p >= 1.0:
+        return x * 0.0
+    draws = torch.empty(x.shape, dtype=torch.int32, device=x.device).random_()
+    return x * (draws >= round(p * 2**31)).to(x.dtype).mul_(1.0 / (1.0 - p))
+
+
+class Dropout(nn.Dropout):
+    """nn.Dropout; with `fast` set (`fast_dropout`), its masks from `int_dropout`."""
+
+    fast: bool = False
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.fast and self.training and self.p > 0.0:
+            return int_dropout(x, self.p)
+        return super().forward(x)
+
+
+def fast_dropout(module: nn.Module) -> None:
+    """Draw every mask of `module`'s `Dropout` layers and of its packed attention with
+    `int_dropout` (the packed layout's masks: `batching=packed`)."""
+    for m in module.modules():
+        if isinstance(m, Dropout | MultiHeadAttention):
+            m.fast = True
+
+
 @dataclass(frozen=True)
 class Buckets:
     """Attention over a packed [M, d] layout: blocks of (rows, width) left-padded rows laid
@@ -104,7 +135,7 @@ class SeqEmbedding(nn.Module):
         self.from_left = from_left
         self.scale = math.sqrt(d) if scale else 1.0
         self.norm = nn.LayerNorm(d) if layer_norm else nn.Identity()
-        self.drop = nn.Dropout(dropout)
+        self.drop = Dropout(dropout)
 
     def positions(self, length: int, device: torch.device) -> torch.Tensor:
         if length > self.max_len:
@@ -135,7 +166,7 @@ class FeedForward(nn.Module):
         super().__init__()
         self.lin1 = nn.Linear(d, hidden)
         self.lin2 = nn.Linear(hidden, d)
-        self.drop = nn.Dropout(dropout)
+        self.drop = Dropout(dropout)
         acts = {"gelu": nn.GELU(), "gelu_tanh": nn.GELU(approximate="tanh"), "relu": nn.ReLU()}
         self.act = acts[act]
 
@@ -144,7 +175,10 @@ class FeedForward(nn.Module):
 
 
 class MultiHeadAttention(nn.Module):
-    """Multi-head attention through scaled_dot_product_attention with a boolean mask."""
+    """Multi-head attention through scaled_dot_product_attention with a boolean mask (packed
+    attention with `fast` masks: written out, its dropout from `int_dropout`)."""
+
+    fast: bool = False
 
     def __init__(self, d: int, heads: int, dropout: float) -> None:
         super().__init__()
@@ -186,7 +220,12 @@ class MultiHeadAttention(nn.Module):
         for (rows, width), mask in zip(buckets.blocks, buckets.masks, strict=True):
             end = begin + rows * width
             q_, k_, v_ = (self.split(x[begin:end].view(rows, width, -1)) for x in (q, k, v))
-            o = F.scaled_dot_product_attention(q_, k_, v_, attn_mask=mask, dropout_p=p)
+            if self.fast:
+                w = (q_ @ k_.transpose(-2, -1)).mul_(q_.shape[-1] ** -0.5)
+                w = torch.softmax(w.masked_fill_(~mask, float("-inf")), -1)
+                o = int_dropout(w, p) @ v_
+            else:
+                o = F.scaled_dot_product_attention(q_, k_, v_, attn_mask=mask, dropout_p=p)
             outs.append(o.transpose(1, 2).reshape(end - begin, -1))
             begin = end
         return torch.cat(outs)
@@ -215,7 +254,7 @@ class TransformerBlock(nn.Module):
         self.ffn = FeedForward(d, hidden, dropout, act)
         self.ln1 = nn.LayerNorm(d)
         self.ln2 = nn.LayerNorm(d)
-        self.drop = nn.Dropout(dropout)
+        self.drop = Dropout(dropout)
         self.norm = norm
 
     def forward(
@@ -265,7 +304,7 @@ class TransformerEncoder(nn.Module):
         )
         self.final = nn.LayerNorm(d) if final_norm else nn.Identity()
         self.keep_pad = keep_pad
-        self.out_drop = nn.Dropout(dropout) if block_dropout else nn.Identity()
+        self.out_drop = Dropout(dropout) if block_dropout else nn.Identity()
 
     def forward(self, x: torch.Tensor, seqs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         if self.keep_pad:

@@ -18,6 +18,7 @@ from seqbench.models.layers import (
     bucket_masks,
     causal_mask,
     check_items,
+    fast_dropout,
 )
 from seqbench.models.losses import Objective, ObjectiveFields
 from seqbench.models.objective import (
@@ -106,6 +107,8 @@ class SASRec(SeqModel):
         )
         self._train: NextItemInstances | None = None
         self._objective, self._popularity = resolve_objective(cfg, data)
+        if cfg.batching == "packed":
+            fast_dropout(self)
 
     def objective(self) -> Objective:
         return self._objective

@@ -61,14 +61,17 @@ def make_optimizer(model: SeqModel) -> torch.optim.Optimizer | None:
         return None
     c = model.cfg
     # foreach: the same float operations, bit for bit, batched over parameters (1.4x faster
-    # on CPU, where torch's default is the per-parameter loop); fused would reorder them
+    # on CPU, where torch's default is the per-parameter loop); fused reorders them, so only
+    # batching=packed (other float rounding already) takes it (4x faster than foreach)
     kind = torch.optim.AdamW if c.optimizer == "adamw" else torch.optim.Adam
+    fused = c.batching == "packed"
     return kind(
         params,
         lr=c.lr,
         betas=(c.adam_beta1, c.adam_beta2),
         weight_decay=c.weight_decay,
-        foreach=True,
+        foreach=None if fused else True,
+        fused=fused or None,
     )
 
 
