@@ -56,7 +56,7 @@ def study(**changes: object) -> dict:
             "models.s.sets: epochs is the study's budget, one for all models",
         ),
         ({"models": {"s": {"modle": "sasrec"}}}, "models.s: unknown key 'modle' (closest: model)"),
-        ({"tables": {"t": {"layout": "overal"}}}, "tables.t.layout: overal (one of overall"),
+        ({"tables": {"t": {"layout": "overal"}}}, "tables.t.layout: overal (closest: overall"),
         ({"tables": {"t": {"layout": "overall", "formats": ["pdf"]}}}, "unknown format 'pdf'"),
         ({"tables": {"t": {"layout": "overall", "metrics": ["HR@11"]}}}, "unknown HR@11"),
         ({"tables": {"t": {"layout": "overall", "models": ["bert"]}}}, "'bert' is not a model"),

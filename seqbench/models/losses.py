@@ -7,6 +7,7 @@ reads the device (CUDA-safe). Negatives' scores are [..., K] (a [...] tensor is 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
@@ -70,14 +71,9 @@ class ObjectiveFields:
     #: loss's own, `Loss.negatives_from`)
     negatives_from: NegativesFrom = "default"
 
-    #: the fields' values that leave them out of a run id (runs stored before the axis)
-    objective_quiet: ClassVar[dict[str, Any]] = {
-        "loss": "bce",
-        "negatives": 0,
-        "gbce_t": 0.75,
-        "sampling": "uniform",
-        "ce_chunk": 2048,
-    }
+    #: the fields' values that leave them out of a run id (runs stored before the axis): each
+    #: field's default here, but `negatives_from` (see `identity_omits`); set below the class
+    objective_quiet: ClassVar[dict[str, Any]]
 
     def identity_omits(self) -> set[str]:
         """Fields left out of the run id: `negatives_from` wherever it resolves to draws outside
@@ -104,6 +100,11 @@ class ObjectiveFields:
             raise ConfigError(
                 f"negatives_from must be default, all or unseen, got {self.negatives_from!r}"
             )
+
+
+ObjectiveFields.objective_quiet = {
+    f.name: f.default for f in dataclasses.fields(ObjectiveFields) if f.name != "negatives_from"
+}
 
 
 @dataclass(frozen=True)

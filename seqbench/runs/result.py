@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from dataclasses import dataclass
+from dataclasses import MISSING, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -21,21 +21,13 @@ class ResultError(SeqbenchError):
     """A stored result (or re-evaluation) is damaged or not one this seqbench can read."""
 
 
-#: keys written by older seqbench versions' runs without them, and the value they mean
-LEGACY_DEFAULTS: dict[str, Any] = {
-    "budget_minutes": None,
-    "precision": "fp32",
-    "threads_reason": "",
-    "gpu": None,
-    "gpu_peak_mb": None,
-    "torch_version": None,
-    "cuda_version": None,
-    "tf32_matmul": None,
-    "tf32_cudnn": None,
-    "deterministic": None,
-    "compiled": False,
-    "objective": None,
-}
+#: a field's metadata key: the value a run stored before the field existed means
+LEGACY = "legacy"
+
+
+def legacy(value: Any) -> Any:
+    """A required field older runs lack, and the value their missing key means."""
+    return field(metadata={LEGACY: value})
 
 
 def _is_int(value: Any) -> bool:
@@ -85,6 +77,33 @@ CHECKS: dict[type | str, tuple[Any, str]] = {
     "names": (_is_names, "a mapping of names to values"),
     "objective": (_is_objective, "null or the objective's fields (loss, negatives, ...)"),
 }
+
+
+#: a field's annotation -> its kind in CHECKS (an annotation not listed is its own kind)
+ANNOTATION_KINDS: dict[str, type | str] = {
+    "int": int,
+    "float": float,
+    "str": str,
+    "bool": bool,
+    "dict[str, float]": "metrics",
+    "dict[str, Any]": "names",
+    "Objective | None": "objective",
+}
+
+
+def field_kinds(cls: type) -> dict[str, type | str]:
+    """Each field of a stored dataclass and the kind `check_fields` checks it against."""
+    return {f.name: ANNOTATION_KINDS.get(str(f.type), str(f.type)) for f in dataclasses.fields(cls)}
+
+
+def legacy_defaults(cls: type) -> dict[str, Any]:
+    """The keys older runs were written without and the value each means: a field's default,
+    or its `legacy` value where it has no default."""
+    return {
+        f.name: f.metadata.get(LEGACY, f.default)
+        for f in dataclasses.fields(cls)
+        if LEGACY in f.metadata or f.default is not MISSING
+    }
 
 
 def load_json(path: Path) -> dict[str, Any]:
@@ -153,7 +172,7 @@ class RunResult:
     best_epoch: int
     epochs_run: int
     stopped: str
-    budget_minutes: float | None
+    budget_minutes: float | None = legacy(None)
     valid: dict[str, float]
     test: dict[str, float]
     n_users_evaluated: int
@@ -162,9 +181,9 @@ class RunResult:
     params: int
     peak_memory_mb: float
     device: str
-    precision: str
+    precision: str = legacy("fp32")
     threads: int
-    threads_reason: str
+    threads_reason: str = legacy("")
     data_checksum: str
     version: str
     gpu: str | None = None
@@ -216,41 +235,10 @@ class RunResult:
         return self.stopped != "no_training"
 
 
-#: each stored field and its kind (checked by `from_json`)
-FIELD_KINDS: dict[str, type | str] = {
-    "run_id": str,
-    "model": str,
-    "dataset": str,
-    "protocol": str,
-    "seed": int,
-    "ablate": "names",
-    "best_epoch": int,
-    "epochs_run": int,
-    "stopped": str,
-    "budget_minutes": "float | None",
-    "valid": "metrics",
-    "test": "metrics",
-    "n_users_evaluated": int,
-    "train_seconds": float,
-    "eval_seconds": float,
-    "params": int,
-    "peak_memory_mb": float,
-    "device": str,
-    "precision": str,
-    "threads": int,
-    "threads_reason": str,
-    "data_checksum": str,
-    "version": str,
-    "gpu": "str | None",
-    "gpu_peak_mb": "float | None",
-    "torch_version": "str | None",
-    "cuda_version": "str | None",
-    "tf32_matmul": "bool | None",
-    "tf32_cudnn": "bool | None",
-    "deterministic": "bool | None",
-    "compiled": bool,
-    "objective": "objective",
-}
+#: each stored field and its kind (checked by `from_json`), and the values older runs' missing
+#: keys mean
+FIELD_KINDS = field_kinds(RunResult)
+LEGACY_DEFAULTS = legacy_defaults(RunResult)
 
 
 @dataclass(frozen=True)
@@ -294,24 +282,7 @@ class Evaluation:
 
 
 #: each stored field of a re-evaluation and its kind
-EVALUATION_KINDS: dict[str, type | str] = {
-    "run_id": str,
-    "model": str,
-    "dataset": str,
-    "seed": int,
-    "trained_protocol": str,
-    "best_epoch": int,
-    "protocol": str,
-    "protocol_spec": "names",
-    "split": str,
-    "metrics": "metrics",
-    "n_users_evaluated": int,
-    "eval_seconds": float,
-    "device": str,
-    "threads": int,
-    "data_checksum": str,
-    "version": str,
-}
+EVALUATION_KINDS = field_kinds(Evaluation)
 
 
 #: what a run's recorded identity (RunSpec.to_dict, beside its result) must hold

@@ -16,10 +16,11 @@ import yaml
 
 from seqbench.errors import ConfigError
 from seqbench.registry import closest
+from seqbench.report.layouts import LAYOUTS
+from seqbench.study.values import scalar
 
 PAPERS_DIR = Path(__file__).parents[1] / "papers"
 STUDY_SUFFIX = ".study.yaml"
-LAYOUTS = ("overall", "ablation", "sensitivity")
 
 
 @dataclass(frozen=True)
@@ -66,8 +67,8 @@ def parse_paper(stem: str, raw: dict[str, Any], where: str) -> dict[str, TableSp
         models[label] = ModelSpec(
             label,
             str(_require(m, "model", f"{where}: models.{label}")),
-            {str(k): str(v) for k, v in (m.get("ablate") or {}).items()},
-            {str(k): str(v) for k, v in (m.get("sets") or {}).items()},
+            {str(k): scalar(v) for k, v in (m.get("ablate") or {}).items()},
+            {str(k): scalar(v) for k, v in (m.get("sets") or {}).items()},
         )
     out = {}
     for key, t in _require(raw, "tables", where).items():

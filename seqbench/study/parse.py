@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import Callable, Collection
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -11,131 +10,38 @@ import yaml
 
 from seqbench.data.registry import get_spec as dataset_spec
 from seqbench.errors import ConfigError, DataError
-from seqbench.evaluation.metrics import METRICS
 from seqbench.evaluation.protocols import get_protocol
 from seqbench.machine import known_precision
 from seqbench.plugins import PluginError, load_plugins
-from seqbench.registry import closest
-from seqbench.report.layouts import LAYOUTS as REPORT_LAYOUTS
-from seqbench.report.render import FORMATS
-from seqbench.report.stats import CORRECTIONS, TESTS
 from seqbench.runs.tracking import TRACKERS
-from seqbench.study.papers import get_spec
-from seqbench.study.spec import (
-    DEFAULT_FORMATS,
-    LAYOUTS,
-    STUDY_FILE,
-    Budget,
-    Point,
-    Study,
-    StudyModel,
-    StudyTable,
-    model_protocols,
-    scalar,
-)
+from seqbench.study.spec import STUDY_FILE, Budget, Study, StudyModel, model_protocols
+from seqbench.study.tables import parse_table
+from seqbench.study.values import mapping, name_list, points, seed_list, yaml_keys
 from seqbench.training.context import Tracking
 
-STUDY_KEYS = (
-    "title",
-    "citation",
-    "protocol",
-    "protocols",
-    "datasets",
-    "seeds",
-    "dataset_seeds",
-    "dataset_budget",
-    "budget",
-    "threads",
-    "workers",
-    "precision",
-    "prepare",
-    "evaluate",
-    "tracking",
-    "plugins",
-    "models",
-    "tables",
-)
-MODEL_KEYS = ("model", "sets", "ablate", "seeds", "protocol", "datasets")
-TABLE_KEYS = (
-    "layout",
-    "title",
-    "formats",
-    "metrics",
-    "models",
-    "datasets",
-    "test",
-    "alpha",
-    "correction",
-    "ci",
-    "baseline",
-    "reference",
-    "param",
-    "published",
-    "published_models",
-    "budget_columns",
-    "protocol",
-)
-
-
-def _mapping(raw: Any, where: str, keys: tuple[str, ...] | None = None) -> dict[str, Any]:
-    """`raw` as a mapping (None = empty) whose keys are all in `keys` (when given)."""
-    if raw is None:
-        return {}
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{where}: expected a mapping, got {type(raw).__name__} {raw!r}")
-    for key in raw:
-        if keys is not None and key not in keys:
-            raise ConfigError(f"{where}: unknown key {key!r} ({closest(str(key), list(keys))})")
-    return raw
-
-
-def _names(raw: Any, where: str) -> tuple[str, ...]:
-    """A name or a list of names."""
-    items = raw if isinstance(raw, list) else [raw]
-    if not items or not all(isinstance(i, str | int | float) for i in items):
-        raise ConfigError(f"{where}: expected a name or a list of names, got {raw!r}")
-    return tuple(str(i) for i in items)
-
-
-def points(raw: Any, where: str) -> tuple[Point, ...]:
-    """A mapping (list values sweep that key, first key slowest) or a list of mappings, as the
-    list of its points."""
-    if raw is None:
-        return ({},)
-    blocks = raw if isinstance(raw, list) else [raw]
-    out: list[Point] = []
-    for i, block in enumerate(blocks):
-        at = f"{where}[{i}]" if isinstance(raw, list) else where
-        axes = {
-            str(k): [scalar(v) for v in (vs if isinstance(vs, list) else [vs])]
-            for k, vs in _mapping(block, at).items()
-        }
-        if any(not vs for vs in axes.values()):
-            raise ConfigError(f"{at}: empty list of values")
-        for combo in itertools.product(*axes.values()):
-            point = dict(zip(axes, combo, strict=True))
-            if point not in out:
-                out.append(point)
-    return tuple(out) or ({},)
+#: a study file's keys: the study's fields, less the file it was read from
+STUDY_KEYS = yaml_keys(Study, "where")
+#: a model's keys (`models.LABEL`): its fields, less the label it is under
+MODEL_KEYS = yaml_keys(StudyModel, "label")
 
 
 def parse_budget(raw: Any, where: str) -> Budget:
     at = f"{where}: budget"
-    return Budget.parse(_mapping(raw, at, ("epochs", "minutes")), at)
+    return Budget.parse(mapping(raw, at, ("epochs", "minutes")), at)
 
 
 def parse_model(label: str, raw: Any, where: str, datasets: dict[str, str]) -> StudyModel:
     at = f"{where}: models.{label}"
-    spec = _mapping(raw, at, MODEL_KEYS)
+    spec = mapping(raw, at, MODEL_KEYS)
     sets = points(spec.get("sets"), f"{at}.sets")
     if any("epochs" in s for s in sets):
         raise ConfigError(
             f"{at}.sets: epochs is the study's budget, one for all models: set `budget` instead"
         )
-    seeds = None if "seeds" not in spec else tuple(_seeds(spec["seeds"], f"{at}.seeds"))
+    seeds = None if "seeds" not in spec else tuple(seed_list(spec["seeds"], f"{at}.seeds"))
     protocol = None if spec.get("protocol") is None else str(spec["protocol"])
     _protocols((protocol,) if protocol else (), f"{at}.protocol")
-    data = _names(spec["datasets"], f"{at}.datasets") if "datasets" in spec else None
+    data = name_list(spec["datasets"], f"{at}.datasets") if "datasets" in spec else None
     if bad := [d for d in data or () if d not in datasets]:
         known = ", ".join(datasets)
         raise ConfigError(f"{at}.datasets: {bad[0]!r} is not a dataset label ({known})")
@@ -148,137 +54,6 @@ def parse_model(label: str, raw: Any, where: str, datasets: dict[str, str]) -> S
         protocol,
         tuple(data) if data is not None else None,
     )
-
-
-def _seeds(raw: Any, at: str) -> list[int]:
-    """A non-empty list of distinct non-negative integer seeds, or a one-line error at `at`."""
-    ok = isinstance(raw, list) and raw and len(set(raw)) == len(raw)
-    if not ok or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in raw):
-        raise ConfigError(f"{at}: expected a list of integers (distinct, >= 0), got {raw!r}")
-    return raw
-
-
-def parse_table(
-    name: str,
-    raw: Any,
-    where: str,
-    models: dict[str, StudyModel],
-    datasets: dict[str, str],
-    protocols: Collection[str] = (),
-) -> StudyTable:
-    """One table; `protocols`: the labels of the study's protocols (see `_table_protocol`)."""
-    at = f"{where}: tables.{name}"
-    spec = _mapping(raw, at, TABLE_KEYS)
-    layout = str(spec.get("layout", ""))
-    if layout not in LAYOUTS:
-        raise ConfigError(f"{at}.layout: {layout or 'missing'} (one of {', '.join(LAYOUTS)})")
-    protocol = _table_protocol(spec.get("protocol"), layout, protocols, at)
-    formats = _formats(spec.get("formats", list(DEFAULT_FORMATS)), f"{at}.formats")
-    metrics = _metrics(spec, layout, at)
-    chosen = _names(spec["models"], f"{at}.models") if "models" in spec else None
-    for label in chosen or ():
-        if label not in models:
-            raise ConfigError(f"{at}.models: {label!r} is not a model of the study")
-    data = _names(spec["datasets"], f"{at}.datasets") if "datasets" in spec else None
-    for label in data or ():
-        if label not in datasets:
-            raise ConfigError(f"{at}.datasets: {label!r} is not a dataset of the study")
-    test, correction = str(spec.get("test", "ttest")), str(spec.get("correction", "holm"))
-    try:
-        TESTS.get(test)
-        CORRECTIONS.get(correction)
-    except ConfigError as e:
-        raise ConfigError(f"{at}: {e}") from None
-    if not isinstance(ci := spec.get("ci", False), bool):
-        raise ConfigError(f"{at}.ci: must be true or false, got {ci!r}")
-    alpha = spec.get("alpha", 0.05)
-    if isinstance(alpha, bool) or not isinstance(alpha, int | float) or not 0 < alpha < 1:
-        raise ConfigError(f"{at}.alpha: must be between 0 and 1, got {alpha!r}")
-    baseline = str(spec.get("baseline", "best"))
-    if baseline != "best" and baseline not in models:
-        raise ConfigError(f"{at}.baseline: {baseline!r} is not a model of the study (or best)")
-    reference = {str(k): str(v) for k, v in _mapping(spec.get("reference"), at).items()}
-    source = spec.get("published")
-    published, only = _published(spec, at, models)
-    return StudyTable(
-        name=name,
-        layout=layout,
-        title=str(spec.get("title", name)),
-        formats=formats,
-        metrics=metrics,
-        models=chosen,
-        datasets=data,
-        test=test,
-        alpha=float(alpha),
-        correction=correction,
-        ci=ci,
-        baseline=baseline,
-        reference=reference,
-        param=str(spec["param"]) if "param" in spec else None,
-        published_from=str(source) if source is not None else None,
-        published=published,
-        published_models=only,
-        budget_columns=bool(spec.get("budget_columns", False)),
-        protocol=protocol,
-    )
-
-
-def _published(
-    spec: dict[str, Any], at: str, models: dict[str, Any]
-) -> tuple[dict[tuple[str, str, str], float], tuple[str, ...]]:
-    """A table's published numbers and `published_models` (columns of those numbers only)."""
-    published: dict[tuple[str, str, str], float] = {}
-    if spec.get("published") is not None:
-        try:
-            published = dict(get_spec(str(spec["published"])).published)
-        except ConfigError as e:
-            raise ConfigError(f"{at}.published: {e}") from None
-    key = "published_models"
-    only = _names(spec[key], f"{at}.{key}") if key in spec else ()
-    unknown = [m for m in only if m in models or not any(k[1] == m for k in published)]
-    if unknown:
-        names = ", ".join(unknown)
-        raise ConfigError(f"{at}.published_models: {names} must be models of `published` only")
-    return published, only
-
-
-def _metrics(spec: dict[str, Any], layout: str, at: str) -> tuple[str, ...]:
-    """A table's metrics, each a known one (any history column in `curves`); default the
-    layout's own (none for `audit`, which shows no metric)."""
-    default = REPORT_LAYOUTS.get(layout).metrics
-    if "metrics" not in spec and not default:
-        return ()
-    metrics = _names(spec.get("metrics", list(default)), f"{at}.metrics")
-    bad = [m for m in metrics if m not in METRICS and layout != "curves"]
-    if bad:
-        raise ConfigError(f"{at}.metrics: unknown {', '.join(bad)} ({', '.join(METRICS)})")
-    return metrics
-
-
-def _formats(raw: Any, at: str) -> tuple[str, ...]:
-    """A table's output formats, each a known one."""
-    formats = _names(raw, at)
-    for fmt in formats:
-        if fmt not in FORMATS:
-            raise ConfigError(f"{at}: unknown format {fmt!r} ({', '.join(FORMATS)})")
-    return formats
-
-
-def _table_protocol(raw: Any, layout: str, protocols: Collection[str], at: str) -> str | None:
-    """The protocol label a table shows: one of the study's; required with several of them
-    unless the layout shows them side by side (`protocols`, `audit`)."""
-    if raw is None:
-        if len(protocols) > 1 and layout not in ("protocols", "audit"):
-            raise ConfigError(
-                f"{at}: the study has several protocols ({', '.join(protocols)}): name the one "
-                "this table shows (protocol: LABEL), or use layout: protocols (or audit)"
-            )
-        return None
-    if str(raw) not in protocols:
-        raise ConfigError(
-            f"{at}.protocol: {raw!r} is not a protocol of the study ({', '.join(protocols)})"
-        )
-    return str(raw)
 
 
 def _protocols(names: tuple[str, ...], at: str) -> None:
@@ -302,7 +77,7 @@ def _axis(spec: dict[str, Any], where: str) -> tuple[str, dict[str, str]]:
         protocol = str(spec["protocol"])
         _protocols((protocol,), f"{where}: protocol")
         return protocol, {}
-    axis = {str(k): str(v) for k, v in _mapping(spec["protocols"], f"{where}: protocols").items()}
+    axis = {str(k): str(v) for k, v in mapping(spec["protocols"], f"{where}: protocols").items()}
     if not axis:
         raise ConfigError(f"{where}: protocols: name at least one protocol")
     for label, name in axis.items():
@@ -315,7 +90,7 @@ def _datasets(raw: Any, where: str) -> dict[str, str]:
     if isinstance(raw, dict):
         datasets = {str(k): str(v) for k, v in raw.items()}
     else:
-        datasets = {d: d for d in _names(raw, f"{where}: datasets")}
+        datasets = {d: d for d in name_list(raw, f"{where}: datasets")}
     for name in datasets.values():
         try:
             dataset_spec(name)
@@ -338,7 +113,7 @@ def parse_tracking(raw: Any, where: str) -> Tracking | None:
     if raw is None:
         return None
     at = f"{where}: tracking"
-    spec = {"tracker": raw} if isinstance(raw, str) else _mapping(raw, at, ("tracker", "to"))
+    spec = {"tracker": raw} if isinstance(raw, str) else mapping(raw, at, ("tracker", "to"))
     tracker = str(spec.get("tracker", ""))
     if tracker not in TRACKERS:
         raise ConfigError(f"{at}: tracker {tracker or 'missing'} (one of {', '.join(TRACKERS)})")
@@ -350,7 +125,7 @@ def _plugins(raw: Any, where: str) -> tuple[str, ...]:
     its models resolve; the plugins every run of this process has loaded."""
     if raw is None:
         return ()
-    specs = _names(raw, f"{where}: plugins")
+    specs = name_list(raw, f"{where}: plugins")
     try:
         return load_plugins(specs, Path(where).parent)
     except PluginError as e:
@@ -360,35 +135,25 @@ def _plugins(raw: Any, where: str) -> tuple[str, ...]:
 def parse_study(raw: Any, where: str) -> Study:
     """A study from its YAML document; every mistake is a one-line ConfigError naming `where`
     (the file) and the key."""
-    spec = _mapping(raw, where, STUDY_KEYS)
+    spec = mapping(raw, where, STUDY_KEYS)
     for key in ("datasets", "budget", "models", "tables"):
         if key not in spec:
             raise ConfigError(f"{where}: missing key {key!r}")
     plugins = _plugins(spec.get("plugins"), where)
     protocol, axis = _axis(spec, where)
     datasets = _datasets(spec["datasets"], where)
-    seeds = _seeds(spec.get("seeds", [0]), f"{where}: seeds")
+    seeds = seed_list(spec.get("seeds", [0]), f"{where}: seeds")
     dataset_seeds = _per_dataset(
-        spec, "dataset_seeds", datasets, where, lambda v, at: tuple(_seeds(v, at))
+        spec, "dataset_seeds", datasets, where, lambda v, at: tuple(seed_list(v, at))
     )
-    models = {
-        str(label): parse_model(str(label), m, where, datasets)
-        for label, m in _mapping(spec["models"], f"{where}: models").items()
-    }
-    if not models:
-        raise ConfigError(f"{where}: models: name at least one model")
+    models = _models(spec["models"], where, datasets)
     labels = {k for m in models.values() for k in model_protocols(m, axis or {protocol: protocol})}
     tables = tuple(
         parse_table(str(name), t, where, models, datasets, sorted(labels))
-        for name, t in _mapping(spec["tables"], f"{where}: tables").items()
+        for name, t in mapping(spec["tables"], f"{where}: tables").items()
     )
-    prepare = {
-        str(k): str(v) for k, v in _mapping(spec.get("prepare"), f"{where}: prepare").items()
-    }
-    for name in prepare:
-        if name not in datasets.values():
-            raise ConfigError(f"{where}: prepare: {name!r} is not a dataset of the study")
-    evaluate = _names(spec["evaluate"], f"{where}: evaluate") if "evaluate" in spec else ()
+    prepare = _prepare(spec.get("prepare"), where, datasets)
+    evaluate = name_list(spec["evaluate"], f"{where}: evaluate") if "evaluate" in spec else ()
     _protocols(evaluate, f"{where}: evaluate")
     threads, workers = _counts(spec, where)
     return Study(
@@ -414,12 +179,32 @@ def parse_study(raw: Any, where: str) -> Study:
     )
 
 
+def _models(raw: Any, where: str, datasets: dict[str, str]) -> dict[str, StudyModel]:
+    """label -> model of the study's `models:` (at least one)."""
+    models = {
+        str(label): parse_model(str(label), m, where, datasets)
+        for label, m in mapping(raw, f"{where}: models").items()
+    }
+    if not models:
+        raise ConfigError(f"{where}: models: name at least one model")
+    return models
+
+
+def _prepare(raw: Any, where: str, datasets: dict[str, str]) -> dict[str, str]:
+    """dataset -> the command that prepares it (`prepare:`), each a dataset of the study."""
+    prepare = {str(k): str(v) for k, v in mapping(raw, f"{where}: prepare").items()}
+    for name in prepare:
+        if name not in datasets.values():
+            raise ConfigError(f"{where}: prepare: {name!r} is not a dataset of the study")
+    return prepare
+
+
 def _per_dataset(
     spec: dict[str, Any], key: str, datasets: dict[str, str], where: str, parse: Callable
 ) -> dict[str, Any]:
     """dataset name -> parse(value, where) from `key: {label: value}` (e.g. dataset_seeds)."""
     out = {}
-    for label, value in _mapping(spec.get(key), f"{where}: {key}").items():
+    for label, value in mapping(spec.get(key), f"{where}: {key}").items():
         if str(label) not in datasets:
             known = ", ".join(datasets)
             raise ConfigError(f"{where}: {key}: {label!r} is not a dataset label ({known})")

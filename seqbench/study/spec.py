@@ -46,16 +46,11 @@ from typing import Any
 from seqbench.errors import ConfigError
 from seqbench.machine import check_precision, known_precision, resolve_device
 from seqbench.study.papers import TableSpec
+from seqbench.study.values import Point, scalar
 from seqbench.training.context import Tracking
 
 STUDY_FILE = "study.yaml"
-#: the report layouts (seqbench.report.layouts.LAYOUTS) a study builds from its runs, in the
-#: papers' order, and `audit`, which reads the prepared data instead (`stats` reads data cards);
-#: formats and metrics are the report's own
-LAYOUTS = ("overall", "ablation", "sensitivity", "curves", "protocols", "audit")
 DEFAULT_FORMATS = ("markdown", "latex", "html")
-
-Point = dict[str, str]
 
 
 @dataclass(frozen=True)
@@ -245,13 +240,6 @@ def model_protocols(m: StudyModel, axis: dict[str, str]) -> dict[str, str]:
         return dict(axis)
     label = next((k for k, v in axis.items() if v == m.protocol), m.protocol)
     return {label: m.protocol}
-
-
-def scalar(value: Any) -> str:
-    """A YAML scalar as a --set/--ablate string (YAML's on/off booleans back to on/off)."""
-    if isinstance(value, bool):
-        return "on" if value else "off"
-    return str(value)
 
 
 def with_precision(study: Study, precision: str | None = None, device: str | None = None) -> Study:

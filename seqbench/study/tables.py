@@ -1,0 +1,156 @@
+"""A study file's `tables:` → validated `StudyTable`s: layout, metrics, formats, the models
+and datasets shown, the significance test, and the published numbers beside them."""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from typing import Any
+
+from seqbench.errors import ConfigError
+from seqbench.evaluation.metrics import METRICS
+from seqbench.registry import closest
+from seqbench.report.layouts import LAYOUTS
+from seqbench.report.render import FORMATS
+from seqbench.report.stats import CORRECTIONS, TESTS
+from seqbench.study.papers import get_spec
+from seqbench.study.spec import DEFAULT_FORMATS, StudyModel, StudyTable
+from seqbench.study.values import mapping, name_list, yaml_keys
+
+#: a table's keys: its fields, less its name (the key it is under) and the spec the
+#: published numbers come from (`published: SPEC`)
+TABLE_KEYS = yaml_keys(StudyTable, "name", "published_from")
+
+
+def parse_table(
+    name: str,
+    raw: Any,
+    where: str,
+    models: dict[str, StudyModel],
+    datasets: dict[str, str],
+    protocols: Collection[str] = (),
+) -> StudyTable:
+    """One table; `protocols`: the labels of the study's protocols (see `_table_protocol`)."""
+    at = f"{where}: tables.{name}"
+    spec = mapping(raw, at, TABLE_KEYS)
+    layout = str(spec.get("layout", ""))
+    if layout not in LAYOUTS:
+        raise ConfigError(
+            f"{at}.layout: {layout or 'missing'} ({closest(layout, LAYOUTS.names())})"
+        )
+    protocol = _table_protocol(spec.get("protocol"), layout, protocols, at)
+    formats = _formats(spec.get("formats", list(DEFAULT_FORMATS)), f"{at}.formats")
+    metrics = _metrics(spec, layout, at)
+    shown = {
+        k: _labels(spec, k, known, at) for k, known in (("models", models), ("datasets", datasets))
+    }
+    significance = _significance(spec, at)
+    baseline = str(spec.get("baseline", "best"))
+    if baseline != "best" and baseline not in models:
+        raise ConfigError(f"{at}.baseline: {baseline!r} is not a model of the study (or best)")
+    reference = {str(k): str(v) for k, v in mapping(spec.get("reference"), at).items()}
+    source = spec.get("published")
+    published, only = _published(spec, at, models)
+    return StudyTable(
+        name=name,
+        layout=layout,
+        title=str(spec.get("title", name)),
+        formats=formats,
+        metrics=metrics,
+        **shown,
+        **significance,
+        baseline=baseline,
+        reference=reference,
+        param=str(spec["param"]) if "param" in spec else None,
+        published_from=str(source) if source is not None else None,
+        published=published,
+        published_models=only,
+        budget_columns=bool(spec.get("budget_columns", False)),
+        protocol=protocol,
+    )
+
+
+def _labels(
+    spec: dict[str, Any], key: str, known: Collection[str], at: str
+) -> tuple[str, ...] | None:
+    """The models or datasets (`key`) a table shows, each a label of the study (None: all)."""
+    if key not in spec:
+        return None
+    chosen = name_list(spec[key], f"{at}.{key}")
+    for label in chosen:
+        if label not in known:
+            raise ConfigError(f"{at}.{key}: {label!r} is not a {key[:-1]} of the study")
+    return chosen
+
+
+def _significance(spec: dict[str, Any], at: str) -> dict[str, Any]:
+    """A table's test, level, correction and intervals (`ci`), each checked."""
+    test, correction = str(spec.get("test", "ttest")), str(spec.get("correction", "holm"))
+    try:
+        TESTS.get(test)
+        CORRECTIONS.get(correction)
+    except ConfigError as e:
+        raise ConfigError(f"{at}: {e}") from None
+    if not isinstance(ci := spec.get("ci", False), bool):
+        raise ConfigError(f"{at}.ci: must be true or false, got {ci!r}")
+    alpha = spec.get("alpha", 0.05)
+    if isinstance(alpha, bool) or not isinstance(alpha, int | float) or not 0 < alpha < 1:
+        raise ConfigError(f"{at}.alpha: must be between 0 and 1, got {alpha!r}")
+    return {"test": test, "alpha": float(alpha), "correction": correction, "ci": ci}
+
+
+def _published(
+    spec: dict[str, Any], at: str, models: dict[str, Any]
+) -> tuple[dict[tuple[str, str, str], float], tuple[str, ...]]:
+    """A table's published numbers and `published_models` (columns of those numbers only)."""
+    published: dict[tuple[str, str, str], float] = {}
+    if spec.get("published") is not None:
+        try:
+            published = dict(get_spec(str(spec["published"])).published)
+        except ConfigError as e:
+            raise ConfigError(f"{at}.published: {e}") from None
+    key = "published_models"
+    only = name_list(spec[key], f"{at}.{key}") if key in spec else ()
+    unknown = [m for m in only if m in models or not any(k[1] == m for k in published)]
+    if unknown:
+        listed = ", ".join(unknown)
+        raise ConfigError(f"{at}.published_models: {listed} must be models of `published` only")
+    return published, only
+
+
+def _metrics(spec: dict[str, Any], layout: str, at: str) -> tuple[str, ...]:
+    """A table's metrics, each a known one (any history column in `curves`); default the
+    layout's own (none for `audit`, which shows no metric)."""
+    default = LAYOUTS.get(layout).metrics
+    if "metrics" not in spec and not default:
+        return ()
+    metrics = name_list(spec.get("metrics", list(default)), f"{at}.metrics")
+    bad = [m for m in metrics if m not in METRICS and layout != "curves"]
+    if bad:
+        raise ConfigError(f"{at}.metrics: unknown {', '.join(bad)} ({', '.join(METRICS)})")
+    return metrics
+
+
+def _formats(raw: Any, at: str) -> tuple[str, ...]:
+    """A table's output formats, each a known one."""
+    formats = name_list(raw, at)
+    for fmt in formats:
+        if fmt not in FORMATS:
+            raise ConfigError(f"{at}: unknown format {fmt!r} ({', '.join(FORMATS)})")
+    return formats
+
+
+def _table_protocol(raw: Any, layout: str, protocols: Collection[str], at: str) -> str | None:
+    """The protocol label a table shows: one of the study's; required with several of them
+    unless the layout shows them side by side (`protocols`, `audit`)."""
+    if raw is None:
+        if len(protocols) > 1 and layout not in ("protocols", "audit"):
+            raise ConfigError(
+                f"{at}: the study has several protocols ({', '.join(protocols)}): name the one "
+                "this table shows (protocol: LABEL), or use layout: protocols (or audit)"
+            )
+        return None
+    if str(raw) not in protocols:
+        raise ConfigError(
+            f"{at}.protocol: {raw!r} is not a protocol of the study ({', '.join(protocols)})"
+        )
+    return str(raw)
