@@ -15,7 +15,9 @@ import torch
 from seqbench.cli import main
 from seqbench.data.dataset import SeqDataset
 from seqbench.data.sequences import (
+    NegativeSampler,
     NextItemInstances,
+    batch_indices,
     instance_ranges,
     iterate_rows,
     next_item_instances,
@@ -210,3 +212,50 @@ def test_models_command_prints_the_training_instance_row(name: str, capsys, monk
     row = next(d for d in get_model(name).declared_departures() if d.topic == "training instances")
     assert row.field in get_model(name).ablations
     assert f"--ablate {row.field}=" in " ".join(block)
+
+
+def plain_epoch(
+    bs: int, k: int, bucket: bool, gen: torch.Generator
+) -> list[tuple[list, list, list]]:
+    """SASRec's epoch written plainly: `batch_indices`' order from `gen`, each batch's rows
+    padded by hand and cut to its longest row, then one draw of [B, W(, K)] uniform negatives
+    from `gen`, every draw a row's user owns redrawn (row-major) until none is."""
+    seqs, targets = loop_rows("all_positions")
+    owners = [set(train_part(q)) for q in SEQS if len(train_part(q)) >= 2]
+    lengths = torch.tensor([sum(v != 0 for v in s) for s in seqs])
+    out = []
+    for idx in batch_indices(lengths, bs, gen, bucket):
+        width = int(lengths[idx].max())
+        rows = [seqs[i][T - width :] for i in idx]
+        shape = (len(idx), width) if k == 1 else (len(idx), width, k)
+        neg = torch.randint(1, 20 + 1, shape, generator=gen)
+        flat = neg.view(len(idx), -1)
+        while bad := [
+            (r, j)
+            for r in range(len(idx))
+            for j in range(flat.shape[1])
+            if int(flat[r, j]) in owners[idx[r]]
+        ]:
+            new = torch.randint(1, 20 + 1, (len(bad),), generator=gen)
+            for (r, j), v in zip(bad, new.tolist(), strict=True):
+                flat[r, j] = v
+        out.append((rows, [targets[i][T - width :] for i in idx], neg.tolist()))
+    return out
+
+
+@pytest.mark.parametrize("search_cost", [0, 10**9])
+@pytest.mark.parametrize("k", [1, 3])
+def test_sasrec_epoch_equals_the_plain_builder(
+    hand: SeqDataset, monkeypatch: pytest.MonkeyPatch, search_cost: int, k: int
+) -> None:
+    """Rows, targets and negatives of SASRec's batches are the plain builder's, bit for bit,
+    whether the negatives' ownership is tested by key search (cost 0) or by a table."""
+    monkeypatch.setattr(NegativeSampler, "SEARCH_COST", search_cost)
+    sets = {"max_len": str(T), "batch_size": "2", "negatives": str(k)}
+    model = get_model("sasrec")(resolve_config(get_model("sasrec"), "synthetic", sets), hand)
+    got = list(model.train_batches(hand, torch.Generator().manual_seed(5)))
+    bucket = model.cfg.batching == "grouped"
+    want = plain_epoch(2, k, bucket, torch.Generator().manual_seed(5))
+    assert [
+        (b["seqs"].tolist(), b["targets"].tolist(), b["negatives"].tolist()) for b in got
+    ] == want

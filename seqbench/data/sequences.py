@@ -97,6 +97,10 @@ class NegativeSampler:
 
     #: most booleans a batch's ownership table may hold; beyond it the keys are searched
     TABLE_MAX = 1 << 26
+    #: a key search costs about this many table booleans (zeroed and filled): a batch whose
+    #: draws are fewer than its table / SEARCH_COST searches (SASRec's one negative a target
+    #: at ML-20M size: 6,400 draws against a 3.4M-entry table); the draws are the same
+    SEARCH_COST = 64
 
     def __init__(self, n_items: int, items: np.ndarray, starts: np.ndarray, ends: np.ndarray):
         self.n_items = n_items
@@ -110,10 +114,15 @@ class NegativeSampler:
         pos = torch.searchsorted(self.keys, keys).clamp(max=len(self.keys) - 1)
         return self.keys[pos] == keys
 
-    def _owned(self, rows: torch.Tensor) -> tuple[torch.Tensor, Callable[..., torch.Tensor]]:
-        """(each row's base key, a test of base + item keys): does the row own the item."""
+    def _owned(
+        self, rows: torch.Tensor, draws: int
+    ) -> tuple[torch.Tensor, Callable[..., torch.Tensor]]:
+        """(each row's base key, a test of base + item keys): does the row own the item; by a
+        dense table of the rows' items, or by key search where the table would be too large
+        or costlier than searching the `draws` keys."""
         width = self.n_items + 1
-        if len(rows) * width > self.TABLE_MAX:
+        table = len(rows) * width
+        if table > self.TABLE_MAX or draws * self.SEARCH_COST < table:
             return rows * width, self._search
         uniq, local = torch.unique(rows, return_inverse=True)
         lo = torch.searchsorted(self.keys, uniq * width)
@@ -133,7 +142,7 @@ class NegativeSampler:
         out = torch.randint(1, self.n_items + 1, shape, generator=gen)
         if len(self.keys) == 0:
             return out
-        base, owned = self._owned(rows)
+        base, owned = self._owned(rows, out.numel())
         flat = out.view(-1)
         per_row = flat.numel() // len(rows) if len(rows) else 1
         idx = owned((base.view(-1, *([1] * (len(shape) - 1))) + out).view(-1)).nonzero()[:, 0]

@@ -2,15 +2,20 @@
 an estimate of seconds per epoch and memory on this machine from a few timed real steps.
 
 The estimate times real optimiser steps (forward, backward, update) of the run's own model,
-config, precision, device and threads on batches drawn at random from its first epoch, after
-one warm-up step, and multiplies their mean by the epoch's steps. It leaves out validation
-(one ranking pass every `eval_every` epochs) and assumes the machine stays as busy as it was.
+config, precision, device and threads as the trainer runs them: the first epoch's batches
+(shuffled, so its first steps are a random draw) built by the trainer's background feed
+(`training.feed.EpochFeed`) and stepped on this thread while the feed lives, after one
+warm-up step, and multiplies their mean by the epoch's steps. Timing steps any other way
+measured something else: on a loaded 2-core machine, 2-thread steps run with no other thread
+alive took 10x the CPU time (OpenMP's workers spin between parallel regions unless more
+threads than cores are alive), so the estimate was 5.7x the trainer's epoch at ML-20M size.
+It leaves out validation (one ranking pass every `eval_every` epochs) and assumes the machine
+stays as busy as it was.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +23,7 @@ from pathlib import Path
 import torch
 
 from seqbench.data.dataset import SeqDataset
+from seqbench.data.sequences import Batch
 from seqbench.machine import (
     ThreadChoice,
     gpu_peak_mb,
@@ -28,7 +34,7 @@ from seqbench.machine import (
 )
 from seqbench.runs.execute import ResolvedRun
 from seqbench.training.context import RunContext
-from seqbench.training.micro import step_pieces
+from seqbench.training.feed import EpochFeed
 from seqbench.training.trainer import Trainer, TrainOptions, make_optimizer
 
 #: timed steps: at most this many, at least MIN_STEPS, stopping once SECONDS have passed
@@ -77,7 +83,8 @@ class Estimate:
         """How the figures were made, in words."""
         return (
             f"estimate, not a measurement: the mean of {self.timed_steps} real training steps "
-            f"(random batches of epoch 1, after 1 warm-up step) on {self.device} with "
+            "(epoch 1's first batches, shuffled, through the trainer's feed, after 1 warm-up "
+            f"step) on {self.device} with "
             f"{self.threads} × {self.steps:,} steps, plus building the epoch's batches "
             f"({self.batch_seconds:.2g} s); validation not included; memory: this "
             "process's peak resident size (+ CUDA allocations) after those steps and one "
@@ -97,21 +104,18 @@ def estimate(run: ResolvedRun, data: SeqDataset, ctx: RunContext) -> Estimate:
         gen = torch.Generator().manual_seed(run.request.seed)
         model.train()
         opt, scaler = make_optimizer(model), trainer.scaler()
-        t0 = time.perf_counter()
+        batches: list[Batch] = []
+        build, timed, seconds = 0.0, 0, 0.0
         # a model without trainable parameters (e.g. item similarity) trains no epoch
-        batches = list(model.train_batches(data, gen)) if opt is not None and run.cfg.epochs else []
-        build = time.perf_counter() - t0
-        order = torch.randperm(len(batches), generator=torch.Generator().manual_seed(0)).tolist()
-        timed, seconds = 0, 0.0
-        for i, index in enumerate(itertools.islice(itertools.cycle(order), MAX_STEPS + 1)):
-            _sync(trainer.device)
+        if opt is not None and run.cfg.epochs:
             t0 = time.perf_counter()
-            trainer.step(step_pieces(model, batches[index], trainer.device), opt, scaler)
-            _sync(trainer.device)
-            if i > 0:  # the first step warms up (allocations, kernels)
-                timed, seconds = timed + 1, seconds + time.perf_counter() - t0
-            if timed >= MIN_STEPS and seconds >= SECONDS:
-                break
+            feed = EpochFeed(model, data, gen, trainer.device)
+            try:
+                feed.steps()
+                build, batches = time.perf_counter() - t0, feed.built
+                timed, seconds = _timed_steps(trainer, feed, opt, scaler)
+            finally:
+                feed.close()
         # evaluation: its widest batch scored once, plus what validation's and test's
         # evaluators may keep between passes (both are alive when test runs)
         kept = 2 * trainer.valid.widest_batch(model) / 2**20
@@ -129,6 +133,36 @@ def estimate(run: ResolvedRun, data: SeqDataset, ctx: RunContext) -> Estimate:
             device=str(trainer.device),
             threads=threads,
         )
+
+
+def _timed_steps(trainer: Trainer, feed: EpochFeed, opt, scaler) -> tuple[int, float]:
+    """(steps timed, their seconds): the feed's steps, each from taking its pieces to the end
+    of its update (so a feed slower than the steps counts), the first untimed (warm-up);
+    a short epoch goes on with the next epoch's feed (closed here)."""
+    timed, seconds, first, current = 0, 0.0, True, feed
+    try:
+        while current.steps():
+            pieces = iter(current)
+            while True:
+                _sync(trainer.device)
+                t0 = time.perf_counter()
+                step = next(pieces, None)
+                if step is None:
+                    break
+                trainer.step(step, opt, scaler)
+                _sync(trainer.device)
+                if not first:
+                    timed, seconds = timed + 1, seconds + time.perf_counter() - t0
+                first = False
+                if timed >= MAX_STEPS or (timed >= MIN_STEPS and seconds >= SECONDS):
+                    return timed, seconds
+            if current is not feed:
+                current.close()
+            current = EpochFeed(trainer.model, feed.data, feed.gen, trainer.device)
+        return timed, seconds
+    finally:
+        if current is not feed:
+            current.close()
 
 
 def _sync(device: torch.device) -> None:

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 import torch
 
 from seqbench.data.dataset import SeqDataset
-from seqbench.models.base import SeqModel
+from seqbench.models.base import Batch, SeqModel
 from seqbench.training.micro import Piece, step_pieces
 
 #: how many steps' pieces wait ready ahead of the step (bounds the host and pinned memory)
@@ -42,6 +42,8 @@ class EpochFeed:
         #: from it and `skip`s the steps already taken)
         self.gen_start, self.skip = gen.get_state(), skip
         self.gen_state: torch.Tensor | None = None
+        #: the epoch's batches once built (held by the thread until the feed is closed)
+        self.built: list[Batch] = []
         self._count = 0
         self._built = threading.Event()
         self._stop = threading.Event()
@@ -56,6 +58,7 @@ class EpochFeed:
         try:
             batches = list(self.model.train_batches(self.data, self.gen))
             self._count, self.gen_state = len(batches), self.gen.get_state()
+            self.built = batches
             self._built.set()
             for batch in batches[self.skip :]:
                 if not self._put(step_pieces(self.model, batch, self.device)):
@@ -95,3 +98,4 @@ class EpochFeed:
         """Stop the thread (a feed abandoned mid-epoch, or prepared for an epoch not run)."""
         self._stop.set()
         self._thread.join()
+        self.built = []
