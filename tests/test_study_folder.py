@@ -174,7 +174,7 @@ def test_a_study_resumes_from_its_folder_on_a_fresh_machine(
     capsys.readouterr()
     study(toy, "--dry-run", runs=fresh)
     out = capsys.readouterr().out
-    assert out.count("from the folder: synthetic-") == 4 and "would train 0 run(s)" in out
+    assert out.count("│ from the folder · ") == 4 and "would train 0 run(s)" in out
     assert "0 of 4 runs in the run store" in out and "4 more from the folder's metrics/" in out
     study(toy, runs=fresh)
     assert "0 run(s) trained, 0 from the store, 4 from the folder" in capsys.readouterr().err

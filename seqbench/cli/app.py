@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import re
+import textwrap
 import typing
 from collections.abc import Iterator
 from typing import Annotated
@@ -124,6 +125,39 @@ def plain_help(typer_app: typer.Typer) -> None:
 def log(message: str) -> None:
     """A progress line or notice on stderr: kept whole (no wrapping in files), not markup."""
     console_err.print(message, soft_wrap=True, markup=False, highlight=False)
+
+
+#: where a summary line may break: after a part's separator
+BREAKS = re.compile(r"(?<= · )|(?<=; )")
+
+
+def fold(text: str, width: int | None = None) -> str:
+    """`text` in lines of at most `width` columns (default: stdout's), broken after its parts'
+    separators (' · ', '; ') so no figure, id or path is split; a part longer than a line is
+    broken between words, and a single word longer than a line keeps a line of its own."""
+    width = width or console.width
+    lines: list[str] = []
+    for line in text.splitlines() or [""]:
+        current = ""
+        for part in BREAKS.split(line):
+            if current and len((current + part).rstrip()) > width:
+                lines.append(current.rstrip())
+                current = ""
+            current += part
+            if len(current.rstrip()) > width:  # a separator stays with the part before it
+                glued = current.replace(" · ", "\xa0· ")
+                *whole, last = textwrap.wrap(
+                    glued, width, break_long_words=False, break_on_hyphens=False
+                )
+                lines.extend(w.replace("\xa0", " ") for w in whole)
+                current = last.replace("\xa0", " ") + (" " if glued.endswith(" ") else "")
+        lines.append(current.rstrip())
+    return "\n".join(lines)
+
+
+def say(text: str, to: Console = console) -> None:
+    """Print a summary line folded to the terminal's width (`fold`), as plain text."""
+    to.print(fold(text, to.width), soft_wrap=True, markup=False, highlight=False)
 
 
 def positive(value: float | None) -> float | None:

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from seqbench.cli.app import DataDir, app, console
+from seqbench.cli.app import DataDir, app, console, say
 from seqbench.cli.fit import fit
 from seqbench.data.audit import Audit
 from seqbench.data.audit import audit as audit_split
@@ -61,7 +61,7 @@ def print_text(checked: Audit, title: str, signal: OrderSignal | None = None) ->
     console.print(fit(table, console))
     if signal is not None:
         print_order(signal)
-    console.print(checked.summary(), soft_wrap=True, highlight=False)
+    say(checked.summary())
 
 
 def print_order(signal: OrderSignal) -> None:

@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from seqbench.cli.app import DataDir, Plugins, RunsDir, app, console, log
+from seqbench.cli.app import DataDir, Plugins, RunsDir, app, console, log, say
 from seqbench.evaluation.metrics import METRICS
 from seqbench.machine import thread_choice
 from seqbench.runs.reevaluate import reevaluate
@@ -39,10 +39,9 @@ def evaluate(
     store = RunStore(ctx.runs_dir)
     trained = store.load_result(run_id)
     note = " (stored: use --force to evaluate again)" if cached else ""
-    console.print(
+    say(
         f"{result.model} on {result.dataset} · seed {result.seed} · best epoch "
-        f"{result.best_epoch} · {split} under protocol {protocol}{note}",
-        soft_wrap=True,
+        f"{result.best_epoch} · {split} under protocol {protocol}{note}"
     )
     own = f"{trained.protocol} (trained)"
     own_metrics = trained.test if split == "test" else trained.valid
@@ -53,8 +52,7 @@ def evaluate(
         table.add_row(k, f"{own_metrics[k]:.4f}", f"{result.metrics[k]:.4f}")
     console.print(table)
     path = RunFolder(store.final(run_id)).evaluation(protocol, split)
-    console.print(
+    say(
         f"{result.n_users_evaluated:,} users · eval {result.eval_seconds:.2f}s · "
-        f"{result.device} ×{result.threads} · {path}",
-        soft_wrap=True,
+        f"{result.device} ×{result.threads} · {path}"
     )

@@ -23,6 +23,7 @@ from seqbench.cli.app import (
     console_err,
     positive,
     run_observer,
+    say,
 )
 from seqbench.cli.fit import fit
 from seqbench.data.audit import audit
@@ -158,7 +159,7 @@ def run(
         data = data if data is not None else load_dataset(dataset, data_dir)
         result, cached = execute(req, ctx, options, data=data)
         if get_protocol(protocol).split is None:  # a temporal split's line went to stderr
-            console.print(audit(data).summary(), soft_wrap=True, highlight=False)
+            say(audit(data).summary())
         show_result(result, cached, RunStore(ctx.runs_dir))
 
 
@@ -171,19 +172,15 @@ def show_dry_run(req: RunRequest, ctx: RunContext) -> None:
     stored = (
         " (stored: the run would return it)" if RunStore(ctx.runs_dir).is_done(run.run_id) else ""
     )
-    console.print(
+    say(
         f"{req.model} on {req.dataset} · protocol {req.protocol} · seed {req.seed} · dry run: "
-        f"nothing is trained or stored\nrun {run.run_id}{stored}",
-        soft_wrap=True,
+        f"nothing is trained or stored\nrun {run.run_id}{stored}"
     )
-    config = " ".join(f"{k}={v}" for k, v in run.spec.config.items())
-    console.print(f"resolved config: {config}", highlight=False, markup=False)
+    say("resolved config: " + " ".join(f"{k}={v}" for k, v in run.spec.config.items()))
     est = estimate(run, data, ctx)
-    console.print(
+    say(
         f"{est.params:,} parameters · per epoch: {est.instances()}\n"
-        f"{show_estimate(est)}\n({est.method()})",
-        highlight=False,
-        markup=False,
+        f"{show_estimate(est)}\n({est.method()})"
     )
 
 
@@ -205,24 +202,20 @@ def duration(seconds: float) -> str:
 
 def show_result(m: RunResult, cached: bool, store: RunStore) -> None:
     """Print one run's heading, its valid/test metrics (a row per metric, so the table fits
-    an 80-column terminal) and where it is stored; long lines stay whole in files."""
+    an 80-column terminal) and where it is stored, lines folded between their parts."""
     note = " (cached: use --force to retrain)" if cached else ""
-    console.print(
-        f"{m.model} on {m.dataset} · protocol {m.protocol} · seed {m.seed}{note}",
-        soft_wrap=True,
-    )
+    say(f"{m.model} on {m.dataset} · protocol {m.protocol} · seed {m.seed}{note}")
     table = Table()
     for col in ("metric", "valid", "test"):
         table.add_column(col, justify="left" if col == "metric" else "right", no_wrap=True)
     for k in METRICS:
         table.add_row(k, f"{m.valid[k]:.4f}", f"{m.test[k]:.4f}")
     console.print(table)
-    console.print(
+    say(
         f"run {m.run_id} · best epoch {m.best_epoch}/{m.epochs_run} ({m.stopped}) · "
         f"{show_precision(m)}{show_device(m)}"
         f"train {m.train_seconds:.1f}s · eval {m.eval_seconds:.2f}s · "
-        f"{show_threads(m)} · {m.params:,} params · {store.final(m.run_id)}",
-        soft_wrap=True,
+        f"{show_threads(m)} · {m.params:,} params · {store.final(m.run_id)}"
     )
 
 

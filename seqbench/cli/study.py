@@ -31,6 +31,7 @@ from seqbench.cli.app import (
     console_err,
     log,
     positive,
+    say,
 )
 from seqbench.cli.fit import fit
 from seqbench.cli.report import split_list, write_output
@@ -81,42 +82,52 @@ def show_plan(
     table = Table(
         title=f"{study.title} · protocol {study.protocol} · {study.budget_text()}{precision}"
     )
-    for col in ("model", "dataset", "seed", "epochs (best)", "run"):
-        table.add_column(col, justify="right" if col == "seed" else "left", no_wrap=col == "run")
+    for col in ("model", "dataset", "seed", "run"):
+        table.add_column(col, justify="right" if col == "seed" else "left")
     for r, (run_id, status) in zip(p.runs, rows, strict=True):
-        epochs = ""
-        if status in ("done", IN_FOLDER) and run_id is not None:
-            m = store.load_result(run_id) if status == "done" else committed[run_id].result
-            epochs = f"{m.epochs_run} ({m.best_epoch})"
-        shown = run_id if status == "done" else f"{status}" + (f": {run_id}" if run_id else "")
-        table.add_row(escape(r.label), r.dataset, str(r.request.seed), epochs, shown)
+        table.add_row(
+            escape(r.label),
+            r.dataset,
+            str(r.request.seed),
+            run_cell(run_id, status, store, committed),
+        )
     console.print(fit(table, console))
     for t in study.tables:
         files = ", ".join(f"{t.name}.{FORMATS.get(f).suffix}" for f in t.formats)
-        console.print(f"table {t.name}: {t.layout} → {files}", soft_wrap=True, highlight=False)
+        say(f"table {t.name}: {t.layout} → {files}")
     missing = [s for _, s in rows if s not in ("done", IN_FOLDER)]
     reused = sum(s == IN_FOLDER for _, s in rows)
     folder_note = f"; {reused} more from the folder's {RUN_FILES}/ (not trained again)"
-    console.print(
+    say(
         f"{sum(s == 'done' for _, s in rows)} of {len(rows)} runs in the run store {store.root}/"
-        + (folder_note if reused else ""),
-        soft_wrap=True,
+        + (folder_note if reused else "")
     )
     unprepared = {r.dataset for r, (i, _) in zip(p.runs, rows, strict=True) if i is None}
     for name in sorted(unprepared):
-        console.print(f"prepare {name}: `{study.prepare_command(name)}`", soft_wrap=True)
+        say(f"prepare {name}: `{study.prepare_command(name)}`")
     if missing:
-        console.print(f"`seqbench study run {folder}` trains the {len(missing)} missing")
+        say(f"`seqbench study run {folder}` trains the {len(missing)} missing")
     return len(missing)
+
+
+def run_cell(
+    run_id: str | None, status: str, store: RunStore, committed: Mapping[str, ExportedRun]
+) -> str:
+    """A planned run's status (with its epochs and best epoch where it has run) above its id,
+    so the id, one long word, needs no column of its own."""
+    if status in ("done", IN_FOLDER) and run_id is not None:
+        m = store.load_result(run_id) if status == "done" else committed[run_id].result
+        status = f"{status} · {m.epochs_run} epochs (best {m.best_epoch})"
+    return status if run_id is None else f"{status}\n{run_id}"
 
 
 def show_estimates(p: Plan, rows: list[tuple[str | None, str]], ctx: RunContext) -> None:
     """The missing runs' size and estimated cost on this machine (`seqbench run --dry-run`'s
     figures), a row per configuration with the seeds that share it."""
     table = Table(title="missing runs: size, work per epoch, estimated cost (total: all epochs)")
-    columns = ("model", "dataset", "seeds", "params", "sequences", "s/epoch", "total", "MB")
+    columns = ("model", "dataset", "params", "sequences", "s/epoch", "total", "MB")
     for col in columns:
-        table.add_column(col, justify="left" if col in ("model", "dataset", "seeds") else "right")
+        table.add_column(col, justify="left" if col in ("model", "dataset") else "right")
     seen: dict[str, tuple[StudyRun, list[int], Estimate]] = {}
     for r, (_, status) in zip(p.runs, rows, strict=True):
         if status != "missing":
@@ -131,7 +142,8 @@ def show_estimates(p: Plan, rows: list[tuple[str | None, str]], ctx: RunContext)
     cap = float("inf") if minutes is None else minutes * 60
     for r, seeds, e in seen.values():
         table.add_row(
-            escape(r.label), r.dataset, ",".join(map(str, seeds)), f"{e.params:,}", f"{e.rows:,}",
+            escape(r.label), f"{r.dataset}\nseeds {','.join(map(str, seeds))}", f"{e.params:,}",
+            f"{e.rows:,}",
             f"{e.epoch_seconds:,.1f}", duration(min(e.total_seconds, cap)),
             f"{e.peak_memory_mb:,.0f}",
         )  # fmt: skip
@@ -139,8 +151,8 @@ def show_estimates(p: Plan, rows: list[tuple[str | None, str]], ctx: RunContext)
         console.print(fit(table, console))
         total = sum(min(e.total_seconds, cap) * len(seeds) for _, seeds, e in seen.values())
         budget = "" if minutes is None else f", each at most {duration(cap)} (the budget)"
-        console.print(f"all missing runs: ≈ {duration(total)} of training{budget}")
-        console.print(f"({next(iter(seen.values()))[2].method()})", soft_wrap=True, markup=False)
+        say(f"all missing runs: ≈ {duration(total)} of training{budget}")
+        say(f"({next(iter(seen.values()))[2].method()})")
 
 
 def study_tracking(study: Study, track: str | None, track_to: str | None) -> Tracking | None:
@@ -269,11 +281,9 @@ def run(
         from_folder(p, ctx, store, committed)  # refuses what a study run would refuse
         missing = show_plan(where, p, store, data_dir, committed)
         show_estimates(p, statuses(p, store, data_dir, committed), ctx)
-        console.print(
-            f"dry run: would train {missing} run(s) ({study.budget_text()}; precision "
-            f"{study.precision}), then write "
-            f"{where}/: tables, metrics/<run_id>/, README.md block",
-            soft_wrap=True,
+        say(
+            f"dry run: would train {missing} run(s) · {study.budget_text()} · precision "
+            f"{study.precision} · then write {where}/: tables, metrics/<run_id>/, README.md block"
         )
         return
     # on Ray every missing run is in flight at once unless --workers says otherwise

@@ -29,6 +29,7 @@ from seqbench.cli.app import (
     console,
     console_err,
     positive,
+    say,
 )
 from seqbench.cli.run import parse_pairs
 from seqbench.errors import ConfigError
@@ -248,10 +249,9 @@ def sweep(
     pool = Pool(executor, workers, address, gpus_per_run)
     outcome = run_sweep(definition, ctx, pool, name, SweepDisplay(console_err, bars(progress)))
     show_summary(outcome.results, protocol, time.perf_counter() - t0)
-    console.print(
+    say(
         f"sweep {outcome.name} · manifest {outcome.manifest} · "
-        f"`seqbench report --sweep {outcome.name}`",
-        soft_wrap=True,
+        f"`seqbench report --sweep {outcome.name}`"
     )
     if any(r.status == "failed" for r in outcome.results):
         sys.exit(1)
