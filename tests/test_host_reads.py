@@ -166,7 +166,7 @@ def test_the_split_reads_no_device_tensor(name: str, sets: dict, data: SeqDatase
 
 CASES = [(name, {}) for name in MODELS.names()]
 CASES += [("cbit", {"pad_outputs": "zero", "augment": "cloze"})]
-CASES += [(name, {"batching": "packed"}) for name in ("sasrec", "gsasrec", "sasrec_ce")]
+CASES += [(name, {"batching": "packed"}) for name in ("sasrec", "gsasrec", "sasrec_ce", "cl4srec")]
 
 
 @pytest.mark.parametrize(("name", "sets"), CASES)

@@ -12,7 +12,7 @@ import torch.nn.functional as F
 
 from seqbench.errors import ConfigError
 from seqbench.models.base import get_model, resolve_config
-from seqbench.models.pieces import pack, plan_rows
+from seqbench.models.pieces import pack, plan_rows, unpack
 from seqbench.testing import first_batch, train_data
 from seqbench.training.micro import backward_batch, step_pieces
 
@@ -94,12 +94,16 @@ def test_packed_gradient_equals_the_row_by_row_oracle(data) -> None:
         torch.testing.assert_close(got[name], g, rtol=0, atol=1e-5, msg=name)
 
 
-@pytest.mark.parametrize("name", ["gsasrec", "sasrec_ce"])
-def test_packed_presets_give_the_uniform_batch_gradient(data, name: str) -> None:
-    """gBCE with 256 negatives per target and full CE: the uniform batch's loss and gradient."""
+CONTRASTIVE = [("cl4srec", {}), ("coserec", {}), ("cl4srec", {"cl_repr": "flat"})]
+
+
+@pytest.mark.parametrize(("name", "sets"), [("gsasrec", {}), ("sasrec_ce", {}), *CONTRASTIVE])
+def test_packed_models_give_the_uniform_batch_gradient(data, name: str, sets: dict) -> None:
+    """gBCE with 256 negatives per target, full CE, and the two-view contrastive models (their
+    s3rec encoder, their views' last positions): the uniform batch's loss and gradient."""
     runs = []
     for batching in ("uniform", "packed"):
-        model = build(name, data, batching=batching, micro_overhead="7")
+        model = build(name, data, batching=batching, micro_overhead="7", **sets)
         loss, _ = backward_batch(model, first_batch(model, data))
         runs.append((loss, grads(model)))
     (loss, whole), (packed_loss, packed) = runs
@@ -120,11 +124,16 @@ def test_pack_lays_the_pieces_end_to_end() -> None:
         assert torch.equal(packed[begin : begin + r * w], want)
         begin += r * w
     assert sorted(packed[packed != 0].tolist()) == sorted(seqs[seqs != 0].tolist())
+    assert torch.equal(unpack(packed, plan, seqs.shape), seqs)
+    assert torch.equal(packed[plan.last], seqs[:, -1])
 
 
-def test_packed_is_refused_for_a_model_that_does_not_pack() -> None:
+def test_packed_is_refused_where_it_would_not_compute_the_loss() -> None:
     with pytest.raises(ConfigError, match="batching=packed"):
         resolve_config(get_model("bert4rec"), "synthetic", {"batching": "packed"})
+    with pytest.raises(ConfigError, match="batching=packed"):
+        sets = {"batching": "packed", "cl_repr": "flat", "layout": "sasrec"}
+        resolve_config(get_model("cl4srec"), "synthetic", sets)
 
 
 def test_int_dropout_keeps_each_value_with_probability_one_minus_p() -> None:

@@ -17,12 +17,13 @@ from typing import Literal
 import torch
 
 from seqbench.data.dataset import SeqDataset
+from seqbench.errors import ConfigError
 from seqbench.models.augment import Augmenter, Op, two_views
 from seqbench.models.base import Batch, Parts, register
 from seqbench.models.contrastive import ContrastiveFields, view_loss
 from seqbench.models.departures import S3REC_INSTANCES
-from seqbench.models.layers import SeqEmbedding, TransformerEncoder, check_items
-from seqbench.models.pieces import NO_PLANS, Plans
+from seqbench.models.layers import SeqEmbedding, TransformerEncoder, check_items, fast_dropout
+from seqbench.models.pieces import NO_PLANS, Plans, unpack
 from seqbench.models.sasrec import SASRec, SASRecConfig
 
 
@@ -41,6 +42,14 @@ class CL4SRecConfig(ContrastiveFields, SASRecConfig):
     augment: Literal["crop", "mask", "reorder", "random"] = "random"
     layout: Literal["s3rec", "sasrec"] = "s3rec"
 
+    def validate(self) -> None:
+        super().validate()
+        if self.batching == "packed" and self.layout == "sasrec" and self.cl_repr == "flat":
+            raise ConfigError(
+                "batching=packed: the sasrec layout's flattened views read the padding outputs "
+                "(its final LayerNorm's bias): use cl_repr=last or batching=micro"
+            )
+
 
 @register("cl4srec")
 class CL4SRec(SASRec):
@@ -49,7 +58,6 @@ class CL4SRec(SASRec):
     paper = "Xie et al., Contrastive Learning for Sequential Recommendation, ICDE 2022"
     Config = CL4SRecConfig
     micro_key = None  # the contrastive loss couples the rows of a batch
-    packs = False  # its s3rec layout and views are not packed
     row_keys = ("seqs", "views")
     ablations = ("augment", "instances")
     departures = (S3REC_INSTANCES,)
@@ -68,6 +76,8 @@ class CL4SRec(SASRec):
         else:
             self.emb = SeqEmbedding(n_tokens, cfg.d, cfg.max_len, cfg.dropout, scale=True)
         self.augmenter = self.make_augmenter(data)
+        if cfg.batching == "packed":
+            fast_dropout(self)
 
     @property
     def piecewise(self) -> bool:  # type: ignore[override]
@@ -90,7 +100,13 @@ class CL4SRec(SASRec):
 
     def loss(self, batch: Batch, plans: Plans = NO_PLANS) -> tuple[torch.Tensor, Parts]:
         rec, parts = super().loss(batch, plans)
-        h = self.encode_rows(self.encode, batch["views"], plans.get("views"))
+        if self.training and self.cfg.batching == "packed":
+            plan = self.packed_plan(batch, plans, "views")
+            h = self.encode_packed(batch["views"], plan)
+            last = self.cfg.cl_repr == "last"
+            h = h[plan.last][:, None] if last else unpack(h, plan, batch["views"].shape)
+        else:
+            h = self.encode_rows(self.encode, batch["views"], plans.get("views"))
         cl = view_loss(h, self.cfg.cl_repr, self.cfg.tau)
         return rec + self.cfg.cl_weight * cl, {**parts, "cl": cl.detach()}
 

@@ -54,19 +54,23 @@ class RowPieces:
     """How `encode_pieces` cuts the rows of one [B, T] tensor, decided on the host: the rows in
     ascending width (`order`, `inverse` puts them back), each piece's end and trimmed width.
     `flat` (packed plans only): the pieces' [rows, width] blocks laid end to end as one packed
-    list of positions, each position's index in the flattened [B·T] tensor."""
+    list of positions, each position's index in the flattened [B·T] tensor; `last`: where
+    each row's last column lies in that list, in the rows' input order."""
 
     order: torch.Tensor
     inverse: torch.Tensor
     ends: tuple[int, ...]
     widths: tuple[int, ...]
     flat: torch.Tensor | None = None
+    last: torch.Tensor | None = None
 
     def to(self, device: torch.device) -> RowPieces:
         """The same plan with its row indices on `device` (its cuts stay Python ints)."""
-        order, inverse = (t.to(device, non_blocking=True) for t in (self.order, self.inverse))
-        flat = None if self.flat is None else self.flat.to(device, non_blocking=True)
-        return RowPieces(order, inverse, self.ends, self.widths, flat)
+        order, inverse, flat, last = (
+            None if t is None else t.to(device, non_blocking=True)
+            for t in (self.order, self.inverse, self.flat, self.last)
+        )
+        return RowPieces(order, inverse, self.ends, self.widths, flat, last)
 
     def blocks(self) -> tuple[tuple[int, int], ...]:
         """(rows, width) of each piece, in the packed order."""
@@ -94,7 +98,16 @@ def plan_rows(seqs: torch.Tensor, overhead: int, packed: bool = False) -> RowPie
         (order[s:e, None] * t + torch.arange(t - w, t)).reshape(-1)
         for s, e, w in zip(starts, ends, cuts, strict=True)
     ]
-    return replace(plan, flat=torch.cat(flat))
+    flat = torch.cat(flat)
+    last = torch.nonzero(flat % t == t - 1).view(-1)[plan.inverse]
+    return replace(plan, flat=flat, last=last)
+
+
+def unpack(h: torch.Tensor, plan: RowPieces, shape: torch.Size) -> torch.Tensor:
+    """Packed rows h [M, ...] back to the planned tensor's `shape` [B, T] (+ h's trailing
+    dimensions), zeros where no packed row lies (`pack`'s inverse)."""
+    out = h.new_zeros(shape[0] * shape[1], *h.shape[1:]).index_copy(0, plan.flat, h)
+    return out.view(*shape, *h.shape[1:])
 
 
 def pack(t: torch.Tensor, plan: RowPieces, width: int) -> torch.Tensor:

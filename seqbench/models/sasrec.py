@@ -126,6 +126,10 @@ class SASRec(SeqModel):
             check_items(batch, "seqs", "targets")
             yield batch
 
+    def packed_plan(self, batch: Batch, plans: Plans, key: str) -> RowPieces:
+        """The packed plan of `batch[key]`: the host's, or planned here (a library call)."""
+        return plans[key] if key in plans else self.plan_rows(batch)[key]
+
     def encode_packed(self, seqs: torch.Tensor, plan: RowPieces) -> torch.Tensor:
         """`encode` of the packed rows of `plan` ([M, d], `pieces.pack`): position-wise layers
         over all M rows at once, attention block by block."""
@@ -137,7 +141,7 @@ class SASRec(SeqModel):
     def loss(self, batch: Batch, plans: Plans = NO_PLANS) -> tuple[torch.Tensor, Parts]:
         if self.training and self.cfg.batching == "packed":
             seqs = batch["seqs"]
-            plan = plans["seqs"] if "seqs" in plans else self.plan_rows(batch)["seqs"]
+            plan = self.packed_plan(batch, plans, "seqs")
             h = self.encode_packed(seqs, plan)
             keys = ("targets", "negatives", "log_q")
             batch = {k: pack(batch[k], plan, seqs.shape[1]) for k in keys if k in batch}
