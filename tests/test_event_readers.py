@@ -217,6 +217,18 @@ BAD = {  # format, file name, content, the message
                      r"g.txt, line 2: time 'yesterday' is not YYYY-MM-DDTHH:MM:SSZ"),
     "gowalla-fields": ("gowalla_checkins", "g.txt", "0\t2010-10-19T23:55:27Z\t1.0\n",
                        r"g.txt, line 1: expected 5 fields"),
+    "yelp-date": ("yelp_reviews", "review.json",
+                  '{"user_id": "U", "business_id": "B", "stars": 5, "date": "2019-03-01 10:00"}\n'
+                  '{"user_id": "U", "business_id": "B", "stars": 5, "date": "2019-03-01"}\n',
+                  r"review.json, line 1: date '2019-03-01 10:00' is not YYYY-MM-DD HH:MM:SS"),
+    "yelp-stars": ("yelp_reviews", "review.json",
+                   '{"user_id": "U", "business_id": "B", "stars": "4 stars", "date": "2019"}\n',
+                   r"review.json, line 1: stars '4 stars' is not a number"),
+    "yelp-key": ("yelp_reviews", "review.json", '{"user_id": "U", "stars": 5, "date": "x"}\n',
+                 r"review.json, line 1: review without 'business_id'"),
+    "yelp-categories": ("yelp_business", "business.json",
+                        '{"business_id": "B", "categories": {"Pizza": true}}\n',
+                        r"business.json, line 1: categories .* is not a list of names"),
 }  # fmt: skip
 
 
@@ -241,3 +253,67 @@ def test_malformed_yambda_files(tmp_path: Path) -> None:
     write(tmp_path / "t.parquet", "not parquet at all")
     with pytest.raises(DataError, match=r"t.parquet: not a readable parquet file"):
         read("yambda_likes", tmp_path / "t.parquet")
+
+
+def yelp_review(user: str, business: str, date: str, stars: float = 4.0) -> str:
+    return json.dumps(
+        {"review_id": f"{user}{business}{date}", "user_id": user, "business_id": business,
+         "stars": stars, "useful": 0, "text": "Great \"pie\".", "date": date}
+    ) + "\n"  # fmt: skip
+
+
+def test_yelp_reviews_and_business_categories(tmp_path: Path) -> None:
+    text = yelp_review("U1", "B1", "2019-03-01 10:00:05") + yelp_review(
+        "U2", "B1", "2004-10-12 10:13:32", 2.0
+    )
+    df = read("yelp_reviews", write(tmp_path / "review.json", text))
+    assert df["user"].tolist() == ["U1", "U2"] and df["item"].tolist() == ["B1", "B1"]
+    assert df["timestamp"].tolist() == [
+        calendar.timegm((2019, 3, 1, 10, 0, 5)),
+        calendar.timegm((2004, 10, 12, 10, 13, 32)),
+    ]
+    assert df["rating"].tolist() == [4.0, 2.0]
+    business = (
+        '{"business_id": "B1", "name": "P", "categories": "Pizza, Restaurants"}\n'
+        '{"business_id": "B2", "categories": null}\n'
+        '{"business_id": "B3", "categories": ["Bars", "Nightlife"]}\n'
+    )
+    rows = read("yelp_business", write(tmp_path / "business.json", business))
+    assert rows.values.tolist() == [
+        ["B1", "categories", "Pizza"],
+        ["B1", "categories", "Restaurants"],
+        ["B3", "categories", "Bars"],
+        ["B3", "categories", "Nightlife"],
+    ]
+
+
+def test_yelp_json_prepared_with_the_s3rec_filters(tmp_path: Path) -> None:
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    users, items = [f"U{u}" for u in range(5)], [f"B{i}" for i in range(5)]
+    lines = [  # every user reviews every business once in 2019: a 5 x 5 five-core
+        yelp_review(u, b, f"2019-0{1 + i}-1{k} 12:00:00")
+        for k, u in enumerate(users)
+        for i, b in enumerate(items)
+    ]
+    lines[0] = yelp_review("U0", "B0", "2019-12-31 00:00:00")  # the last second S3-Rec keeps
+    lines += [
+        yelp_review("U0", "B1", "2019-06-01 00:00:00"),  # a repeat review: kept (S3-Rec's Yelp)
+        yelp_review("U1", "B1", "2019-12-31 00:00:01"),  # after '2019-12-31 00:00:00': out
+        yelp_review("U2", "B2", "2018-12-31 23:59:59"),  # before 2019: out
+        *(yelp_review("U9", b, "2019-05-05 05:05:05") for b in items[:4]),  # 4 reviews: 5-core out
+    ]
+    write(raw / "yelp_academic_dataset_review.json", "".join(lines))
+    write(
+        raw / "yelp_academic_dataset_business.json",
+        '{"business_id": "B0", "categories": "Pizza"}\n',
+    )
+    card = prepare("yelp-json", [raw], tmp_path / "data", download=False).card
+    assert (card["stats"]["users"], card["stats"]["items"], card["stats"]["actions"]) == (5, 5, 26)
+    assert card["filters"]["time_to"] == calendar.timegm((2019, 12, 31, 0, 0, 0))
+    assert "differs" in card["published_check"]  # 5 users are not S3-Rec's 30,431
+    data = load_dataset("yelp-json", tmp_path / "data")
+    # U0 in time order: B1..B4 (Feb-May 10), the repeat B1 (June 1), B0 (Dec 31, 00:00:00);
+    # items numbered in sorted id order, B0 -> 1
+    assert data.items[data.offsets[0] : data.offsets[1]].tolist() == [2, 3, 4, 5, 2, 1]
+    assert card["side_info"]["item_fields"]["attributes"]["vocab"] == 1

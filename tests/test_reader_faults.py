@@ -96,6 +96,20 @@ SAMPLES: dict[str, tuple[str, list[str], str | None]] = {
         [json.dumps({"uid": 1, "item_id": 2, "timestamp": 3})],
         "parquet",
     ),
+    "yelp_reviews": (
+        "yelp_academic_dataset_review.json",
+        [
+            json.dumps(
+                {"user_id": "U", "business_id": "B", "stars": 4.0, "date": "2019-03-01 10:00:00"}
+            )
+        ],
+        None,
+    ),
+    "yelp_business": (
+        "yelp_academic_dataset_business.json",
+        [json.dumps({"business_id": "B", "name": "x", "categories": "Pizza, Restaurants"})],
+        None,
+    ),
 }
 #: what replaces one field of a text line
 BAD_TOKENS = ["³", "1" * 23, "x"]

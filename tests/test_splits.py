@@ -137,3 +137,66 @@ def test_protocol_strings_ids_and_missing_timestamps() -> None:
     bare.timestamps = None
     with pytest.raises(ConfigError, match=r"dataset hand has no timestamps.*seqbench"):
         split_view(bare, get_protocol("gts"))
+
+
+def test_dated_cuts_equal_to_the_quantile_cuts_split_alike() -> None:
+    # the 0.7 quantile cuts of USERS are the stamps 8 (test) and 5 (validation)
+    data = timeline(USERS)
+    dated = data.with_split(GlobalTemporalSplit(test_at=8, valid_at=5, target="first"))
+    assert [a.tolist() for a in dated.eval_split("test")] == [[0, 1], [3, 7], [4, 6]]
+    assert [a.tolist() for a in dated.eval_split("valid")] == [[1], [6], [3]]
+    assert dated.train_ends().tolist() == [3, 6, 8, 10]
+
+
+def test_a_gap_leaves_training_and_inputs_and_test_sets_start_at_the_cut() -> None:
+    # cut 8, gap 3: inputs and training end before stamp 5; user 1's stamp-5 item (index 6)
+    # is in the gap; user 3 (stamps 6, 7) has nothing before the gap and no target
+    data = timeline(USERS)
+    gts = GlobalTemporalSplit(test_at=8, gap=3, target="all", validation="last_train_item")
+    view = data.with_split(gts)
+    users, ends, _ = view.eval_split("test")
+    sets = view.target_sets("test")
+    assert users.tolist() == [0, 1] and ends.tolist() == [3, 6]
+    assert sets.offsets.tolist() == [0, 2, 3] and sets.items.tolist() == [4, 5, 6]
+    # validation: user 0 alone has >= 2 items before stamp 5; its last one (index 2)
+    assert [a.tolist() for a in view.eval_split("valid")] == [[0], [2], [3]]
+    assert view.train_ends().tolist() == [2, 6, 8, 10]
+
+
+def test_a_dated_validation_window_ends_at_the_test_gap() -> None:
+    # test at 11, validation from 6, gap 2: training before 4 (user 0's stamps 1-3); the
+    # window [6, 9) holds user 0's stamp-8 item (index 3), input before 4; user 1 has no
+    # input before 4, user 3's stamps 6, 7 sit in the window with nothing before it
+    data = timeline(USERS)
+    view = data.with_split(GlobalTemporalSplit(test_at=11, valid_at=6, gap=2, target="all"))
+    assert view.train_ends().tolist() == [3, 5, 8, 10]
+    assert [a.tolist() for a in view.eval_split("valid")] == [[0], [3], [4]]
+    assert view.target_sets("valid").items.tolist() == [4]
+    assert view.eval_split("test")[0].tolist() == []  # nothing at or after stamp 11
+
+
+def test_official_presets_and_ids_of_runs_before_dated_cuts() -> None:
+    amazon, yambda = get_protocol("gts-amazon23"), get_protocol("gts-yambda")
+    # Amazon Reviews'23 benchmark: t1 = 1628643414042, t2 = 1658002729837 (ms)
+    assert (amazon.split.valid_at, amazon.split.test_at) == (1628643414042, 1658002729837)
+    # Yambda: last day of 26,000,000 s, 30 minutes before it, validation the day before
+    assert (yambda.split.test_at, yambda.split.gap) == (25_913_600, 1_800)
+    assert yambda.split.valid_at == 25_913_600 - 1_800 - 86_400
+    assert get_protocol("gts-yambda:cold=drop").name == "gts-yambda:cold=drop"
+    assert get_protocol("gts-yambda:cold=drop").split.test_at == 25_913_600
+    # a quantile split hashes exactly the fields it had before dated cuts existed
+    assert set(get_protocol("gts:target=first").to_dict()["split"]) == {
+        "quantile",
+        "target",
+        "validation",
+        "cold",
+        "valid_users",
+        "seed",
+    }
+    for bad, words in (
+        ("gts:gap=5", "needs target=all"),
+        ("gts:valid_at=3", "give test_at too"),
+        ("gts:test_at=10,valid_at=9,gap=2,target=all", "must be before test_at - gap"),
+    ):
+        with pytest.raises(ConfigError, match=words):
+            get_protocol(bad)

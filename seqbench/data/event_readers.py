@@ -1,5 +1,5 @@
 """Readers of the large event logs (registered with the other formats of `readers`):
-Steam (Kang & McAuley), Amazon Reviews'23, Yambda, Gowalla.
+Steam (Kang & McAuley), Amazon Reviews'23, Yambda, Gowalla, the Yelp academic dataset.
 
 Same contract as `seqbench.data.readers`: an interaction frame (user, item, timestamp[, rating])
 in file order, or long (id, field, token) side rows; every bad value a one-line DataError
@@ -74,6 +74,15 @@ def _frame(users: list, items: list, times: list[int], ratings: list[float] | No
     return pd.DataFrame(out)
 
 
+def _stamps(path: Path, texts: list[str], linenos: list[int], fmt: str, what: str) -> np.ndarray:
+    """Date-time strings as Unix seconds (read as UTC, vectorised); a bad one names its line."""
+    parsed = pd.to_datetime(pd.Series(texts), format=fmt, errors="coerce")
+    if parsed.isna().any():
+        row = int(np.flatnonzero(parsed.isna().to_numpy())[0])
+        raise fail(path, f"date {texts[row]!r} is not {what}", "fix or drop the line", linenos[row])
+    return parsed.to_numpy().astype("datetime64[s]").astype(np.int64)
+
+
 def _non_empty(path: Path, users: list) -> None:
     """A file that gave no rows is an error (a cut download or the wrong file)."""
     if not users:
@@ -81,17 +90,6 @@ def _non_empty(path: Path, users: list) -> None:
 
 
 # ---------------------------------------------------------------- Steam (Kang & McAuley 2018)
-
-
-def _days(path: Path, dates: list[str], linenos: list[int]) -> np.ndarray:
-    """YYYY-MM-DD dates as Unix seconds at 00:00 UTC (vectorised); a bad one names its line."""
-    parsed = pd.to_datetime(pd.Series(dates), format="%Y-%m-%d", errors="coerce")
-    if parsed.isna().any():
-        row = int(np.flatnonzero(parsed.isna().to_numpy())[0])
-        raise fail(
-            path, f"date {dates[row]!r} is not YYYY-MM-DD", "fix or drop the line", linenos[row]
-        )
-    return parsed.to_numpy().astype("datetime64[s]").astype(np.int64)
 
 
 @reader("steam_reviews", "interactions")
@@ -106,7 +104,7 @@ def read_steam_reviews(path: Path) -> pd.DataFrame:
         dates.append(str(date))
         linenos.append(lineno)
     _non_empty(path, users)
-    return _frame(users, items, list(_days(path, dates, linenos)))
+    return _frame(users, items, list(_stamps(path, dates, linenos, "%Y-%m-%d", "YYYY-MM-DD")))
 
 
 @reader("steam_games", "item_side")
@@ -235,7 +233,7 @@ def _yambda(path: Path, keep: Callable[[dict[str, np.ndarray]], np.ndarray] | No
 @reader("yambda_listens", "interactions")
 def read_yambda_listens(path: Path) -> pd.DataFrame:
     """Yambda listens.parquet (flat or sequential): the "Listen+" events, played_ratio_pct over
-    50 (organic and recommended); timestamps in the file's 5-second units."""
+    50 (organic and recommended); timestamps in seconds (5-second steps)."""
     return _yambda(
         path, lambda c: c["played_ratio_pct"] > YAMBDA_LISTENED_PCT, ["played_ratio_pct"]
     )
@@ -275,3 +273,39 @@ def read_gowalla_checkins(path: Path) -> pd.DataFrame:
     return interaction_frame(
         pd.DataFrame({"user": df["user"], "item": df["item"], "timestamp": seconds})
     )
+
+
+# ---------------------------------------------------------------- Yelp academic dataset (JSON)
+
+
+@reader("yelp_reviews", "interactions")
+def read_yelp_reviews(path: Path) -> pd.DataFrame:
+    """yelp_academic_dataset_review.json: JSON lines with user_id, business_id, stars and date
+    ("YYYY-MM-DD HH:MM:SS", no zone: read as UTC, so string order is time order)."""
+    users, items, dates, stars, linenos = [], [], [], [], []
+    keys = ("user_id", "business_id", "stars", "date")
+    for lineno, rec in _records(path, literal=False):
+        user, item, star, date = _require(path, rec, keys, lineno, "review")
+        users.append(str(user))
+        items.append(str(item))
+        stars.append(_number(path, star, "stars", lineno))
+        dates.append(str(date))
+        linenos.append(lineno)
+    _non_empty(path, users)
+    times = _stamps(path, dates, linenos, "%Y-%m-%d %H:%M:%S", "YYYY-MM-DD HH:MM:SS")
+    return _frame(users, items, list(times), stars)
+
+
+@reader("yelp_business", "item_side")
+def read_yelp_business(path: Path) -> pd.DataFrame:
+    """yelp_academic_dataset_business.json: the categories of each business_id (a comma-separated
+    string since the 2019 releases, a list before; null: none)."""
+    rows: list[tuple[str, str, str]] = []
+    for lineno, rec in _records(path, literal=False):
+        (business,) = _require(path, rec, ("business_id",), lineno, "business")
+        cats = rec.get("categories") or []
+        names = (
+            cats.split(",") if isinstance(cats, str) else as_names(path, cats, "categories", lineno)
+        )
+        rows += [(str(business), "categories", c.strip()) for c in names if c.strip()]
+    return side_frame(rows)

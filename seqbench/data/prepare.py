@@ -217,6 +217,7 @@ def _read_raw(
         iterative=flt.kcore == "iterative",
         source=inter_file,
         dedupe=flt.dedupe == "first",
+        window=(flt.time_from, flt.time_to),
     )
     return seqs, parts
 

@@ -50,22 +50,27 @@ class FieldSpec:
 
 @dataclass(frozen=True)
 class Filters:
-    """Preprocessing filters, in order: min rating, then (user, item) k-core."""
+    """Preprocessing filters, in order: time window, min rating, then (user, item) k-core."""
 
     min_rating: float | None = None
     min_user: int = 1
     min_item: int = 1
     kcore: str = "iterative"  # or "single"
     dedupe: str = "first"
+    #: keep timestamps in [time_from, time_to] (both ends kept; the reader's time unit)
+    time_from: int | None = None
+    time_to: int | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        """Plain dict for card.json."""
+        """Plain dict for card.json (the time window only when set: older cards unchanged)."""
+        window = {k: getattr(self, k) for k in ("time_from", "time_to") if getattr(self, k)}
         return {
             "min_rating": self.min_rating,
             "min_user": self.min_user,
             "min_item": self.min_item,
             "kcore": self.kcore,
             "dedupe": self.dedupe,
+            **window,
         }
 
 

@@ -88,6 +88,8 @@ class LeaveOneOut:
 TARGETS = ("last", "first", "random", "all")
 VALIDATIONS = ("by_time", "last_train_item", "by_user")
 COLD = ("keep", "drop")
+#: the dated-cut fields (added in 0.2.0 after runs were stored: hashed only when set)
+DATED = ("test_at", "valid_at", "gap")
 
 
 @dataclass(frozen=True)
@@ -113,6 +115,10 @@ class GlobalTemporalSplit:
     the validation window (`last_train_item`: its one item). Items first seen at/after the cut
     stay candidates (cold); `cold=drop` drops the targets whose item never occurs in training,
     and users left with none (the audit counts them either way).
+    Dated cuts (the official splits of Amazon Reviews'23 and Yambda): `test_at` / `valid_at`
+    replace the quantile cuts by absolute timestamps; `gap` drops the interactions in
+    [cut - gap, cut) from training and from every input (Yambda's 30 minutes), which needs
+    `target=all` (a single target's input is everything before it).
     """
 
     quantile: float = 0.9
@@ -121,6 +127,9 @@ class GlobalTemporalSplit:
     cold: Literal["keep", "drop"] = "keep"
     valid_users: float = 0.1
     seed: int = 0
+    test_at: int = 0
+    valid_at: int = 0
+    gap: int = 0
 
     def __post_init__(self) -> None:
         for name, value, choices in (
@@ -133,12 +142,29 @@ class GlobalTemporalSplit:
         for name in ("quantile", "valid_users"):
             if not 0 < getattr(self, name) < 1:
                 raise ConfigError(f"gts {name}={getattr(self, name)}: must be in (0, 1)")
+        if min(self.test_at, self.valid_at, self.gap) < 0:
+            raise ConfigError("gts test_at, valid_at and gap: must be >= 0")
+        if self.valid_at and not self.test_at:
+            raise ConfigError(f"gts valid_at={self.valid_at}: give test_at too")
+        if self.valid_at and self.valid_at >= self.test_at - self.gap:
+            raise ConfigError(
+                f"gts valid_at={self.valid_at}: must be before test_at - gap "
+                f"({self.test_at - self.gap})"
+            )
+        if self.gap and self.target != "all":
+            raise ConfigError(
+                f"gts gap={self.gap}: needs target=all (a single target's input is everything "
+                "before it, the gap included)"
+            )
 
     @classmethod
-    def parse(cls, params: str) -> GlobalTemporalSplit:
-        """From 'key=value,...' (keys: the fields); a bad key or value is a ConfigError."""
+    def parse(cls, params: str, base: GlobalTemporalSplit | None = None) -> GlobalTemporalSplit:
+        """From 'key=value,...' (keys: the fields) over `base` (a preset's split, else the
+        defaults); a bad key or value is a ConfigError."""
         types = {f.name: type(getattr(cls(), f.name)) for f in fields(cls)}
-        values: dict[str, object] = {}
+        values: dict[str, object] = (
+            {f.name: getattr(base, f.name) for f in fields(cls)} if base else {}
+        )
         for pair in filter(None, params.split(",")):
             key, eq, raw = pair.partition("=")
             if key not in types or not eq:
@@ -150,14 +176,24 @@ class GlobalTemporalSplit:
                 raise ConfigError(f"gts {key}={raw}: not a {types[key].__name__}") from None
         return cls(**values)  # type: ignore[arg-type]
 
-    def changed(self) -> str:
-        """'quantile=0.8,target=first': the parameters off their defaults, in field order."""
-        default = type(self)()
+    def changed(self, base: GlobalTemporalSplit | None = None) -> str:
+        """'quantile=0.8,target=first': the parameters off `base` (else the defaults), in
+        field order."""
+        default = base or type(self)()
         return ",".join(
             f"{f.name}={getattr(self, f.name)}"
             for f in fields(self)
             if getattr(self, f.name) != getattr(default, f.name)
         )
+
+    def identity(self) -> dict[str, object]:
+        """The fields a run id hashes: the dated-cut fields only when set, so the ids of runs
+        made before they existed are kept."""
+        return {
+            f.name: getattr(self, f.name)
+            for f in fields(self)
+            if f.name not in DATED or getattr(self, f.name)
+        }
 
     def describe(self) -> str:
         """The split in words, for the protocol note of every table."""
@@ -168,20 +204,31 @@ class GlobalTemporalSplit:
                 "all (each user's distinct items after the cut as one set: HR@K a target in "
                 "the top K, NDCG@K over min(set, K) ideal hits, MRR of the first target)"
             )
+        where = f"at the {self.quantile:g} timestamp quantile (lower)"
+        if self.test_at:
+            valid = f", validation from {self.valid_at}" if self.valid_at else ""
+            gap = f", a gap of {self.gap} before each cut" if self.gap else ""
+            where = f"at timestamp {self.test_at}{valid}{gap}"
         return (
-            f"global temporal split at the {self.quantile:g} timestamp quantile (lower), "
+            f"global temporal split {where}, "
             f"target {target}, validation {self.validation}{share}, cold items "
             f"{'kept' if self.cold == 'keep' else 'dropped'}, seed {self.seed}"
         )
 
     def cut(self, data: SeqDataset) -> int:
         """The test cut: a timestamp; interactions at or after it are never training."""
+        if self.test_at:
+            stamps(data)  # a dataset without timestamps fails here, as with a quantile
+            return self.test_at
         return int(np.quantile(stamps(data), self.quantile, method="lower"))
 
     def valid_cut(self, data: SeqDataset) -> int:
-        """The validation cut of by_time / by_user: the same quantile of the pre-cut stamps."""
+        """The validation cut of by_time / by_user: the same quantile of the pre-cut stamps
+        (or `valid_at`)."""
+        if self.valid_at:
+            return self.valid_at
         ts = stamps(data)
-        before = ts[ts < self.cut(data)]
+        before = ts[ts < self.cut(data) - self.gap]
         return int(np.quantile(before, self.quantile, method="lower")) if len(before) else 0
 
     def before(self, data: SeqDataset, cut: int) -> np.ndarray:
@@ -192,8 +239,9 @@ class GlobalTemporalSplit:
     def valid_users_of(self, data: SeqDataset) -> np.ndarray:
         """Users validated under by_time / by_user (sorted): interactions before the validation
         cut and in [validation cut, test cut); by_user keeps a seeded share of them."""
+        n_in = self.before(data, self.valid_cut(data) - self.gap)
         n_val = self.before(data, self.valid_cut(data))
-        users = np.flatnonzero((n_val >= 1) & (self.before(data, self.cut(data)) > n_val))
+        users = np.flatnonzero((n_in >= 1) & (self.before(data, self.cut(data) - self.gap) > n_val))
         if self.validation == "by_user":
             rng = np.random.default_rng([self.seed, 3])
             size = max(1, round(self.valid_users * len(users))) if len(users) else 0
@@ -201,13 +249,14 @@ class GlobalTemporalSplit:
         return users
 
     def train_ends(self, data: SeqDataset) -> np.ndarray:
-        ends = data.offsets[:-1] + self.before(data, self.cut(data))
+        ends = data.offsets[:-1] + self.before(data, self.cut(data) - self.gap)
         if self.validation == "last_train_item":
             return ends - (ends - data.offsets[:-1] >= 2)
+        valid_ends = data.offsets[:-1] + self.before(data, self.valid_cut(data) - self.gap)
         if self.validation == "by_time":
-            return data.offsets[:-1] + self.before(data, self.valid_cut(data))
+            return valid_ends
         held = self.valid_users_of(data)
-        ends[held] = data.offsets[held] + self.before(data, self.valid_cut(data))[held]
+        ends[held] = valid_ends[held]
         return ends
 
     def eval_split(self, data: SeqDataset, split: str) -> EvalSplit:
@@ -223,7 +272,11 @@ class GlobalTemporalSplit:
         """(users, input end, their target sets under `all`, else None) of a split."""
         users, lo, hi = self._window(data, split)
         if self.target == "all":
-            return self._sets(data, users, lo, hi)
+            inputs = lo
+            if self.gap and (split == "test" or self.validation != "last_train_item"):
+                cut = self.cut(data) if split == "test" else self.valid_cut(data)
+                inputs = data.offsets[users] + self.before(data, cut - self.gap)[users]
+            return self._sets(data, users, lo, hi, inputs)
         ends = self._pick(lo, hi, 1 if split == "valid" else 2)
         if self.cold == "drop":
             known = np.isin(data.items[ends], training_items(data, self.train_ends(data)))
@@ -235,19 +288,27 @@ class GlobalTemporalSplit:
         starts = data.offsets[:-1]
         pre = starts + self.before(data, self.cut(data))
         if split == "test":
-            users = np.flatnonzero((pre > starts) & (pre < data.offsets[1:]))
+            given = starts + self.before(data, self.cut(data) - self.gap)
+            users = np.flatnonzero((given > starts) & (pre < data.offsets[1:]))
             return users, pre[users], data.offsets[users + 1]
+        end = starts + self.before(data, self.cut(data) - self.gap)
         if self.validation == "last_train_item":
-            users = np.flatnonzero(pre - starts >= 2)
-            return users, pre[users] - 1, pre[users]
+            users = np.flatnonzero(end - starts >= 2)
+            return users, end[users] - 1, end[users]
         users = self.valid_users_of(data)
-        return users, starts[users] + self.before(data, self.valid_cut(data))[users], pre[users]
+        return users, starts[users] + self.before(data, self.valid_cut(data))[users], end[users]
 
     def _sets(
-        self, data: SeqDataset, users: np.ndarray, lo: np.ndarray, hi: np.ndarray
+        self,
+        data: SeqDataset,
+        users: np.ndarray,
+        lo: np.ndarray,
+        hi: np.ndarray,
+        inputs: np.ndarray,
     ) -> tuple[np.ndarray, np.ndarray, TargetSets]:
         """Each user's window as a set: its distinct items in first-occurrence order (cold
-        items dropped under `cold=drop`, then users left with none); input ends at `lo`."""
+        items dropped under `cold=drop`, then users left with none); input ends at `inputs`
+        (`lo`, or before the gap)."""
         seg, k = segment_offsets(hi - lo)
         items = data.items[lo[seg] + k]
         first = np.unique(np.stack([seg, items]), axis=1, return_index=True)[1]
@@ -258,7 +319,7 @@ class GlobalTemporalSplit:
         sizes = np.bincount(seg[keep], minlength=len(users))
         rows = np.flatnonzero(sizes)
         sets = TargetSets(np.r_[0, np.cumsum(sizes)], items[keep]).take(rows)
-        return users[rows], lo[rows], sets
+        return users[rows], inputs[rows], sets
 
     def _pick(self, lo: np.ndarray, hi: np.ndarray, stream: int) -> np.ndarray:
         """The target index in [lo, hi) of each user by the target rule (random: seeded)."""

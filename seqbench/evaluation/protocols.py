@@ -46,8 +46,29 @@ class TemporalProtocol(Protocol):
 
     split: GlobalTemporalSplit = field(default_factory=GlobalTemporalSplit)  # type: ignore[misc]
 
+    def to_dict(self) -> dict:
+        return {**asdict(self), "split": self.split.identity()}
+
 
 PROTOCOLS: Registry[Protocol] = Registry("protocol")
+
+#: Amazon Reviews'23 benchmark (timestamp split): training before t1, validation [t1, t2),
+#: test from t2, both in ms, one pair for every category (hyp1231/AmazonReviews2023
+#: benchmark_scripts); each official test row is one target with its whole history: the
+#: first one of each user is `target=first`
+AMAZON23 = GlobalTemporalSplit(
+    test_at=1_658_002_729_837, valid_at=1_628_643_414_042, target="first"
+)
+#: Yambda (Ploshkin et al. 2025): test = the last day [26,000,000 - 86,400 s, end), 30 minutes
+#: dropped before it, validation the day before that gap (and its own 30 minutes); a user's
+#: test items are scored as one set from the history before the gap
+YAMBDA_DAY, YAMBDA_GAP = 86_400, 1_800
+YAMBDA = GlobalTemporalSplit(
+    test_at=26_000_000 - YAMBDA_DAY,
+    valid_at=26_000_000 - 2 * YAMBDA_DAY - YAMBDA_GAP,
+    gap=YAMBDA_GAP,
+    target="all",
+)
 
 for _p in (
     Protocol("seqbench", "full", "all", description="full ranking, all input history excluded"),
@@ -73,6 +94,22 @@ for _p in (
         description=f"full ranking, all input history excluded; {GlobalTemporalSplit().describe()}",
         split=GlobalTemporalSplit(),
     ),
+    TemporalProtocol(
+        "gts-amazon23",
+        "full",
+        "all",
+        description=f"full ranking, all input history excluded; {AMAZON23.describe()} "
+        "(Amazon Reviews'23's official timestamp split)",
+        split=AMAZON23,
+    ),
+    TemporalProtocol(
+        "gts-yambda",
+        "full",
+        "all",
+        description=f"full ranking, all input history excluded; {YAMBDA.describe()} "
+        "(Yambda's official global temporal split)",
+        split=YAMBDA,
+    ),
     Protocol(
         "bert4rec",
         "popularity",
@@ -92,8 +129,8 @@ def get_protocol(text: str) -> Protocol:
         return base
     if not isinstance(base, TemporalProtocol):
         raise ConfigError(f"protocol {name!r} takes no parameters (gts does: {text!r})")
-    split = GlobalTemporalSplit.parse(params)
-    changed = split.changed()
+    split = GlobalTemporalSplit.parse(params, base.split)
+    changed = split.changed(base.split)
     return replace(
         base,
         name=f"{name}:{changed}" if changed else name,
