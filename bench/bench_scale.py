@@ -20,6 +20,7 @@ import argparse
 import json
 import os
 import re
+import resource
 import shutil
 import subprocess
 import sys
@@ -28,6 +29,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pyarrow.csv as pacsv
 
@@ -68,8 +70,11 @@ def write_ratings(path: Path, rows: int, seed: int = 0) -> dict[str, int]:
 
 
 def sampled(cmd: list[str], env: dict[str, str], log: Path) -> dict:
-    """Run `cmd`, sampling its resident size every second; wall time, peak and timeline."""
-    t0 = time.perf_counter()
+    """Run `cmd`, sampling its resident size every second; wall time, CPU seconds (user +
+    system, all its threads), peak, the load average before and after, and the timeline."""
+    t0, load = time.perf_counter(), os.getloadavg()
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu0 = used.ru_utime + used.ru_stime
     with open(log, "w") as out:
         proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT)
         timeline: list[tuple[float, float]] = []
@@ -87,9 +92,17 @@ def sampled(cmd: list[str], env: dict[str, str], log: Path) -> dict:
                 pass
             time.sleep(1.0)
     wall = time.perf_counter() - t0
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = used.ru_utime + used.ru_stime - cpu0
     if proc.returncode:
         raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}): see {log}")
-    return {"wall_s": round(wall, 1), "peak_rss_gib": round(peak, 2), "timeline": timeline}
+    return {
+        "wall_s": round(wall, 1),
+        "cpu_s": round(cpu, 1),
+        "peak_rss_gib": round(peak, 2),
+        "load": [round(x, 1) for x in (*load, *os.getloadavg())],
+        "timeline": timeline,
+    }
 
 
 def main() -> None:
@@ -101,6 +114,7 @@ def main() -> None:
     ap.add_argument("--work", type=Path, default=None, help="work folder to keep (default: temp)")
     ap.add_argument("--out", type=Path, default=None, help="JSON record of the figures")
     ap.add_argument("--skip-run", action="store_true", help="generate and prepare only")
+    ap.add_argument("--reuse", action="store_true", help="--work's prepared data, if there")
     args = ap.parse_args()
     work = args.work or Path(tempfile.mkdtemp(prefix="seqbench-scale-"))
     raw, data, runs = work / "raw", work / "data", work / "runs"
@@ -110,6 +124,9 @@ def main() -> None:
     seqbench = [sys.executable, "-m", "seqbench"]
     record: dict = {"rows": args.rows, "threads": args.threads, "load_before": os.getloadavg()}
     try:
+        if args.reuse and (data / "ml-20m" / "card.json").exists():
+            record.update(run_and_estimate(args, seqbench, data, runs, env, work))
+            return
         t = time.perf_counter()
         record["generated"] = write_ratings(raw / "ratings.csv", args.rows)
         record["generate_s"] = round(time.perf_counter() - t, 1)
@@ -151,6 +168,8 @@ def run_and_estimate(
     m = json.loads(metrics.read_text())
     keys = ("train_seconds", "eval_seconds", "peak_memory_mb", "n_users_evaluated", "params")
     out["run"]["metrics"] = {k: m[k] for k in keys}
+    history = pd.read_parquet(metrics.parent / "history.parquet")
+    out["run"]["epoch_cpu_seconds"] = float(history["cpu_seconds"].iloc[0])
     r = out["run"]
     print(f"run: {r['wall_s']} s, peak {r['peak_rss_gib']} GiB, {r['metrics']}")
     return out

@@ -327,9 +327,70 @@ def chunked_ce(
     return total / n
 
 
+#: full CE over a catalogue of more items than this is computed in chunks of items too
+#: (`ItemChunkedCE`); smaller catalogues (every one committed runs use) keep `chunked_ce`
+ITEM_CHUNKING = 1 << 17
+#: most [rows, items] logits one chunk holds when items are chunked (256 MiB of fp32)
+CE_ELEMENTS = 1 << 26
+
+
 def full_ce(
     h: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor, chunk: int = 0
 ) -> torch.Tensor:
     """Mean softmax CE of rows h [N, d] over all items weight [I, d] (targets: 0-based [N]),
-    in chunks of `chunk` rows (`chunked_ce`)."""
-    return chunked_ce(lambda rows: h[rows] @ weight.T, targets, chunk)
+    in chunks of `chunk` rows (`chunked_ce`); over more than ITEM_CHUNKING items also in
+    chunks of items, so memory is bounded by CE_ELEMENTS whatever the catalogue."""
+    if weight.shape[0] <= ITEM_CHUNKING:
+        return chunked_ce(lambda rows: h[rows] @ weight.T, targets, chunk)
+    rows = min(len(h), chunk or len(h), CE_ELEMENTS // 1024) or 1
+    items = max(1024, CE_ELEMENTS // rows)
+    return ItemChunkedCE.apply(h, weight, targets, rows, items) / max(1, len(h))
+
+
+class ItemChunkedCE(torch.autograd.Function):
+    """Σ softmax CE of rows h [N, d] over items weight [I, d], never holding more than one
+    [rows, items] block of logits: the forward keeps each row's log-sum-exp, the backward
+    recomputes each block's softmax for ∂h (p·W) and ∂W (pᵀ·h) and subtracts the targets'
+    one-hot terms. The same values as F.cross_entropy on h @ Wᵀ, up to float rounding."""
+
+    @staticmethod
+    def forward(
+        ctx: Any, h: Tensor, weight: Tensor, targets: Tensor, rows: int, items: int
+    ) -> Tensor:
+        lse = torch.cat(
+            [
+                torch.logsumexp(
+                    torch.stack(
+                        [
+                            torch.logsumexp((h[r : r + rows] @ weight[i : i + items].T).float(), 1)
+                            for i in range(0, len(weight), items)
+                        ],
+                        1,
+                    ),
+                    1,
+                )
+                for r in range(0, len(h), rows)
+            ]
+        )
+        ctx.save_for_backward(h, weight, targets, lse)
+        ctx.rows, ctx.items = rows, items
+        picked = (h.float() * weight[targets].float()).sum(1)
+        return (lse - picked).sum()
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, ...]:
+        h, weight, targets, lse = ctx.saved_tensors
+        rows, items = ctx.rows, ctx.items
+        g = grad.float()
+        grad_h = torch.zeros(h.shape, dtype=torch.float32, device=h.device)
+        grad_w = torch.zeros(weight.shape, dtype=torch.float32, device=weight.device)
+        for r in range(0, len(h), rows):
+            hr = h[r : r + rows].float()
+            for i in range(0, len(weight), items):
+                w = weight[i : i + items].float()
+                p = torch.exp(hr @ w.T - lse[r : r + rows, None]) * g
+                grad_h[r : r + rows] += p @ w
+                grad_w[i : i + items] += p.T @ hr
+        grad_h -= g * weight[targets].float()
+        grad_w.index_add_(0, targets, -g * h.float())
+        return grad_h.to(h.dtype), grad_w.to(weight.dtype), None, None, None
