@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pytest
 import torch
 
 from seqbench.data.dataset import SeqDataset
 from seqbench.data.segments import sorted_unique
 from seqbench.data.sequences import gather_padded
+from seqbench.evaluation import evaluator
 from seqbench.evaluation.evaluator import Evaluator, inputs_bytes, padded_index
 from seqbench.evaluation.protocols import get_protocol
 
@@ -101,3 +103,31 @@ def test_sorted_unique_is_numpy_unique() -> None:
         got, got_counts = sorted_unique(values)
         np.testing.assert_array_equal(got, want)
         np.testing.assert_array_equal(got_counts, counts)
+
+
+def test_a_large_catalogue_scores_fewer_users_a_batch_with_the_same_ranks(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """SCORE_ELEMENTS lowered to 3 users × 51 columns: every scored batch has at most 3 rows
+    and each user's count of candidates above the target is the brute-force count (history
+    excluded, the target kept)."""
+    monkeypatch.setattr(evaluator, "SCORE_ELEMENTS", 3 * 51)
+    data = long_histories(20, 12)
+    rows: list[int] = []
+
+    class Counting(Seeded):
+        def score(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+            rows.append(len(batch["users"]))
+            return super().score(batch)
+
+    got = Evaluator(data, "test", get_protocol("seqbench"), window=5, batch_size=32).run(Counting())
+    assert rows and max(rows) == 3
+    users, ends, targets = data.eval_split("test")
+    counted = got.set_index("user").loc[users, "above"]
+    for u, e, t, above in zip(users, ends, targets, counted, strict=True):
+        s = Seeded().score(
+            {"users": torch.tensor([u]), "seqs": torch.tensor([[data.items[e - 1]]])}
+        )[0]
+        seen = set(data.items[data.offsets[u] : e].tolist()) - {int(t)}
+        want = sum(float(s[i]) > float(s[t]) for i in range(1, 51) if i not in seen)
+        assert above == want

@@ -35,6 +35,10 @@ SPLIT_SEED = {"valid": 17, "test": 29}
 #: epoch); batches past it are rebuilt each pass, so memory is bounded by the batch size and
 #: never grows with users × history
 CACHE_BYTES = 256 * 2**20
+#: most scores [users, items + 1] one evaluation batch holds (256 MiB of fp32): over a large
+#: catalogue the batch has fewer users (ML-20M's 26,744 items keep 1,024; 1M items get 64),
+#: so the transient scores and comparisons are bounded whatever the catalogue
+SCORE_ELEMENTS = 1 << 26
 
 
 @dataclass(frozen=True)
@@ -79,7 +83,8 @@ class Evaluator:
         cache_bytes: int = CACHE_BYTES,
     ) -> None:
         self.data, self.split, self.protocol = data, split, protocol
-        self.window, self.batch_size, self.device = window, batch_size, torch.device(device)
+        self.window, self.device = window, torch.device(device)
+        self.batch_size = min(batch_size, max(1, SCORE_ELEMENTS // (data.n_items + 1)))
         users, ends, targets = data.eval_split(split)
         sets = data.target_sets(split)
         if sets is not None and protocol.candidates != "full":
