@@ -32,6 +32,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
 
 ML20M_RATINGS, ML20M_USERS, ML20M_MOVIES = 20_000_263, 138_493, 26_744
 MIN_LEN, MAX_LEN = 20, 9_254  # ML-20M's shortest and longest user
@@ -67,6 +68,56 @@ def write_ratings(path: Path, rows: int, seed: int = 0) -> dict[str, int]:
         out.write(b"userId,movieId,rating,timestamp\n")
         pacsv.write_csv(table, out, pacsv.WriteOptions(include_header=False, quoting_style="none"))
     return {"users": n_users, "items": int(np.unique(items).size), "rows": rows}
+
+
+YAMBDA_USERS, YAMBDA_ITEMS = 10_000, 934_057  # Yambda-50M: 10k users, ~50M events
+
+
+def write_yambda(path: Path, rows: int, seed: int = 0) -> dict[str, int]:
+    """A Yambda-shaped flat listens.parquet with `rows` listens, every one a "Listen+" (played
+    over half the track): Yambda-50M's 10,000 users (a heavy tail of history lengths, repeats
+    kept), items by a power-law popularity over its catalogue, time ascending per user."""
+    rng = np.random.default_rng(seed)
+    n_users = max(1, round(YAMBDA_USERS * rows / 50_000_000))
+    weights = rng.pareto(1.5, n_users) + 1
+    lengths = np.maximum(1, np.floor(weights / weights.sum() * rows)).astype(np.int64)
+    lengths[: rows - int(lengths.sum())] += 1  # exact total (the floor dropped < n_users)
+    uid = np.repeat(np.arange(n_users, dtype=np.uint32), lengths)
+    items = (YAMBDA_ITEMS * rng.random(rows, dtype=np.float32) ** 3).astype(np.uint32)
+    start = np.repeat(rng.integers(0, 20_000_000, n_users), lengths)
+    k = np.arange(rows) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    table = pa.table(
+        {
+            "uid": uid,
+            "timestamp": (start + k * 40).astype(np.uint32),
+            "item_id": items,
+            "is_organic": rng.integers(0, 2, rows, dtype=np.uint8),
+            "played_ratio_pct": rng.integers(51, 101, rows, dtype=np.uint16),
+            "track_length_seconds": rng.integers(60, 400, rows, dtype=np.uint32),
+        }
+    )
+    pq.write_table(table, path)
+    return {"users": n_users, "items": int(np.unique(items).size), "rows": rows}
+
+
+def write_catalogue(path: Path, items: int, per_user: int = 200, seed: int = 0) -> dict[str, int]:
+    """A ratings.csv (ML-20M's format) whose users together rate each of `items` movies once:
+    items // per_user users of `per_user` ratings, the movies in a random order."""
+    rng = np.random.default_rng(seed)
+    users = np.repeat(np.arange(1, items // per_user + 1), per_user)
+    movies = rng.permutation(items)[: len(users)] + 1
+    table = pa.table(
+        {
+            "userId": users,
+            "movieId": movies,
+            "rating": np.full(len(users), 4.0, dtype=np.float32),
+            "timestamp": 1_000_000_000 + np.arange(len(users)),
+        }
+    )
+    with open(path, "wb") as out:
+        out.write(b"userId,movieId,rating,timestamp\n")
+        pacsv.write_csv(table, out, pacsv.WriteOptions(include_header=False, quoting_style="none"))
+    return {"users": int(users[-1]), "items": len(users), "rows": len(users)}
 
 
 def sampled(cmd: list[str], env: dict[str, str], log: Path) -> dict:
@@ -115,6 +166,8 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=None, help="JSON record of the figures")
     ap.add_argument("--skip-run", action="store_true", help="generate and prepare only")
     ap.add_argument("--reuse", action="store_true", help="--work's prepared data, if there")
+    ap.add_argument("--catalogue", type=int, default=0, help="instead: a catalogue this large")
+    ap.add_argument("--yambda", action="store_true", help="--rows as a Yambda-50M-shaped file")
     args = ap.parse_args()
     work = args.work or Path(tempfile.mkdtemp(prefix="seqbench-scale-"))
     raw, data, runs = work / "raw", work / "data", work / "runs"
@@ -124,6 +177,21 @@ def main() -> None:
     seqbench = [sys.executable, "-m", "seqbench"]
     record: dict = {"rows": args.rows, "threads": args.threads, "load_before": os.getloadavg()}
     try:
+        if args.catalogue:
+            record.update(catalogue(args, seqbench, raw, data, runs, env, work))
+            return
+        if args.yambda:
+            t = time.perf_counter()
+            record["generated"] = write_yambda(raw / "listens.parquet", args.rows)
+            record["generate_s"] = round(time.perf_counter() - t, 1)
+            print(f"wrote {args.rows:,} listens in {record['generate_s']} s: {record['generated']}")
+            prep = [*seqbench, "prepare", "yambda-50m-listens", "--raw-dir", str(raw)]
+            prep += ["--data-dir", str(data), "--no-download", "--force"]
+            record["prepare"] = sampled(prep, env, work / "prep.log")
+            print(
+                f"prepare: {record['prepare']['wall_s']} s, {record['prepare']['peak_rss_gib']} GiB"
+            )
+            return
         if args.reuse and (data / "ml-20m" / "card.json").exists():
             record.update(run_and_estimate(args, seqbench, data, runs, env, work))
             return
@@ -141,6 +209,35 @@ def main() -> None:
             args.out.write_text(json.dumps(record, indent=1) + "\n")
         if args.work is None:
             shutil.rmtree(work, ignore_errors=True)
+
+
+def catalogue(
+    args: argparse.Namespace,
+    seqbench: list[str],
+    raw: Path,
+    data: Path,
+    runs: Path,
+    env: dict,
+    work: Path,
+) -> dict:
+    """A catalogue of `--catalogue` items: prepare it, then the peak memory of full CE (dry
+    run: a few steps, the catalogue in chunks of items) and of a whole sampled-CE run (one
+    epoch, then full-ranking validation and test of every user against every item)."""
+    out: dict = {"catalogue": write_catalogue(raw / "ratings.csv", args.catalogue)}
+    prep = [*seqbench, "prepare", "ml-20m", "--raw-dir", str(raw), "--data-dir", str(data)]
+    out["prepare"] = sampled([*prep, "--no-download", "--force"], env, work / "prep.log")
+    run = [*seqbench, "run", "sasrec", "--dataset", "ml-20m", "--data-dir", str(data)]
+    run += ["--epochs", "1", "--threads", str(args.threads), "--runs-dir", str(runs)]
+    small = ["--set", "batch_size=16", "--set", "max_len=20"]  # a CE step is ~0.1 TFLOP
+    for name, extra in (
+        ("ce_dry_run", ["--ablate", "loss=ce", *small, "--dry-run"]),
+        ("sampled_ce_dry_run", ["--ablate", "loss=sampled_ce", "--dry-run"]),
+        ("sampled_ce_run", ["--ablate", "loss=sampled_ce"]),
+    ):
+        out[name] = sampled([*run, *extra], env, work / f"{name}.log")
+        out[name]["log_tail"] = (work / f"{name}.log").read_text()[-1500:]
+        print(f"{name}: {out[name]['wall_s']} s, peak {out[name]['peak_rss_gib']} GiB")
+    return out
 
 
 def run_and_estimate(
