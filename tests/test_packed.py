@@ -112,20 +112,21 @@ def test_packed_models_give_the_uniform_batch_gradient(data, name: str, sets: di
         torch.testing.assert_close(packed[n], g, rtol=0, atol=1e-5, msg=n)
 
 
-def test_pack_lays_the_pieces_end_to_end() -> None:
-    """The packed rows: each piece's rows in ascending width, trimmed to its widest, in order."""
+def test_pack_lists_the_items_and_lays_the_pieces_end_to_end() -> None:
+    """The packed items, and their layout: each piece's rows in ascending width, trimmed to its
+    widest, laid end to end with zeros at padding."""
     seqs = torch.tensor([[0, 0, 0, 5], [1, 2, 3, 4], [0, 0, 0, 0], [0, 7, 8, 9], [0, 0, 6, 6]])
     plan = plan_rows(seqs, overhead=0, packed=True)
-    blocks, packed, begin = plan.blocks(), pack(seqs, plan, 4), 0
-    assert sum(r * w for r, w in blocks) == len(packed)
-    rows = seqs[plan.order]
-    for (r, w), end in zip(blocks, plan.ends, strict=True):
-        want = rows[end - r : end, 4 - w :].reshape(-1)
-        assert torch.equal(packed[begin : begin + r * w], want)
+    packed = pack(seqs, plan, 4)
+    assert sorted(packed.tolist()) == sorted(seqs[seqs != 0].tolist()) and packed.all()
+    laid, begin, rows = F.pad(packed, (0, 1))[plan.spread], 0, seqs[plan.order]
+    assert sum(r * w for r, w in plan.blocks()) == len(laid)
+    for (r, w), end in zip(plan.blocks(), plan.ends, strict=True):
+        assert torch.equal(laid[begin : begin + r * w], rows[end - r : end, 4 - w :].reshape(-1))
         begin += r * w
-    assert sorted(packed[packed != 0].tolist()) == sorted(seqs[seqs != 0].tolist())
+    assert torch.equal(laid[plan.real], packed)
     assert torch.equal(unpack(packed, plan, seqs.shape), seqs)
-    assert torch.equal(packed[plan.last], seqs[:, -1])
+    assert torch.equal(F.pad(packed, (0, 1))[plan.last], seqs[:, -1])  # the empty row: 0
 
 
 def test_packed_is_refused_where_it_would_not_compute_the_loss() -> None:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 import torch
+import torch.nn.functional as F
 
 from seqbench.data.dataset import SeqDataset
 from seqbench.errors import ConfigError
@@ -103,8 +104,10 @@ class CL4SRec(SASRec):
         if self.training and self.cfg.batching == "packed":
             plan = self.packed_plan(batch, plans, "views")
             h = self.encode_packed(batch["views"], plan)
-            last = self.cfg.cl_repr == "last"
-            h = h[plan.last][:, None] if last else unpack(h, plan, batch["views"].shape)
+            if self.cfg.cl_repr == "last":  # an empty view's last position: zeros
+                h = F.pad(h, (0, 0, 0, 1))[plan.last][:, None]
+            else:
+                h = unpack(h, plan, batch["views"].shape)
         else:
             h = self.encode_rows(self.encode, batch["views"], plans.get("views"))
         cl = view_loss(h, self.cfg.cl_repr, self.cfg.tau)

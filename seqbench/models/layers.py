@@ -82,22 +82,28 @@ def fast_dropout(module: nn.Module) -> None:
 
 @dataclass(frozen=True)
 class Buckets:
-    """Attention over a packed [M, d] layout: blocks of (rows, width) left-padded rows laid
-    end to end (`pieces.RowPieces.flat`), and each block's bool mask [rows, 1, width, width]."""
+    """Attention over packed items [N, d]: `spread` lays them out as blocks of (rows, width)
+    left-padded rows end to end (index N: a zero row), `real` takes them back, and each block
+    has its bool mask [rows, 1, width, width] (`pieces.RowPieces`)."""
 
     blocks: tuple[tuple[int, int], ...]
     masks: tuple[torch.Tensor, ...]
+    spread: torch.Tensor
+    real: torch.Tensor
 
 
-def bucket_masks(ids: torch.Tensor, blocks: tuple[tuple[int, int], ...]) -> Buckets:
-    """The causal masks of packed item ids [M] (`causal_mask`, each query also reading itself
-    as `TransformerEncoder` does), one per block: views and device ops only."""
+def bucket_masks(
+    ids: torch.Tensor, blocks: tuple[tuple[int, int], ...], spread: torch.Tensor, real: torch.Tensor
+) -> Buckets:
+    """The causal masks of packed item ids [N] laid out by `spread` (`causal_mask`, each query
+    also reading itself as `TransformerEncoder` does), one per block: device ops only."""
+    laid = F.pad(ids, (0, 1))[spread]
     masks, begin = [], 0
     for rows, width in blocks:
-        block = ids[begin : begin + rows * width].view(rows, width)
+        block = laid[begin : begin + rows * width].view(rows, width)
         masks.append(with_self(causal_mask(block)[:, None]))
         begin += rows * width
-    return Buckets(blocks, tuple(masks))
+    return Buckets(blocks, tuple(masks), spread, real)
 
 
 class SeqEmbedding(nn.Module):
@@ -153,8 +159,8 @@ class SeqEmbedding(nn.Module):
         return self.drop(self.norm(x))
 
     def packed(self, ids: torch.Tensor, columns: torch.Tensor, width: int) -> torch.Tensor:
-        """`forward` of packed ids [M] at their `columns` of a `width`-wide window (right-end
-        positions as above): [M, d]."""
+        """`forward` of packed ids [N] at their `columns` of a `width`-wide window (right-end
+        positions as above): [N, d]."""
         x = self.item(ids) * self.scale + self.pos(columns + (self.max_len - width))
         return self.drop(self.norm(x))
 
@@ -202,8 +208,8 @@ class MultiHeadAttention(nn.Module):
         value: torch.Tensor,
         mask: torch.Tensor | Buckets,
     ) -> torch.Tensor:
-        """[B, T, d] inputs with a mask [B, 1, T, T], or packed [M, d] inputs with `Buckets`
-        (projections over all M rows at once, attention block by block)."""
+        """[B, T, d] inputs with a mask [B, 1, T, T], or packed items [N, d] with `Buckets`
+        (projections over all N items at once, attention block by block)."""
         p = self.dropout if self.training else 0.0
         if isinstance(mask, Buckets):
             return self.out(self.packed(self.q(query), self.k(key), self.v(value), mask, p))
@@ -215,11 +221,15 @@ class MultiHeadAttention(nn.Module):
     def packed(
         self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, buckets: Buckets, p: float
     ) -> torch.Tensor:
-        """Attention of projected packed rows [M, d], one SDPA call per block."""
+        """Attention of projected packed items [N, d]: laid out in blocks (one gather), one
+        attention per block, the items' outputs gathered back."""
+        d = q.shape[1]
+        laid = F.pad(torch.cat([q, k, v], 1), (0, 0, 0, 1))[buckets.spread]
         outs, begin = [], 0
         for (rows, width), mask in zip(buckets.blocks, buckets.masks, strict=True):
             end = begin + rows * width
-            q_, k_, v_ = (self.split(x[begin:end].view(rows, width, -1)) for x in (q, k, v))
+            block = laid[begin:end].view(rows, width, -1)
+            q_, k_, v_ = (self.split(block[..., i * d : (i + 1) * d]) for i in range(3))
             if self.fast:
                 w = (q_ @ k_.transpose(-2, -1)).mul_(q_.shape[-1] ** -0.5)
                 w = torch.softmax(w.masked_fill_(~mask, float("-inf")), -1)
@@ -228,7 +238,7 @@ class MultiHeadAttention(nn.Module):
                 o = F.scaled_dot_product_attention(q_, k_, v_, attn_mask=mask, dropout_p=p)
             outs.append(o.transpose(1, 2).reshape(end - begin, -1))
             begin = end
-        return torch.cat(outs)
+        return torch.cat(outs)[buckets.real]
 
 
 class TransformerBlock(nn.Module):
@@ -261,7 +271,7 @@ class TransformerBlock(nn.Module):
         self, x: torch.Tensor, mask: torch.Tensor | Buckets, qk: torch.Tensor | None = None
     ) -> torch.Tensor:
         """`qk`, when given, replaces x as the source of queries and keys (NOVA layers); x is
-        [B, T, d] with a mask, or packed [M, d] with `Buckets` (every other layer is
+        [B, T, d] with a mask, or packed items [N, d] with `Buckets` (every other layer is
         position-wise)."""
         src = x if qk is None else qk
         if self.norm == "post":
@@ -318,15 +328,13 @@ class TransformerEncoder(nn.Module):
             x = self.out_drop(block(x, mask)) * keep
         return self.final(x)
 
-    def packed(self, x: torch.Tensor, ids: torch.Tensor, buckets: Buckets) -> torch.Tensor:
-        """`forward` over packed rows x [M, d] of item ids [M] (`bucket_masks` gives `buckets`):
-        the same values at every position, padding zeroed after each block."""
+    def packed(self, x: torch.Tensor, buckets: Buckets) -> torch.Tensor:
+        """`forward` over packed items x [N, d] (no padding: `bucket_masks` gives `buckets`):
+        the same values at every item."""
         if self.keep_pad:
             raise ValueError("keep_pad encoders compute padding positions: they cannot pack")
-        keep = (ids != 0).unsqueeze(-1).to(x.dtype)
-        x = x * keep
         for block in self.blocks:
-            x = self.out_drop(block(x, buckets)) * keep
+            x = self.out_drop(block(x, buckets))
         return self.final(x)
 
 

@@ -53,24 +53,29 @@ def widths(seqs: torch.Tensor) -> torch.Tensor:
 class RowPieces:
     """How `encode_pieces` cuts the rows of one [B, T] tensor, decided on the host: the rows in
     ascending width (`order`, `inverse` puts them back), each piece's end and trimmed width.
-    `flat` (packed plans only): the pieces' [rows, width] blocks laid end to end as one packed
-    list of positions, each position's index in the flattened [B·T] tensor; `last`: where
-    each row's last column lies in that list, in the rows' input order."""
+
+    Packed plans also index the batch's items (non-zero entries) in piece order, one packed
+    list: `flat`, each item's index in the flattened [B·T] tensor; `spread`, for every position
+    of the pieces' [rows, width] blocks laid end to end, its item's index in the list (N, one
+    past the end, at padding); `real`, the block positions holding the items, in list order;
+    `last`, each row's last column in the list (N for an empty row), in input order."""
 
     order: torch.Tensor
     inverse: torch.Tensor
     ends: tuple[int, ...]
     widths: tuple[int, ...]
     flat: torch.Tensor | None = None
+    spread: torch.Tensor | None = None
+    real: torch.Tensor | None = None
     last: torch.Tensor | None = None
 
     def to(self, device: torch.device) -> RowPieces:
         """The same plan with its row indices on `device` (its cuts stay Python ints)."""
-        order, inverse, flat, last = (
+        order, inverse, flat, spread, real, last = (
             None if t is None else t.to(device, non_blocking=True)
-            for t in (self.order, self.inverse, self.flat, self.last)
+            for t in (self.order, self.inverse, self.flat, self.spread, self.real, self.last)
         )
-        return RowPieces(order, inverse, self.ends, self.widths, flat, last)
+        return RowPieces(order, inverse, self.ends, self.widths, flat, spread, real, last)
 
     def blocks(self) -> tuple[tuple[int, int], ...]:
         """(rows, width) of each piece, in the packed order."""
@@ -84,7 +89,7 @@ NO_PLANS: Plans = MappingProxyType({})
 
 
 def plan_rows(seqs: torch.Tensor, overhead: int, packed: bool = False) -> RowPieces:
-    """The cuts `piecewise` makes in `seqs`'s rows (with the `packed` layout's `flat` index).
+    """The cuts `piecewise` makes in `seqs`'s rows (with the `packed` layout's indices).
     It reads values on the host: call it on the CPU batch, before the move to the device."""
     width = widths(seqs)
     order = torch.argsort(width, stable=True)
@@ -93,26 +98,32 @@ def plan_rows(seqs: torch.Tensor, overhead: int, packed: bool = False) -> RowPie
     plan = RowPieces(order, torch.argsort(order), tuple(ends), cuts)
     if not packed:
         return plan
-    t, starts = seqs.shape[1], (0, *ends[:-1])
-    flat = [
+    (b, t), starts = seqs.shape, (0, *ends[:-1])
+    blocks = torch.cat([
         (order[s:e, None] * t + torch.arange(t - w, t)).reshape(-1)
         for s, e, w in zip(starts, ends, cuts, strict=True)
-    ]
-    flat = torch.cat(flat)
-    last = torch.nonzero(flat % t == t - 1).view(-1)[plan.inverse]
-    return replace(plan, flat=flat, last=last)
+    ])  # fmt: skip
+    real = torch.nonzero(seqs.reshape(-1)[blocks] != 0).view(-1)
+    n, flat = len(real), blocks[real]
+    spread = torch.full((len(blocks),), n, dtype=torch.long)
+    spread[real] = torch.arange(n)
+    rank = torch.full((b * t,), n, dtype=torch.long)
+    rank[flat] = torch.arange(n)
+    return replace(
+        plan, flat=flat, spread=spread, real=real, last=rank[torch.arange(b) * t + t - 1]
+    )
 
 
 def unpack(h: torch.Tensor, plan: RowPieces, shape: torch.Size) -> torch.Tensor:
-    """Packed rows h [M, ...] back to the planned tensor's `shape` [B, T] (+ h's trailing
-    dimensions), zeros where no packed row lies (`pack`'s inverse)."""
+    """Packed rows h [N, ...] back to the planned tensor's `shape` [B, T] (+ h's trailing
+    dimensions), zeros at its padding (`pack`'s inverse)."""
     out = h.new_zeros(shape[0] * shape[1], *h.shape[1:]).index_copy(0, plan.flat, h)
     return out.view(*shape, *h.shape[1:])
 
 
 def pack(t: torch.Tensor, plan: RowPieces, width: int) -> torch.Tensor:
-    """[B, T, ...] → the packed [M, ...] rows of `plan` (`RowPieces.flat`), `t`'s last `width`
-    columns aligned with the planned tensor's. Device ops only."""
+    """[B, T, ...] → the packed [N, ...] rows of `plan`'s items (`RowPieces.flat`), `t`'s last
+    `width` columns aligned with the planned tensor's. Device ops only."""
     t = t[:, -width:]
     return t.reshape(-1, *t.shape[2:])[plan.flat]
 

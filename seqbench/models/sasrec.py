@@ -131,12 +131,13 @@ class SASRec(SeqModel):
         return plans[key] if key in plans else self.plan_rows(batch)[key]
 
     def encode_packed(self, seqs: torch.Tensor, plan: RowPieces) -> torch.Tensor:
-        """`encode` of the packed rows of `plan` ([M, d], `pieces.pack`): position-wise layers
-        over all M rows at once, attention block by block."""
+        """`encode` at the items of `plan` ([N, d], `pieces.pack`): position-wise layers over
+        all N items at once, attention block by block."""
         width = seqs.shape[1]
         ids = pack(seqs, plan, width)
         x = self.emb.packed(ids, plan.flat % width, width)
-        return self.encoder.packed(x, ids, bucket_masks(ids, plan.blocks()))
+        buckets = bucket_masks(ids, plan.blocks(), plan.spread, plan.real)
+        return self.encoder.packed(x, buckets)
 
     def loss(self, batch: Batch, plans: Plans = NO_PLANS) -> tuple[torch.Tensor, Parts]:
         if self.training and self.cfg.batching == "packed":
