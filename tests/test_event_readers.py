@@ -18,6 +18,7 @@ from seqbench.data.dataset import load_dataset
 from seqbench.data.prepare import prepare
 from seqbench.data.readers import READERS
 from seqbench.errors import DataError
+from seqbench.evaluation.protocols import get_protocol
 
 
 def write(path: Path, text: str, gz: bool = False) -> Path:
@@ -317,3 +318,33 @@ def test_yelp_json_prepared_with_the_s3rec_filters(tmp_path: Path) -> None:
     # items numbered in sorted id order, B0 -> 1
     assert data.items[data.offsets[0] : data.offsets[1]].tolist() == [2, 3, 4, 5, 2, 1]
     assert card["side_info"]["item_fields"]["attributes"]["vocab"] == 1
+
+
+def test_amazon23_official_files_split_by_the_preset_as_published(tmp_path: Path) -> None:
+    # the official timestamp split files define the oracle: each user's 3 train rows (before
+    # t1), 1 valid row (in [t1, t2)) and 1 test row (from t2) must come back as its training
+    # prefix, its validation target and its test target (input: train + valid rows); user u's
+    # stamps are shifted by u ms, so user 0's valid and test rows sit on t1 and t2 exactly
+    t1, t2 = 1628643414042, 1658002729837
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    head = "user_id,parent_asin,rating,timestamp,history\n"
+    stamps = {"train": [t1 - 3000, t1 - 2000, t1 - 10], "valid": [t1], "test": [t2]}
+    j = 0  # user u's j-th review is of item P{(u + j) % 5}: five distinct items a user
+    for part, times in stamps.items():
+        rows = [
+            f"U{u},P{(u + j + i) % 5},4.0,{t + u}," for u in range(5) for i, t in enumerate(times)
+        ]
+        j += len(times)
+        write(raw / f"All_Beauty.{part}.csv", head + "\n".join(rows) + "\n")
+    prepare("amazon2023-all_beauty", [raw], tmp_path / "data", download=False)
+    data = load_dataset("amazon2023-all_beauty", tmp_path / "data")
+    view = data.with_split(get_protocol("gts-amazon23").split)
+    starts = data.offsets[:-1]
+    assert (view.train_ends() - starts).tolist() == [3] * 5
+    users, ends, targets = view.eval_split("valid")
+    assert users.tolist() == list(range(5)) and (ends - starts).tolist() == [3] * 5
+    assert targets.tolist() == data.items[starts + 3].tolist()
+    users, ends, targets = view.eval_split("test")
+    assert users.tolist() == list(range(5)) and (ends - starts).tolist() == [4] * 5
+    assert targets.tolist() == data.items[starts + 4].tolist()
