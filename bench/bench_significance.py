@@ -1,7 +1,8 @@
 """Calibration of seqbench's significance tests: false-positive rate and power of the per-user
 paired t-test on seed-averaged users (the test of seqbench <= 0.2.0 for every comparison, now
-only for one trained model a side) and of the two-level test (seeds and users,
-`seqbench.report.stats.two_level`, the method-level test with >= 2 seeds a side).
+only for one trained model a side), of the two-level test (seeds and users,
+`seqbench.report.stats.two_level`, the method-level test with >= 2 seeds a side) and of Welch's
+t on the seed means (`stats.seed_means`, the test of runs that kept no per-user results).
 
 Two parts:
 
@@ -38,12 +39,20 @@ import numpy as np
 from scipy import stats
 
 from seqbench import __version__
-from seqbench.report.stats import paired_pvalue, seed_averaged, two_level, user_matrix
+from seqbench.report.stats import (
+    paired_pvalue,
+    seed_averaged,
+    seed_means,
+    two_level,
+    user_matrix,
+)
 from seqbench.runs.exported import load_exported
 from seqbench.study.parse import load_study
 from seqbench.study.plan import plan
 
 ALPHA = 0.05
+#: the tests compared, by name in calibration.json, and the key of each one's p in a comparison
+TESTS = {"per_user": "per_user_p", "new": "new_p", "seed_means": "seed_means_p"}
 
 
 # ------------------------------------------------------------------ simulation
@@ -57,9 +66,10 @@ def simulate_cell(
     seed_sd: float,
     effect: float,
     args: argparse.Namespace,
-) -> tuple[float, float]:
-    """(rejection rate of the per-user test, of the two-level test) over `reps` replicates."""
-    old = new = 0
+) -> tuple[float, float, float]:
+    """Rejection rates of the per-user test, the two-level test and Welch's t on the seed
+    means over `reps` replicates."""
+    old = new = means = 0
     for _ in range(reps):
         shared = rng.normal(0.0, args.user_sd, users)
         sides = []
@@ -76,7 +86,8 @@ def simulate_cell(
         a, b = sides
         old += stats.ttest_rel(a.mean(0), b.mean(0)).pvalue <= args.alpha
         new += two_level(a, b).p <= args.alpha
-    return old / reps, new / reps
+        means += seed_means(a.mean(1), b.mean(1)).p <= args.alpha
+    return old / reps, new / reps, means / reps
 
 
 def simulate(args: argparse.Namespace) -> dict:
@@ -87,10 +98,10 @@ def simulate(args: argparse.Namespace) -> dict:
     for seed_sd, users, seeds, effect in itertools.product(
         args.seed_sds, args.users, args.seeds_per_side, [0.0, *args.effects]
     ):
-        old, new = simulate_cell(rng, args.reps, users, seeds, seed_sd, effect, args)
+        old, new, means = simulate_cell(rng, args.reps, users, seeds, seed_sd, effect, args)
         rows.append(
             {"seed_sd": seed_sd, "users": users, "seeds_per_side": seeds, "effect": effect,
-             "per_user": old, "new": new}
+             "per_user": old, "new": new, "seed_means": means}
         )  # fmt: skip
     return {
         "alpha": args.alpha,
@@ -108,18 +119,19 @@ def simulate(args: argparse.Namespace) -> dict:
 
 
 def markdown(result: dict) -> str:
-    """The simulation as a table: rejection rates per cell, per-user test vs two-level."""
+    """The simulation as a table: rejection rates per cell, per-user test vs two-level vs
+    Welch's t on the seed means."""
     lines = [
         f"Rejection rate at α = {result['alpha']} over {result['reps']} replicates "
         f"(effect 0: false-positive rate; else power). Model: {result['model']}.",
         "",
-        "| seed sd | users | seeds/side | effect | per-user t | two-level |",
-        "|---:|---:|---:|---:|---:|---:|",
+        "| seed sd | users | seeds/side | effect | per-user t | two-level | seed means |",
+        "|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in result["rows"]:
         lines.append(
             f"| {r['seed_sd']:g} | {r['users']} | {r['seeds_per_side']} | {r['effect']:g} | "
-            f"{r['per_user']:.3f} | {r['new']:.3f} |"
+            f"{r['per_user']:.3f} | {r['new']:.3f} | {r['seed_means']:.3f} |"
         )
     return "\n".join(lines) + "\n"
 
@@ -137,13 +149,17 @@ def config_key(run) -> str:
 
 
 def both_tests(a: Sequence, b: Sequence, metric: str) -> dict:
-    """The per-user test's p and the two-level test's p, difference and 95% interval."""
+    """The per-user test's p, the two-level test's p, difference and 95% interval, and the p
+    and interval of Welch's t on the seed means (the runs' test metric alone)."""
     old, n = paired_pvalue(seed_averaged(a, metric), seed_averaged(b, metric), "ttest")
     joined = user_matrix([*a, *b], metric).to_numpy(float).T
     est = two_level(joined[: len(a)], joined[len(a) :])
+    means = seed_means([r.test[metric] for r in a], [r.test[metric] for r in b])
     low, high = est.interval
     return {"users": n, "per_user_p": old, "new_p": est.p, "difference": est.value,
-            "interval": [low, high], "df": est.df}  # fmt: skip
+            "interval": [low, high], "df": est.df, "seed_means_p": means.p,
+            "seed_means_interval": list(means.interval),
+            "seed_means_df": means.df}  # fmt: skip
 
 
 def calibrate(folder: Path, metrics: Sequence[str], alpha: float) -> dict:
@@ -159,7 +175,7 @@ def calibrate(folder: Path, metrics: Sequence[str], alpha: float) -> dict:
         if len(rs) < 6:
             continue
         six = rs[:6]
-        counts = {m: {"per_user": 0, "new": 0} for m in metrics}
+        counts = {m: dict.fromkeys(TESTS, 0) for m in metrics}
         for rest in itertools.combinations(range(1, 6), 2):
             side_a = [six[0], *(six[i] for i in rest)]
             side_b = [r for r in six if r not in side_a]
@@ -168,8 +184,8 @@ def calibrate(folder: Path, metrics: Sequence[str], alpha: float) -> dict:
                 res.update(metric=m, seeds_a=[r.seed for r in side_a],
                            seeds_b=[r.seed for r in side_b])  # fmt: skip
                 nulls.append(res)
-                counts[m]["per_user"] += res["per_user_p"] <= alpha
-                counts[m]["new"] += res["new_p"] <= alpha
+                for test, key in TESTS.items():
+                    counts[m][test] += res[key] <= alpha
         first = six[0]
         configs.append({
             "dataset": first.dataset, "model": first.model, "ablate": first.ablate,
@@ -177,15 +193,11 @@ def calibrate(folder: Path, metrics: Sequence[str], alpha: float) -> dict:
             "users": nulls[-1]["users"], "rejections_of_10": counts,
         })  # fmt: skip
     n = len(nulls)
-    rate = {
-        "per_user": sum(r["per_user_p"] <= alpha for r in nulls) / n if n else None,
-        "new": sum(r["new_p"] <= alpha for r in nulls) / n if n else None,
-    }
+    rate = {t: sum(r[key] <= alpha for r in nulls) / n if n else None for t, key in TESTS.items()}
     by_metric = {
         m: {
             "null_comparisons": len(rows := [r for r in nulls if r["metric"] == m]),
-            "per_user": sum(r["per_user_p"] <= alpha for r in rows) / len(rows),
-            "new": sum(r["new_p"] <= alpha for r in rows) / len(rows),
+            **{t: sum(r[key] <= alpha for r in rows) / len(rows) for t, key in TESTS.items()},
         }
         for m in metrics
         if any(r["metric"] == m for r in nulls)
@@ -203,7 +215,9 @@ def calibrate(folder: Path, metrics: Sequence[str], alpha: float) -> dict:
         "note": (
             "A null comparison is one split of a configuration's six seeds into 3 + 3 on one "
             "metric; the 10 splits of a configuration share its six trained models, so they "
-            "are not independent. Rates are uncorrected (each comparison at alpha)."
+            "are not independent. Rates are uncorrected (each comparison at alpha). 'new' is "
+            "the two-level test (seeds and users), 'seed_means' Welch's t on the seed means "
+            "alone (the test of runs that kept no per-user results)."
         ),
     }
 
@@ -236,6 +250,7 @@ def real_comparisons(folder: Path, runs: list, metrics: Sequence[str], alpha: fl
             res.update(table=t.name, metric=m, better=other, other=t.baseline,
                        per_user_rejects=res["per_user_p"] <= alpha,
                        new_rejects=res["new_p"] <= alpha,
+                       seed_means_rejects=res["seed_means_p"] <= alpha,
                        relative_interval=[v / np.mean([r.test[m] for r in b])
                                           for v in res["interval"]])  # fmt: skip
             out.append(res)

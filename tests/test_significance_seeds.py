@@ -1,7 +1,8 @@
 """The method-level test (seeds and users), its intervals and the corrections, against
 independent oracles: scipy's Welch and one-sample t where the users carry no variation,
 plain loops over the two-way layout, a simulation of the model it assumes, and textbook
-step-down / step-up loops for Holm and Benjamini–Hochberg."""
+step-down / step-up loops for Holm and Benjamini–Hochberg; for runs without per-user results,
+scipy's Welch test on the seed means."""
 
 from __future__ import annotations
 
@@ -14,10 +15,18 @@ from report_fixtures import load_runs, per_user, ranks, write_run
 from scipy import stats
 
 from seqbench.report.entries import model_entries
-from seqbench.report.layouts import OVERALL, TableOptions
+from seqbench.report.layouts import ABLATION, OVERALL, TableOptions
 from seqbench.report.select import ReportError
 from seqbench.report.significance import SignificanceOptions
-from seqbench.report.stats import benjamini_hochberg, cell_estimate, holm, two_level
+from seqbench.report.stats import (
+    benjamini_hochberg,
+    cell_estimate,
+    holm,
+    seed_estimate,
+    seed_means,
+    two_level,
+)
+from seqbench.report.tables import Entry
 
 
 def test_without_user_variation_it_is_welchs_t_test_on_the_seed_means() -> None:
@@ -197,3 +206,72 @@ def test_one_trained_model_a_side_gets_its_own_mark_and_no_method_claim(tmp_path
     assert cells["cbit"].marker == "†"
     notes = " ".join(table.notes)
     assert "one trained model each" in notes and ">= 2 seeds on each side" in notes
+
+
+# ------------------------------------------------------------------ runs without per-user results
+
+
+def test_seed_means_is_scipys_welch_test_and_its_interval() -> None:
+    a, b = [0.0497, 0.0501, 0.0493], [0.0333, 0.0328, 0.0338, 0.0331]
+    est = seed_means(a, b)
+    welch = stats.ttest_ind(a, b, equal_var=False)
+    assert est.p == pytest.approx(welch.pvalue, rel=1e-10)
+    ci = welch.confidence_interval(0.95)
+    assert est.interval == pytest.approx((ci.low, ci.high), rel=1e-10)
+    # a cell: the one-sample t interval of its seeds' values; none for one seed
+    ci = stats.ttest_1samp(a, 0.0).confidence_interval(0.95)
+    assert seed_estimate(a).interval == pytest.approx((ci.low, ci.high), rel=1e-10)
+    assert seed_estimate([0.05]) is None
+    with pytest.raises(ReportError, match="2 seeds"):
+        seed_means([0.1], b)
+
+
+def _store_without_per_user(root: Path, cbit_hits: list[int]) -> list:
+    """cbit and sasrec on beauty whose runs kept no per-user results (as before 0.2.0)."""
+    for model, counts in {"cbit": cbit_hits, "sasrec": [10, 14, 12]}.items():
+        for seed, h in enumerate(counts):
+            run = write_run(root, f"beauty-{model}-{seed}", model, "beauty", ranks(h, 1, 500),
+                            seed=seed)  # fmt: skip
+            (run / "per_user.parquet").unlink()
+    return load_runs(root)
+
+
+def test_without_per_user_results_seed_means_mark_the_methods(tmp_path: Path) -> None:
+    runs = _store_without_per_user(tmp_path / "runs", [30, 26, 33])
+    entries, _ = model_entries(runs, None)
+    opts = TableOptions(tests=SignificanceOptions(ci=True))
+    table = OVERALL.build(entries, ["beauty"], ["HR@10"], opts)
+    (result,) = table.tests
+    a, b = np.array([30, 26, 33]) / 40, np.array([10, 14, 12]) / 40  # HR@10 of each seed
+    welch = stats.ttest_ind(a, b, equal_var=False)
+    assert result.kind == "seed_means" and result.p == pytest.approx(welch.pvalue, rel=1e-9)
+    cells = dict(zip(table.header, table.rows[0], strict=True))
+    assert cells["cbit"].marker == "‡" and result.reject
+    ci = welch.confidence_interval(0.95)
+    base = b.mean()
+    assert cells["Improv."].text == (
+        f"{a.mean() / base - 1:+.2%} [{ci.low / base:+.1%}, {ci.high / base:+.1%}]"
+    )
+    one = stats.ttest_1samp(b, 0.0).confidence_interval(0.95)
+    assert cells["sasrec"].ci == pytest.approx((one.low, one.high), rel=1e-9)
+    notes = " ".join(table.notes)
+    assert "Welch's two-sided t-test on the seed means" in notes and "*" not in notes
+    assert "from per-user results" not in notes and "over seeds only" in notes
+
+
+def test_one_seed_without_per_user_results_is_not_tested_and_says_why(tmp_path: Path) -> None:
+    runs = _store_without_per_user(tmp_path / "runs", [30])
+    entries, _ = model_entries(runs, None)
+    table = OVERALL.build(entries, ["beauty"], ["HR@10", "NDCG@10"], TableOptions())
+    assert table.tests == [] and not any(c.marker for row in table.rows for c in row)
+    notes = " ".join(table.notes)
+    assert "nothing in this table was tested" in notes
+    assert "2 comparisons untested: their runs kept no per-user results" in notes
+    assert ">= 2 seeds on each side" in notes
+    # the ablation layout says the same of a variant it cannot test
+    variants = [
+        Entry("cbit", {"beauty": [r for r in runs if r.model == "cbit"]}),
+        Entry("sasrec", {"beauty": [r for r in runs if r.model == "sasrec"]}, "cbit"),
+    ]
+    table = ABLATION.build(variants, ["beauty"], ["HR@10"], TableOptions())
+    assert table.tests == [] and "1 comparison untested" in " ".join(table.notes)

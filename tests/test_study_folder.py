@@ -16,6 +16,7 @@ import yaml
 from seqbench.cli import main
 from seqbench.data.prepare import prepare
 from seqbench.evaluation.metrics import METRICS
+from seqbench.report.significance import PER_USER
 from seqbench.runs.exported import RANKS, load_exported, per_user_from_ranks
 from seqbench.runs.store import RunStore
 
@@ -115,6 +116,29 @@ def test_render_only_never_overwrites_with_less(
     study(toy, "--render-only", runs=tmp_path / "empty")
     assert "not found" in capsys.readouterr().err
     assert snapshot(toy["root"]) == before
+
+
+def test_a_table_rendered_before_per_user_results_is_rerendered_from_seed_means(
+    toy: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A table whose files show nothing computed from per-user results (rendered by the
+    test of seqbench <= 0.2.0) re-renders from runs that kept none: their seed means."""
+    study(toy)
+    shutil.rmtree(toy["runs"])
+    for run in (toy["root"] / "metrics").glob("*-sasrec-*"):
+        (run / RANKS).unlink()  # runs committed before seqbench kept per-user counts
+    for name in ("main.md", "main.tex"):  # as the old test rendered them
+        path = toy["root"] / name
+        path.write_text(path.read_text().replace(PER_USER, "on per-user values"))
+    capsys.readouterr()
+    study(toy, "--render-only", runs=tmp_path / "empty")
+    assert "kept as it was" not in capsys.readouterr().err
+    text = (toy["root"] / "main.md").read_text()
+    assert "Welch's two-sided t-test on the seed means" in text and PER_USER not in text
+    assert (
+        "on per-user values" not in text
+        and "on per-user values" not in (toy["root"] / "README.md").read_text()
+    )
 
 
 def test_a_partial_table_grows_as_its_missing_runs_arrive(

@@ -114,7 +114,11 @@ def report(
         str, typer.Option(help="multiple-test correction: holm|bh|bonferroni|none")
     ] = "holm",
     ci: Annotated[
-        bool, typer.Option(help="a 95% interval (seeds and users) in every cell")
+        bool,
+        typer.Option(
+            help="a 95% interval in every cell of means (seeds and users; seeds only for "
+            "runs without per-user results)"
+        ),
     ] = False,
     protocol: Annotated[
         str | None,

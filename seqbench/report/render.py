@@ -98,9 +98,11 @@ _TEX = {
     "×": r"$\times$",
     "≤": r"$\le$",
     "†": r"$\dagger$",
+    "‡": r"$\ddagger$",
+    "√": r"$\surd$",
 }
 #: markers in math mode (a cell's superscript)
-_TEX_MARK = {"†": r"\dagger"}
+_TEX_MARK = {"†": r"\dagger", "‡": r"\ddagger"}
 
 
 def tex_escape(text: str) -> str:
@@ -118,6 +120,9 @@ def _tex_cell(cell: Cell) -> str:
         text = rf"\underline{{{text}}}"
     if cell.std is not None:
         text += rf"{{\scriptsize $\pm$ {cell.std:.4f}}}"
+    if cell.ci is not None:
+        low, high = (f"{v:.4f}".replace("-", "$-$") for v in cell.ci)
+        text += rf"{{\scriptsize{{}} [{low}, {high}]}}"
     if cell.marker:
         text += f"$^{{{_TEX_MARK.get(cell.marker) or tex_escape(cell.marker)}}}$"
     if cell.published is not None:

@@ -6,7 +6,8 @@ a claim about a method has to survive, the seed (training randomness) and the us
 set is a sample), with a t on Satterthwaite's degrees of freedom. With one trained model on a
 side, the per-user tests (`TESTS`) compare trained models only: a model's per-user metric is
 averaged over its seeds, the two are matched on the evaluated user, one paired observation
-per user.
+per user. Runs that kept no per-user results (made before seqbench stored them) are tested
+on their seed means alone (`seed_means`, Welch's t), >= 2 seeds a side.
 """
 
 from __future__ import annotations
@@ -204,6 +205,28 @@ def two_level(a: np.ndarray, b: np.ndarray) -> Estimate:
     parts = [(va / ka, ka - 1), (vb / kb, kb - 1), (user, max(n - 1, 1))]
     var = sum(v for v, _ in parts)
     return Estimate(float(d.mean()), float(np.sqrt(var)), satterthwaite(parts))
+
+
+def seed_means(a: Sequence[float], b: Sequence[float]) -> Estimate:
+    """Difference of two methods' means from their seeds' run-level metrics alone (runs that
+    kept no per-user results), Welch's t: variance s²_A/k_A + s²_B/k_B on Satterthwaite's
+    degrees of freedom. It is `two_level` without its user term: training randomness counts,
+    the test users are taken as fixed (so seeds without any spread differ for certain, p 0)."""
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if len(a) < 2 or len(b) < 2:
+        raise ReportError("a test on seed means needs >= 2 seeds on each side")
+    parts = [(float(x.var(ddof=1)) / len(x), len(x) - 1) for x in (a, b)]
+    var = sum(v for v, _ in parts)
+    return Estimate(float(a.mean() - b.mean()), float(np.sqrt(var)), satterthwaite(parts))
+
+
+def seed_estimate(values: Sequence[float]) -> Estimate | None:
+    """A method's mean from its seeds' run-level metrics alone, its standard error s/√k on
+    k − 1 degrees of freedom (None for one seed: nothing to estimate it from)."""
+    x = np.asarray(values, dtype=float)
+    if len(x) < 2:
+        return None
+    return Estimate(float(x.mean()), float(x.std(ddof=1) / np.sqrt(len(x))), len(x) - 1)
 
 
 def paired_users(a: np.ndarray, b: np.ndarray) -> Estimate:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from seqbench.errors import ConfigError, SeqbenchError
+from seqbench.report.significance import PER_USER
 from seqbench.runs.batch import SweepObserver, SweepResult, request_run_id, run_requests
 from seqbench.runs.exported import ExportedRun, load_exported, reusable
 from seqbench.runs.options import Pool, RunOptions
@@ -124,12 +125,18 @@ class Shortfall:
         return sorted(set(lines)) or [self.reason or ""]
 
     def only_gains(self, files: list[Path]) -> bool:
-        """Whether rewriting the table's rendered `files` loses nothing: it was built, every run
-        it lacks is not found at all, and the files' note already listed each as not in the
-        run store (`build`), so the earlier render lacked them too."""
-        if self.reason is not None or self.partial:
+        """Whether rewriting the table's rendered `files` loses nothing: it was built; runs
+        without per-user results are rewritten only where the files show nothing computed
+        from them (their notes never say PER_USER); and every run it lacks is not found at
+        all and was already listed in the files' note as not in the run store (`build`), so
+        the earlier render lacked it too."""
+        if self.reason is not None:
             return False
         texts = [f.read_text(errors="replace") for f in files if f.suffix != ".png"]
+        if self.partial and any(PER_USER in t for t in texts):
+            return False
+        if not self.unfound:
+            return True
         notes = [t[t.find(NOT_YET) :] for t in texts if NOT_YET in t]
         return bool(notes) and all(
             any(f"{describe(s)}{end}" in n for n in notes for end in (";", "."))
@@ -152,10 +159,10 @@ def lacking(out: StudyOutput) -> dict[str, Shortfall]:
 
 def render_study(p: Plan, folder: Path, runs_dir: str | None, data_dir: str | None) -> Rendering:
     """Write the study folder from the runs already stored, else from its own committed copies
-    (metrics/<run_id>/); a table that would show less than its rendered files (a run missing
-    or without per-user results) keeps its files, and then the README keeps its block. A
-    partial table whose files already named every run it still lacks as not yet run is
-    rewritten: it only gains runs."""
+    (metrics/<run_id>/); a table that would show less than its rendered files (a run missing,
+    or one without the per-user results its files show numbers from) keeps its files, and then
+    the README keeps its block. A partial table whose files already named every run it still
+    lacks as not yet run is rewritten: it only gains runs."""
     store = RunStore(runs_dir)
     committed = load_exported(folder / RUN_FILES)
     ids = run_ids(p, store, data_dir, committed)

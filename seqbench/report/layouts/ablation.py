@@ -17,6 +17,7 @@ from seqbench.report.significance import (
     compare,
     interval_note,
     test_note,
+    untested_note,
 )
 from seqbench.report.tables import Cell, Entry, Table, comparable_runs, emphasise, mean_std
 
@@ -27,10 +28,12 @@ def variant_row(
     metrics: tuple[str, ...],
     by_label: dict[str, Entry],
     options: TableOptions,
-) -> tuple[list[Cell], Pending]:
-    """One variant's row and its comparisons with its reference entry."""
+) -> tuple[list[Cell], Pending, int]:
+    """One variant's row, its comparisons with its reference entry and how many of them
+    could not be tested."""
     row = [Cell(text=e.label)]
     pending: Pending = []
+    untested = 0
     ref = by_label.get(e.reference or "")
     for d in used:
         for m in metrics:
@@ -43,8 +46,10 @@ def variant_row(
                     result = compare(d, m, e, ref, options.tests)
                     if result is not None:
                         pending.append((cell, result))
+                    else:
+                        untested += 1
             row.append(cell)
-    return row, pending
+    return row, pending, untested
 
 
 def add_budget_columns(
@@ -110,12 +115,14 @@ class Ablation(Layout):
             groups=[("", 1), *((labels.get(d, d), len(metrics)) for d in used)],
         )
         pending: Pending = []
+        untested = 0
         for e in entries:
             if e.reference is None and table.rows:
                 table.breaks.append(len(table.rows))
-            row, tested = variant_row(e, used, metrics, by_label, options)
+            row, tested, missed = variant_row(e, used, metrics, by_label, options)
             table.rows.append(row)
             pending += tested
+            untested += missed
         for col in range(1, 1 + len(used) * len(metrics)):
             emphasise([row[col] for row in table.rows])
         if options.budget_columns:
@@ -124,8 +131,10 @@ class Ablation(Layout):
         table.notes.append("Bold = best, underlined = second best per column.")
         what = "the difference from the model's default is"
         table.notes.append(test_note(options.tests, [c for _, c in pending], what))
-        if covers := interval_note(options.tests):
+        if covers := interval_note(options.tests, runs):
             table.notes.append(covers)
+        if why := untested_note(untested):
+            table.notes.append(why)
         table.notes += closing_notes(
             entries, used, runs, bool(options.published), options.budget_columns, labels
         )

@@ -67,7 +67,13 @@ class Layout(ABC):
     ) -> Table:
         """The table of the entries on the datasets (in that order) with its figure, if any."""
         chosen = self.metrics if metrics is None else tuple(metrics)
-        return self.table(list(entries), list(datasets), chosen, options or TableOptions())
+        options = options or TableOptions()
+        if self.cards and options.tests.ci:
+            raise ReportError(
+                f"--ci (ci: true): the {self.name} layout shows prepared datasets, not means "
+                "measured over seeds and users, so there is no interval to give: drop it"
+            )
+        return self.table(list(entries), list(datasets), chosen, options)
 
     @abstractmethod
     def table(

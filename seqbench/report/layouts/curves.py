@@ -13,6 +13,7 @@ from seqbench.report.layouts.base import Layout, TableOptions, register
 from seqbench.report.notes import entry_seeds, measured_notes
 from seqbench.report.plots import Series, line_figure
 from seqbench.report.select import ReportError, Run
+from seqbench.report.stats import LEVEL, seed_estimate
 from seqbench.report.tables import Cell, Entry, Table, comparable_runs
 
 #: (entry label, metric) -> mean and std over seeds per epoch
@@ -40,16 +41,22 @@ def dataset_curves(shown: list[Entry], d: str, metrics: tuple[str, ...]) -> Curv
             frames = [history_column(r, m) for r in e.runs.get(d, [])]
             if frames:
                 stacked = pd.concat(frames, axis=1)
+                fits = [seed_estimate(row.dropna()) for _, row in stacked.iterrows()]
+                bounds = [f.interval if f else (np.nan, np.nan) for f in fits]
+                low, high = [b[0] for b in bounds], [b[1] for b in bounds]
                 curves[(e.label, m)] = pd.DataFrame(
-                    {"mean": stacked.mean(axis=1), "std": stacked.std(axis=1, ddof=1)}
-                )
+                    {"mean": stacked.mean(axis=1), "std": stacked.std(axis=1, ddof=1),
+                     "low": low, "high": high},
+                    index=stacked.index,
+                )  # fmt: skip
     return curves
 
 
 def epoch_rows(
-    shown: list[Entry], d: str, metrics: tuple[str, ...], curves: Curves
+    shown: list[Entry], d: str, metrics: tuple[str, ...], curves: Curves, ci: bool = False
 ) -> list[list[Cell]]:
-    """A dataset's rows, one per epoch any curve has."""
+    """A dataset's rows, one per epoch any curve has (`ci`: with the interval of each mean
+    over seeds)."""
     epochs = sorted({int(ep) for c in curves.values() for ep in c.index})
     rows = []
     for i, ep in enumerate(epochs):
@@ -62,6 +69,9 @@ def epoch_rows(
                     std = c.at[ep, "std"]
                     cell.mean = float(c.at[ep, "mean"])
                     cell.std = None if np.isnan(std) else float(std)
+                    low, high = c.at[ep, "low"], c.at[ep, "high"]
+                    if ci and not np.isnan(low):
+                        cell.ci = (float(low), float(high))
                 row.append(cell)
         rows.append(row)
     return rows
@@ -120,11 +130,17 @@ class TrainingCurves(Layout):
                 continue
             if table.rows:
                 table.breaks.append(len(table.rows))
-            table.rows += epoch_rows(shown, d, metrics, curves)
+            table.rows += epoch_rows(shown, d, metrics, curves, options.tests.ci)
             series.setdefault(d, {}).update(lines(curves, metrics))
         table.notes.append(
             "Validation metrics per epoch (never test); – = not evaluated that epoch."
         )
+        if options.tests.ci:
+            table.notes.append(
+                f"[a, b] in a cell = {LEVEL:.0%} interval (t) of its mean over seeds: the "
+                "sample std of the seeds' values / √k on k − 1 degrees of freedom (the "
+                "validation users taken as fixed); none for one seed."
+            )
         table.notes += measured_notes(entry_seeds(shown), runs)
         table.figure = line_figure(series, "epoch", ", ".join(f"valid {m}" for m in metrics))
         return table

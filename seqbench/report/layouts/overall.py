@@ -14,8 +14,10 @@ from seqbench.report.significance import (
     apply_correction,
     cell_interval,
     compare,
+    covers,
     interval_note,
     test_note,
+    untested_note,
 )
 from seqbench.report.stats import LEVEL
 from seqbench.report.tables import (
@@ -152,7 +154,7 @@ class Overall(Layout):
             if options.budget_columns:
                 table.rows += budget_rows(shown, d, runs)
         apply_correction(table, pending, options.tests)
-        table.notes += self.notes(options, [c for _, c in pending], untested)
+        table.notes += self.notes(options, [c for _, c in pending], untested, runs)
         table.notes += closing_notes(
             shown,
             datasets,
@@ -164,14 +166,16 @@ class Overall(Layout):
         return table
 
     @staticmethod
-    def notes(options: TableOptions, tested: list[Comparison], untested: int) -> list[str]:
+    def notes(
+        options: TableOptions, tested: list[Comparison], untested: int, runs: Sequence[Run]
+    ) -> list[str]:
         """What bold, underline, Improv., its interval and the marks mean; how many went
-        untested."""
+        untested and why."""
         base_text = "the best other model" if options.baseline == "best" else options.baseline
         improv = (
             f" [a, b] after it = {LEVEL:.0%} interval of the difference (best − that model) "
-            "from the test's variance, over seeds and users (users only where a side is one "
-            "trained model), divided by that model's mean (taken as fixed)."
+            f"from the test's variance ({covers(tested)}), divided by that model's mean "
+            "(taken as fixed)."
             if tested
             else ""
         )
@@ -180,10 +184,10 @@ class Overall(Layout):
             f"{base_text}.{improv}",
             test_note(options.tests, tested, "the best is"),
         ]
-        if covers := interval_note(options.tests):
-            notes.append(covers)
-        if untested:
-            notes.append(f"{untested} comparison(s) untested: per-user metrics missing.")
+        if cells := interval_note(options.tests, runs):
+            notes.append(cells)
+        if why := untested_note(untested):
+            notes.append(why)
         return notes
 
 

@@ -15,6 +15,7 @@ from seqbench.report.entries import model_entries, order
 from seqbench.report.layouts.base import Layout, TableOptions, register
 from seqbench.report.notes import departures_note, entry_seeds, protocol_note, seeds_note
 from seqbench.report.select import Run
+from seqbench.report.significance import cell_interval, interval_note
 from seqbench.report.tables import Cell, Entry, Table, comparable_runs, emphasise, mean_std
 
 
@@ -91,9 +92,29 @@ class Protocols(Layout):
             for m in metrics:
                 if table.rows:
                     table.breaks.append(len(table.rows))
-                table.rows += block(d, m, models, columns, cells, labels, len(metrics) > 1)
+                rows = block(d, m, models, columns, cells, labels, len(metrics) > 1)
+                table.rows += rows
+                if options.tests.ci:
+                    add_intervals(rows, d, m, columns, cells)
         table.notes = protocols_notes(entries, datasets, metrics, columns, by_column)
+        runs = [r for rs in by_column.values() for r in rs]
+        if covers := interval_note(options.tests, runs):
+            table.notes.insert(2, covers)
         return table
+
+
+def add_intervals(
+    rows: list[list[Cell]],
+    d: str,
+    metric: str,
+    columns: list[str],
+    cells: dict[tuple[str, str, str], list[Run]],
+) -> None:
+    """`--ci`: each model row's cells get the interval of their mean (the τ row none)."""
+    for row in rows[:-1]:
+        for c, cell in zip(columns, row[2:], strict=True):
+            if (runs := cells.get((row[1].text, c, d))) is not None:
+                cell.ci = cell_interval(runs, metric)
 
 
 def block(

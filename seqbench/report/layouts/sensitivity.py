@@ -12,6 +12,7 @@ from seqbench.report.layouts.base import FOCUS_METRICS, Layout, TableOptions, re
 from seqbench.report.notes import measured_notes
 from seqbench.report.plots import Series, line_figure
 from seqbench.report.select import ReportError, Run, check_comparable
+from seqbench.report.significance import cell_interval, interval_note
 from seqbench.report.tables import Cell, Entry, Table, all_runs, emphasise, mean_std, unique
 
 
@@ -51,10 +52,13 @@ def _sort_key(v: Any) -> tuple[int, Any]:
 
 class Sweep:
     """The runs of one sensitivity table by dataset, model and value of the swept key, and
-    what its cells collect on the way: the plotted series and the seeds per cell."""
+    what its cells collect on the way: the plotted series and the seeds per cell; `ci`: an
+    interval in every cell."""
 
-    def __init__(self, runs: Sequence[Run], key: str, metrics: tuple[str, ...]) -> None:
-        self.runs, self.key, self.metrics = runs, key, metrics
+    def __init__(
+        self, runs: Sequence[Run], key: str, metrics: tuple[str, ...], ci: bool = False
+    ) -> None:
+        self.runs, self.key, self.metrics, self.ci = runs, key, metrics, ci
         self.models = sorted({r.model for r in runs})
         self.series: Series = {}
         self.seeds: list[tuple[str, str, int]] = []
@@ -76,6 +80,8 @@ class Sweep:
             if group:
                 self.seeds.append((f"{model} {key}={x}", d, len(group)))
                 cell.mean, cell.std = mean_std(group, metric)
+                if self.ci:
+                    cell.ci = cell_interval(group, metric)
                 line = f"{model} {metric}" if several else metric
                 self.series.setdefault(d, {}).setdefault(line, []).append((x, cell.mean, cell.std))
             out.append(cell)
@@ -119,7 +125,7 @@ class Sensitivity(Layout):
         if not runs:
             raise ReportError("no runs for a sensitivity table")
         check_comparable(runs)
-        sweep = Sweep(runs, sweep_param(runs, options.param), metrics)
+        sweep = Sweep(runs, sweep_param(runs, options.param), metrics, options.tests.ci)
         key, models = sweep.key, sweep.models
         title = self.title if options.title is None else options.title
         table = Table(
@@ -134,6 +140,8 @@ class Sensitivity(Layout):
                 table.breaks.append(len(table.rows))
             table.rows += sweep.rows(d)
         table.notes.append(f"Bold = best, underlined = second best {key} per dataset and column.")
+        if covers := interval_note(options.tests, runs):
+            table.notes.append(covers)
         table.notes += measured_notes(sweep.seeds, runs)
         numeric = all(
             isinstance(p[0], int | float)
