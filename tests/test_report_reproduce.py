@@ -8,10 +8,12 @@ import csv
 from pathlib import Path
 
 import pytest
+from scipy import stats
 
 from seqbench.cli import main
 from seqbench.data.prepare import prepare
 from seqbench.errors import ConfigError
+from seqbench.runs.store import RunStore
 from seqbench.study.papers import all_specs, get_spec, load_file
 
 REFERENCE = Path(__file__).resolve().parents[2] / "shared" / "docs" / "reference_numbers.csv"
@@ -109,9 +111,17 @@ def test_reproduce_runs_missing_and_renders_published(
     assert "Skipped: PopW on Synth: unknown ablation axis 'window' for popularity" in text
     assert "Skipped: Toys: dataset 'toys' not prepared" in text
     assert "at most 1 training epoch(s) per run (--budget-epochs); seeds 0, 1" in text
-    # a second call trains nothing
-    _reproduce(toy)
+    # a second call trains nothing; --ci: popularity's two seeds agree, so its cell's interval
+    # is the one-sample t interval of its per-user values
+    _reproduce(toy, "--ci")
     assert "0 run(s) trained, 4 from the store" in capsys.readouterr().err
+    store = RunStore(toy["runs"])
+    pops = [r.run_id for r in store.list_runs() if r.settings.get("max_len") != 5]
+    hits = [store.per_user(i)["HR@10"].to_numpy() for i in pops]
+    assert len(hits) == 2 and (hits[0] == hits[1]).all()
+    ci = stats.ttest_1samp(hits[0], 0.0).confidence_interval(0.95)
+    hr = next(line for line in toy["out"].read_text().splitlines() if "| HR@10 |" in line)
+    assert f"[{ci.low:.4f}, {ci.high:.4f}]" in hr.split("|")[3]
 
 
 def test_reproduce_filters_and_lists(

@@ -323,6 +323,7 @@ def reproduce(
     test: Annotated[str, typer.Option(help="paired test: ttest|wilcoxon|permutation")] = "ttest",
     alpha: Annotated[float, typer.Option(help="significance level")] = 0.05,
     correction: Annotated[str, typer.Option(help="holm|bh|bonferroni|none")] = "holm",
+    ci: Annotated[bool, typer.Option(help="a 95% interval in every cell")] = False,
     spec_file: Annotated[
         str | None,
         typer.Option(help="a paper YAML or a *.study.yaml outside seqbench/papers/"),
@@ -339,7 +340,7 @@ def reproduce(
             typer.echo(f"{name}\t{layout}\t{title}")
         return
     fmt = format_for(out, format_)
-    tests = SignificanceOptions(test, alpha, correction)
+    tests = SignificanceOptions(test, alpha, correction, ci=ci)
     tests.validate()
     if budget_epochs is not None and budget_minutes is not None:
         raise ConfigError("give one budget for all models: --budget-epochs or --budget-minutes")

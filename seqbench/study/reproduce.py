@@ -80,11 +80,17 @@ def reproduce(
     """Run the study's missing runs and build its tables with the published values.
 
     `budget` (one for all models) replaces the study's; `tests` replaces every table's test
-    options.
+    options (its `ci` adds intervals to every table; a table's own `ci: true` stays).
     """
     if tests is not None:
         tables = tuple(
-            dataclasses.replace(t, test=tests.test, alpha=tests.alpha, correction=tests.correction)
+            dataclasses.replace(
+                t,
+                test=tests.test,
+                alpha=tests.alpha,
+                correction=tests.correction,
+                ci=t.ci or tests.ci,
+            )
             for t in study.tables
         )
         study = dataclasses.replace(study, tables=tables)
