@@ -23,7 +23,7 @@ import torch
 
 from seqbench.data.dataset import SeqDataset, load_dataset
 from seqbench.models.base import SeqModel, get_model, resolve_config
-from seqbench.models.bert4rec import BERT4RecConfig
+from seqbench.models.families.cloze import BERT4RecConfig
 
 VARIANTS: list[tuple[str, dict[str, str]]] = [
     ("bert4rec", {}),

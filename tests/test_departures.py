@@ -15,8 +15,8 @@ from seqbench.cli import main
 from seqbench.data.dataset import SeqDataset
 from seqbench.data.synthetic import generate
 from seqbench.models.base import MODELS, get_model, parse_value, resolve_config
-from seqbench.models.bert4rec import cloze_mask
 from seqbench.models.contrastive import view_loss
+from seqbench.models.families.cloze import cloze_mask
 
 get_model("sasrec")
 SWITCH = re.compile(r"--(?:ablate|set) (\w+)=(\S+)")

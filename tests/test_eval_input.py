@@ -13,7 +13,7 @@ import pytest
 
 from seqbench.data.dataset import SeqDataset
 from seqbench.models.base import MODELS, get_model
-from seqbench.models.bert4rec import BERT4Rec
+from seqbench.models.families.cloze import BERT4RecBody
 from seqbench.testing import MAX_LEN, Probe, eval_data
 
 get_model("sasrec")  # imports every model module, filling the registry
@@ -27,7 +27,7 @@ def data() -> SeqDataset:
 
 def expected_window(name: str, max_len: int) -> int:
     """Independent of the model's own declaration: BERT-style models keep a column for [mask]."""
-    return max_len - 1 if issubclass(get_model(name), BERT4Rec) else max_len
+    return max_len - 1 if issubclass(get_model(name), BERT4RecBody) else max_len
 
 
 def test_hist_lengths_cover_the_cases(data: SeqDataset) -> None:

@@ -20,7 +20,8 @@ from seqbench.data.dataset import SeqDataset
 from seqbench.data.synthetic import generate
 from seqbench.errors import ConfigError
 from seqbench.models.base import get_model, resolve_config
-from seqbench.models.bert4rec import BERT4Rec, BERT4RecConfig
+from seqbench.models.bert4rec import BERT4Rec
+from seqbench.models.families.cloze import BERT4RecConfig
 from seqbench.models.fusion import Fusion
 from seqbench.models.nova_bert import NovaBERT
 from seqbench.models.side import SideFeatures, resolve_fields

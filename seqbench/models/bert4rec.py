@@ -1,130 +1,15 @@
 """BERT4Rec (Sun et al., CIKM 2019): bidirectional Transformer trained on the cloze task.
 
-Also the BERT family's shared parts: the config switches, `cloze_mask`, the encoder/training
-axes and the evaluation-input departure (BERT4Rec_S, CBiT, CoSeBERT and NOVA-BERT build on it).
+The model's body (config, cloze masks, encoder, head, loss) is `families.cloze.BERT4RecBody`,
+which NOVA-BERT, BERT4Rec_S, CBiT and CoSeBERT extend too; this file declares BERT4Rec's paper,
+departures and dataset settings.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from typing import Any, ClassVar, Literal
-
-import torch
-import torch.nn.functional as F
-from torch import nn
-
-from seqbench.data.dataset import SeqDataset
-from seqbench.data.sequences import gather_padded, iterate_rows, slide_windows, train_segments
-from seqbench.errors import ConfigError
-from seqbench.models.base import Batch, ModelConfig, Parts, SeqModel, register
+from seqbench.models.base import register
 from seqbench.models.departures import Departure
-from seqbench.models.layers import SeqEmbedding, TransformerEncoder, key_padding_mask
-from seqbench.models.losses import LOSSES, Objective, ObjectiveFields, target_terms
-from seqbench.models.objective import dot_scores, draw_negatives, resolve_objective
-from seqbench.models.pieces import NO_PLANS, Plans
-
-
-@dataclass
-class BERT4RecConfig(ObjectiveFields, ModelConfig):
-    """BERT4Rec paper defaults; `window`, `norm` and `head` select the BERT4Rec_S layout; the
-    cloze loss is full softmax CE (`loss=sampled_ce`: K uniform negatives per masked item)."""
-
-    quiet: ClassVar[dict[str, Any]] = {
-        **ObjectiveFields.objective_quiet,
-        "loss": "ce",
-        "ce_chunk": 0,
-    }
-    loss: Literal["ce", "sampled_ce"] = "ce"
-    ce_chunk: int = 0
-
-    d: int = 64
-    layers: int = 2
-    heads: int = 2
-    dropout: float = 0.1
-    max_len: int = 50
-    mask_prob: float = 0.6
-    mask_replace: bool = False
-    window: Literal["off", "on"] = "off"
-    window_step: int = 1
-    norm: Literal["post", "pre"] = "post"
-    head: Literal["bert", "linear"] = "bert"
-    batch_size: int = 256
-    lr: float = 1e-3
-    #: on: a row with no item drawn for masking gets its last item masked
-    last_mask: Literal["on", "off"] = "on"
-    #: bert: LayerNorm on the embeddings, truncated-normal(0.02) init; plain: neither
-    emb: Literal["bert", "plain"] = "bert"
-    #: on: dropout on each block's output too (CBiT's code)
-    block_dropout: Literal["on", "off"] = "off"
-    #: zero: padding positions' outputs are zeroed; keep: computed like other positions
-    pad_outputs: Literal["zero", "keep"] = "zero"
-    #: include: the cloze softmax also has the padding column 0 (CBiT's code)
-    pad_logit: Literal["exclude", "include"] = "exclude"
-    gelu: Literal["exact", "tanh"] = "exact"
-
-    def validate(self) -> None:
-        self.validate_objective()
-        if self.ce_chunk:
-            raise ConfigError(
-                f"the cloze CE is one product: ce_chunk must be 0, got {self.ce_chunk}"
-            )
-
-
-def cloze_mask(
-    seqs: torch.Tensor,
-    prob: float,
-    mask_id: int,
-    n_items: int,
-    gen: torch.Generator,
-    replace: bool = False,
-    force_last: bool = True,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Mask each real item with probability `prob`.
-
-    Returns (input with [mask], labels with 0 where nothing is predicted). With `force_last`,
-    a row where no item was drawn gets its last item masked (so every row has a target);
-    without it such a row predicts nothing (CBiT's code). With `replace`, BERT's 80/10/10
-    rule: of the chosen items 10% become random items and 10% stay.
-    """
-    real = seqs != 0
-    chosen = (torch.rand(seqs.shape, generator=gen) < prob) & real
-    if force_last:
-        none = ~chosen.any(1)
-        chosen[none, -1] = real[none, -1]
-    labels = torch.where(chosen, seqs, 0)
-    inputs = seqs.masked_fill(chosen, mask_id)
-    if replace:
-        u = torch.rand(seqs.shape, generator=gen)
-        rand_items = torch.randint(1, n_items + 1, seqs.shape, generator=gen)
-        inputs = torch.where(chosen & (u >= 0.8) & (u < 0.9), rand_items, inputs)
-        inputs = torch.where(chosen & (u >= 0.9), seqs, inputs)
-    return inputs, labels
-
-
-#: the encoder/training switches shared by every BERT-style model
-BERT_AXES = ("last_mask", "emb", "block_dropout", "pad_outputs", "pad_logit", "gelu")
-
-EVAL_INPUT = Departure(
-    "evaluation input",
-    "append [mask] after the history",
-    "last T−1 items + [mask], left-padded to T",
-    "last T−1 items + [mask], whatever else is in the batch (the `cbit` preset excludes "
-    "exactly those T−1 items)",
-    "paper",
-)
-
-CLOZE_LOSS = Departure(
-    "cloze objective",
-    "softmax cross-entropy over all items at each masked position",
-    "the same",
-    "as paper and code; loss=sampled_ce scores each masked position against K items drawn "
-    "uniformly over the catalogue (or by popularity with logQ), accidental hits removed, for "
-    "large catalogues",
-    "paper",
-    "loss",
-    "--ablate loss=sampled_ce (K negatives), --set negatives=K (0: 256), --set sampling=popularity",
-)
+from seqbench.models.families.cloze import CLOZE_LOSS, EVAL_INPUT, BERT4RecBody, BERT4RecConfig
 
 BERT4REC_DEPARTURES = (
     EVAL_INPUT,
@@ -161,16 +46,12 @@ BERT4REC_DEPARTURES = (
 
 
 @register("bert4rec")
-class BERT4Rec(SeqModel):
+class BERT4Rec(BERT4RecBody):
     """Bidirectional encoder trained to fill masked items; scores through an appended [mask]."""
 
     paper = "Sun et al., BERT4Rec, CIKM 2019"
     Config = BERT4RecConfig
-    loss_head = "cloze"
-    ablations = ("window", "loss", *BERT_AXES)
     departures = BERT4REC_DEPARTURES
-    micro_key = "labels"
-    row_keys = ("inputs",)
     dataset_defaults = {
         "beauty": {"mask_prob": 0.6, "max_len": 50},
         "toys": {"mask_prob": 0.6, "max_len": 50},
@@ -178,136 +59,3 @@ class BERT4Rec(SeqModel):
         "ml-1m": {"mask_prob": 0.2, "max_len": 200},
         "synthetic": {"epochs": 20, "batch_size": 32, "mask_prob": 0.5, "lr": 3e-3, "max_len": 40},
     }
-
-    def __init__(self, cfg: BERT4RecConfig, data: SeqDataset) -> None:
-        super().__init__(cfg, data)
-        self.mask_id = data.n_items + 1
-        bert = cfg.emb == "bert"
-        self.emb = SeqEmbedding(
-            data.n_items + 2,
-            cfg.d,
-            cfg.max_len,
-            cfg.dropout,
-            layer_norm=bert,
-            init="bert" if bert else "torch",
-        )
-        self.encoder = TransformerEncoder(
-            cfg.d,
-            cfg.heads,
-            cfg.layers,
-            cfg.dropout,
-            4 * cfg.d,
-            "gelu" if cfg.gelu == "exact" else "gelu_tanh",
-            cfg.norm,
-            keep_pad=cfg.pad_outputs == "keep",
-            block_dropout=cfg.block_dropout == "on",
-        )
-        if cfg.head == "bert":
-            self.transform = nn.Sequential(nn.Linear(cfg.d, cfg.d), nn.GELU(), nn.LayerNorm(cfg.d))
-            self.bias = nn.Parameter(torch.zeros(data.n_items + 1))
-        else:
-            self.out = nn.Linear(cfg.d, data.n_items + 1)
-        self._train: dict[str, torch.Tensor] | None = None
-        self._objective, self._popularity = resolve_objective(cfg, data)
-
-    def objective(self) -> Objective:
-        return self._objective
-
-    def training_windows(self, data: SeqDataset) -> torch.Tensor:
-        """All training instances: slide windows (window=on) or each user's last T items."""
-        starts, ends = train_segments(data, min_len=2)
-        if self.cfg.window == "on":
-            starts, ends = slide_windows(starts, ends, self.cfg.max_len, self.cfg.window_step)
-        return torch.from_numpy(gather_padded(data.items, starts, ends, self.cfg.max_len))
-
-    def encode(self, seqs: torch.Tensor) -> torch.Tensor:
-        return self.encoder(self.emb(seqs), seqs, key_padding_mask(seqs))
-
-    def logits(self, h: torch.Tensor) -> torch.Tensor:
-        """Scores of items 0..N for hidden states [..., d] (column 0 = padding, never a target)."""
-        if self.cfg.head == "bert":
-            w = self.emb.item.weight[: self.n_items + 1]
-            return self.transform(h) @ w.T + self.bias
-        return self.out(h)
-
-    def cloze_logits(self, h: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        """Softmax cross-entropy per masked position: over items 1..N, or 0..N (pad_logit)."""
-        logits = self.logits(h)
-        if self.cfg.pad_logit == "include":
-            return F.cross_entropy(logits, labels, reduction="none")
-        return F.cross_entropy(logits[:, 1:], labels - 1, reduction="none")
-
-    def cloze_terms(
-        self, h: torch.Tensor, labels: torch.Tensor, batch: Batch, where: torch.Tensor
-    ) -> torch.Tensor:
-        """Loss per masked position (h [N, d], labels [N] at `where` of the batch's [B, T]
-        labels): full softmax CE (`cloze_logits`), or sampled CE against its negatives."""
-        if not LOSSES[self._objective.loss].needs_negatives:
-            return self.cloze_logits(h, labels)
-        t = where.shape[1]
-        negs = batch["cloze_negatives"]
-        negs = (negs[:, -t:] if negs.dim() > 2 else negs)[where]
-        log_q = batch.get("cloze_log_q")
-        log_q = (log_q[:, -t:] if log_q.dim() > 2 else log_q)[where] if log_q is not None else None
-        if self.cfg.head == "bert":
-            z, w, b = self.transform(h), self.emb.item.weight, self.bias
-        else:
-            z, w, b = h, self.out.weight, self.out.bias
-        pos = dot_scores(z, w, labels) + b[labels]
-        neg = dot_scores(z, w, negs) + b[negs]
-        hits = negs == (labels.unsqueeze(-1) if negs.dim() > 1 else labels)
-        return target_terms(self._objective, pos, neg, hits, log_q)
-
-    def cloze_loss(self, h: torch.Tensor, batch: Batch) -> torch.Tensor:
-        """Mean cloze loss over the masked positions of batch["labels"]."""
-        labels = batch["labels"]
-        where = labels != 0
-        per = self.cloze_terms(h[where], labels[where], batch, where)
-        return per.sum() / max(1, per.numel())
-
-    def cloze_draws(self, labels: torch.Tensor, gen: torch.Generator) -> Batch:
-        """The sampled cloze negatives of a batch's labels ([B, T] or [B, T, K]: K uniform
-        items per position, or by popularity with their log q); none under full CE."""
-        uniform = self.cloze_uniform(labels, gen)
-        drawn = draw_negatives(self._objective, uniform, self._popularity, labels.shape, gen)
-        return {f"cloze_{k}": v for k, v in drawn.items()}
-
-    def cloze_uniform(
-        self, labels: torch.Tensor, gen: torch.Generator
-    ) -> Callable[[tuple[int, ...]], torch.Tensor]:
-        """Uniform cloze negatives of a shape: any item 1..N (a hit is left out by the loss)."""
-        return lambda shape: torch.randint(1, self.n_items + 1, shape, generator=gen)
-
-    def train_batches(self, data: SeqDataset, gen: torch.Generator) -> Iterator[Batch]:
-        if self._train is None:
-            self._train = {"seqs": self.training_windows(data)}
-        for batch in iterate_rows(
-            self._train, "seqs", self.cfg.batch_size, gen, self.cfg.batching == "grouped"
-        ):
-            batch["inputs"], batch["labels"] = self.mask(batch["seqs"], gen)
-            batch.update(self.cloze_draws(batch["labels"], gen))
-            yield batch
-
-    def mask(self, seqs: torch.Tensor, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-        """`cloze_mask` with this model's probability, replacement and last-item rule."""
-        c = self.cfg
-        force_last = c.last_mask == "on"
-        return cloze_mask(
-            seqs, c.mask_prob, self.mask_id, self.n_items, gen, c.mask_replace, force_last
-        )
-
-    def loss(self, batch: Batch, plans: Plans = NO_PLANS) -> tuple[torch.Tensor, Parts]:
-        h = self.encode_rows(self.encode, batch["inputs"], plans.get("inputs"))
-        loss = self.cloze_loss(h, batch)
-        return loss, {"cloze": loss.detach()}
-
-    @property
-    def input_window(self) -> int:
-        """max_len − 1 history items: the last input column is the appended [mask]."""
-        return self.cfg.max_len - 1
-
-    def score(self, batch: Batch) -> torch.Tensor:
-        """Append [mask] after the (at most max_len − 1) history items; its output scores items."""
-        seqs = batch["seqs"][:, -self.input_window :]
-        inputs = torch.cat([seqs, torch.full_like(seqs[:, :1], self.mask_id)], dim=1)
-        return self.logits(self.encode(inputs)[:, -1])

@@ -33,14 +33,14 @@ from seqbench.data.dataset import SeqDataset
 from seqbench.data.sequences import iterate_rows
 from seqbench.errors import ConfigError
 from seqbench.models.base import Batch, Parts, register
-from seqbench.models.bert4rec_s import (
-    CBIT_CODE_DEPARTURES,
-    CBIT_DATASET_DEFAULTS,
-    BERT4RecS,
-    BERT4RecSConfig,
-)
 from seqbench.models.contrastive import nt_xent
 from seqbench.models.departures import Departure
+from seqbench.models.families.slide_windows import (
+    CBIT_CODE_DEPARTURES,
+    CBIT_DATASET_DEFAULTS,
+    BERT4RecSBody,
+    BERT4RecSConfig,
+)
 from seqbench.models.pieces import NO_PLANS, Plans
 
 
@@ -117,13 +117,13 @@ def set_rng_state(device: torch.device, state: RngState) -> None:
 
 
 @register("cbit")
-class CBiT(BERT4RecS):
+class CBiT(BERT4RecSBody):
     """BERT4Rec_S encoder and head; m masked views, NT-Xent on whole outputs, θ reweighting."""
 
     paper = "Du et al., CBiT, CIKM 2022"
     Config = CBiTConfig
     micro_key = None  # the contrastive loss couples the rows of a batch
-    ablations = ("augment", "reweight", "theta_step", *BERT4RecS.ablations)
+    ablations = ("augment", "reweight", "theta_step", *BERT4RecSBody.ablations)
     renamed = {"main_loss": "main_loss is now the shared loss axis: --ablate loss=bce (or ce)"}
     key_aliases = {"lambda": "lambda_"}
     dataset_defaults = {k: {**v, "m": CBIT_VIEWS[k]} for k, v in CBIT_DATASET_DEFAULTS.items()}

@@ -19,14 +19,14 @@ import torch
 from seqbench.data.dataset import SeqDataset
 from seqbench.models.augment import COSEREC_BEAUTY, CoSeRecFields, coserec_augmenter, two_views
 from seqbench.models.base import Batch, Parts, register
-from seqbench.models.bert4rec_s import (
-    CBIT_CODE_DEPARTURES,
-    CBIT_DATASET_DEFAULTS,
-    BERT4RecS,
-    BERT4RecSConfig,
-)
 from seqbench.models.contrastive import view_loss
 from seqbench.models.departures import Departure
+from seqbench.models.families.slide_windows import (
+    CBIT_CODE_DEPARTURES,
+    CBIT_DATASET_DEFAULTS,
+    BERT4RecSBody,
+    BERT4RecSConfig,
+)
 from seqbench.models.item_similarity import training_similarity
 from seqbench.models.pieces import NO_PLANS, Plans
 
@@ -41,14 +41,14 @@ class CoSeBERTConfig(CoSeRecFields, BERT4RecSConfig):
 
 
 @register("cosebert")
-class CoSeBERT(BERT4RecS):
+class CoSeBERT(BERT4RecSBody):
     """Bidirectional encoder on slide windows: cloze loss + CoSeRec's two-view NT-Xent."""
 
     paper = "Du et al., CBiT, CIKM 2022 (CoSeRec's contrastive learning on BERT4Rec_S)"
     Config = CoSeBERTConfig
     micro_key = None  # the contrastive loss couples the rows of a batch
     row_keys = ("inputs", "views")
-    ablations = ("augment", *BERT4RecS.ablations)
+    ablations = ("augment", *BERT4RecSBody.ablations)
     departures = (
         *(d for d in CBIT_CODE_DEPARTURES if d.field != "pad_outputs"),
         Departure(

@@ -21,8 +21,8 @@ from typing import Literal
 from seqbench.data.dataset import SeqDataset
 from seqbench.models.augment import COSEREC_BEAUTY, Augmenter, CoSeRecFields, coserec_augmenter
 from seqbench.models.base import register
-from seqbench.models.cl4srec import CL4SRec, CL4SRecConfig
 from seqbench.models.departures import S3REC_INSTANCES, Departure
+from seqbench.models.families.two_view import CL4SRecBody, CL4SRecConfig
 from seqbench.models.item_similarity import training_similarity
 
 
@@ -35,7 +35,7 @@ class CoSeRecConfig(CoSeRecFields, CL4SRecConfig):
 
 
 @register("coserec")
-class CoSeRec(CL4SRec):
+class CoSeRec(CL4SRecBody):
     """CL4SRec with similarity-based substitute/insert views."""
 
     paper = (

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 from seqbench.models.base import register
 from seqbench.models.departures import Departure
+from seqbench.models.families.causal import SASREC_INSTANCES, SASRecBody, SASRecConfig
 from seqbench.models.losses import LossName
-from seqbench.models.sasrec import SASREC_INSTANCES, SASRec, SASRecConfig
 
 
 @dataclass
@@ -30,7 +30,7 @@ class GSASRecConfig(SASRecConfig):
 
 
 @register("gsasrec")
-class GSASRec(SASRec):
+class GSASRec(SASRecBody):
     """SASRec under gBCE: the authors' objective and encoder size."""
 
     paper = (

@@ -22,8 +22,8 @@ from seqbench.data.dataset import SeqDataset
 from seqbench.data.sequences import gather_padded, slide_windows, train_segments
 from seqbench.errors import ConfigError
 from seqbench.models.base import Batch, Parts, register
-from seqbench.models.bert4rec import CLOZE_LOSS, EVAL_INPUT, BERT4Rec, BERT4RecConfig
 from seqbench.models.departures import Departure
+from seqbench.models.families.cloze import CLOZE_LOSS, EVAL_INPUT, BERT4RecBody, BERT4RecConfig
 from seqbench.models.fusion import Fusion, FusionKind
 from seqbench.models.layers import key_padding_mask, with_self
 from seqbench.models.pieces import NO_PLANS, Plans
@@ -61,7 +61,7 @@ class NovaBERTConfig(BERT4RecConfig):
 
 
 @register("nova_bert")
-class NovaBERT(BERT4Rec):
+class NovaBERT(BERT4RecBody):
     """BERT4Rec whose layers read side information in Q/K only (or at the input: invasive)."""
 
     paper = "Liu et al., NOVA-BERT (non-invasive self-attention), AAAI 2021"

@@ -1,68 +1,15 @@
-"""SASRec (Kang & McAuley, ICDM 2018): causal self-attention, sampled BCE at every position."""
+"""SASRec (Kang & McAuley, ICDM 2018): causal self-attention, sampled BCE at every position.
+
+The model's body (config, encoder, training instances, loss) is `families.causal.SASRecBody`,
+which gSASRec, SASRec+, CL4SRec and CoSeRec extend too; this file declares SASRec's paper,
+departures and dataset settings.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import dataclass
-from typing import Any, ClassVar
-
-import torch
-
-from seqbench.data.dataset import SeqDataset
-from seqbench.data.sequences import InstanceRule, NextItemInstances
-from seqbench.models.base import Batch, ModelConfig, Parts, SeqModel, register
+from seqbench.models.base import register
 from seqbench.models.departures import Departure
-from seqbench.models.layers import (
-    SeqEmbedding,
-    TransformerEncoder,
-    bucket_masks,
-    causal_mask,
-    check_items,
-    fast_dropout,
-)
-from seqbench.models.losses import Objective, ObjectiveFields
-from seqbench.models.objective import (
-    next_item_batches,
-    next_item_objective,
-    resolve_objective,
-)
-from seqbench.models.pieces import NO_PLANS, Plans, RowPieces, pack
-
-
-@dataclass
-class SASRecConfig(ObjectiveFields, ModelConfig):
-    """SASRec paper defaults (Amazon); ML-1M overrides in dataset_defaults."""
-
-    quiet: ClassVar[dict[str, Any]] = {
-        **ObjectiveFields.objective_quiet,
-        "instances": "all_positions",
-    }
-
-    d: int = 50
-    layers: int = 2
-    heads: int = 1
-    dropout: float = 0.5
-    max_len: int = 50
-    batch_size: int = 128
-    adam_beta2: float = 0.98
-    #: which sub-sequences are trained on (seqbench.data.sequences.instance_ranges)
-    instances: InstanceRule = "all_positions"
-
-    def validate(self) -> None:
-        self.validate_objective()
-
-
-#: SASRec's training instances (also CL4SRec's, which has no code of its own)
-SASREC_INSTANCES = Departure(
-    "training instances",
-    "every position of the user's training sequence predicts the next item",
-    "one row per user: the last T training items, a target at every position (kang205/SASRec "
-    "sampler)",
-    "as paper and code",
-    "paper",
-    "instances",
-    "--ablate instances=prefixes (every prefix its own row, one target; or =last)",
-)
+from seqbench.models.families.causal import SASREC_INSTANCES, SASRecBody, SASRecConfig
 
 LOSS_AXIS = Departure(
     "training objective",
@@ -81,15 +28,11 @@ LOSS_AXIS = Departure(
 
 
 @register("sasrec")
-class SASRec(SeqModel):
+class SASRec(SASRecBody):
     """Unidirectional Transformer; scores with the shared item embedding."""
 
     paper = "Kang & McAuley, Self-Attentive Sequential Recommendation, ICDM 2018"
     Config = SASRecConfig
-    micro_key = "targets"
-    packs = True
-    row_keys = ("seqs",)
-    ablations = ("loss", "instances")
     departures = (LOSS_AXIS, SASREC_INSTANCES)
     dataset_defaults = {
         "beauty": {"dropout": 0.5, "max_len": 50},
@@ -98,61 +41,3 @@ class SASRec(SeqModel):
         "ml-1m": {"dropout": 0.2, "max_len": 200},
         "synthetic": {"epochs": 15, "batch_size": 32, "dropout": 0.2, "max_len": 40},
     }
-
-    def __init__(self, cfg: SASRecConfig, data: SeqDataset) -> None:
-        super().__init__(cfg, data)
-        self.emb = SeqEmbedding(data.n_items + 1, cfg.d, cfg.max_len, cfg.dropout, scale=True)
-        self.encoder = TransformerEncoder(
-            cfg.d, cfg.heads, cfg.layers, cfg.dropout, cfg.d, "relu", "sasrec", final_norm=True
-        )
-        self._train: NextItemInstances | None = None
-        self._objective, self._popularity = resolve_objective(cfg, data)
-        if cfg.batching == "packed":
-            fast_dropout(self)
-
-    def objective(self) -> Objective:
-        return self._objective
-
-    def encode(self, seqs: torch.Tensor) -> torch.Tensor:
-        return self.encoder(self.emb(seqs), seqs, causal_mask(seqs)[:, None])
-
-    def train_batches(self, data: SeqDataset, gen: torch.Generator) -> Iterator[Batch]:
-        if self._train is None:
-            self._train = NextItemInstances(data, self.cfg.max_len, self.cfg.instances)
-        bucket, obj = self.cfg.batching == "grouped", self._objective
-        for batch in next_item_batches(
-            self._train, self.cfg.batch_size, bucket, obj, self._popularity, gen
-        ):
-            check_items(batch, "seqs", "targets")
-            yield batch
-
-    def packed_plan(self, batch: Batch, plans: Plans, key: str) -> RowPieces:
-        """The packed plan of `batch[key]`: the host's, or planned here (a library call)."""
-        return plans[key] if key in plans else self.plan_rows(batch)[key]
-
-    def encode_packed(self, seqs: torch.Tensor, plan: RowPieces) -> torch.Tensor:
-        """`encode` at the items of `plan` ([N, d], `pieces.pack`): position-wise layers over
-        all N items at once, attention block by block."""
-        width = seqs.shape[1]
-        ids = pack(seqs, plan, width)
-        x = self.emb.packed(ids, plan.flat % width, width)
-        buckets = bucket_masks(ids, plan.blocks(), plan.spread, plan.real)
-        return self.encoder.packed(x, buckets)
-
-    def loss(self, batch: Batch, plans: Plans = NO_PLANS) -> tuple[torch.Tensor, Parts]:
-        if self.training and self.cfg.batching == "packed":
-            seqs = batch["seqs"]
-            plan = self.packed_plan(batch, plans, "seqs")
-            h = self.encode_packed(seqs, plan)
-            keys = ("targets", "negatives", "log_q")
-            batch = {k: pack(batch[k], plan, seqs.shape[1]) for k in keys if k in batch}
-        else:
-            h = self.encode_rows(self.encode, batch["seqs"], plans.get("seqs"))
-        obj = self._objective
-        loss = next_item_objective(obj, self.cfg.ce_chunk, h, self.emb.item.weight, batch)
-        return loss, {obj.loss: loss.detach()}
-
-    def score(self, batch: Batch) -> torch.Tensor:
-        seqs = batch["seqs"]
-        h = self.encode(seqs)[:, -1]
-        return h @ self.emb.item.weight.T

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 from seqbench.models.base import register
 from seqbench.models.departures import Departure
+from seqbench.models.families.causal import SASREC_INSTANCES, SASRecBody, SASRecConfig
 from seqbench.models.losses import LossName
-from seqbench.models.sasrec import SASREC_INSTANCES, SASRec, SASRecConfig
 
 
 @dataclass
@@ -32,7 +32,7 @@ class SASRecCEConfig(SASRecConfig):
 
 
 @register("sasrec_ce")
-class SASRecCE(SASRec):
+class SASRecCE(SASRecBody):
     """SASRec under full cross-entropy ("SASRec+")."""
 
     paper = (
