@@ -21,58 +21,20 @@ code's setting for its published runs) or cosine.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
-import numpy as np
 import torch
 
 from seqbench.data.dataset import SeqDataset
-from seqbench.data.sequences import (
-    NegativeSampler,
-    batch_indices,
-    gather_padded,
-    instance_ranges,
-    train_segments,
-    trim,
-)
 from seqbench.models.base import Batch, ModelConfig, Parts, SeqModel, register
 from seqbench.models.contrastive import nt_xent
 from seqbench.models.departures import Departure
-from seqbench.models.layers import SeqEmbedding, TransformerEncoder, causal_mask, check_items
-from seqbench.models.losses import LOSSES, LossName, Objective, ObjectiveFields
-from seqbench.models.objective import draw_negatives, next_item_objective, resolve_objective
+from seqbench.models.layers import SeqEmbedding, TransformerEncoder, causal_mask
+from seqbench.models.losses import LossName, ObjectiveFields
+from seqbench.models.objective import next_item_objective, resolve_objective
 from seqbench.models.pieces import NO_PLANS, Plans
-
-
-class SameTargetSampler:
-    """Draw, for each instance, another instance with the same target item (vectorised).
-
-    Instances are sorted by target once; an instance's partners are its target's group minus
-    itself, so a uniform draw among the other c−1 members skips the instance's own slot.
-    Instances whose target occurs only once get themselves back (DuoRec's fallback).
-    """
-
-    def __init__(self, targets: np.ndarray) -> None:
-        targets = np.asarray(targets)
-        order = np.argsort(targets, kind="stable")
-        ranked = targets[order]
-        first = np.searchsorted(ranked, targets, side="left")
-        self.order = torch.from_numpy(order)
-        self.first = torch.from_numpy(first)
-        self.count = torch.from_numpy(np.searchsorted(ranked, targets, side="right") - first)
-        self.slot = torch.empty(len(order), dtype=torch.int64)
-        self.slot[self.order] = torch.arange(len(order))
-
-    def sample(self, rows: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
-        """Instance ids [len(rows)]: a uniform other instance with the same target, else the row."""
-        others = self.count[rows] - 1
-        u = torch.rand(len(rows), generator=gen, dtype=torch.float64)
-        j = torch.minimum((u * others).long(), (others - 1).clamp(min=0))
-        slot = self.first[rows] + j
-        slot = slot + (slot >= self.slot[rows]).long()
-        return torch.where(others > 0, self.order[slot.clamp(max=len(self.order) - 1)], rows)
+from seqbench.models.same_target import SameTargetTraining
 
 
 @dataclass
@@ -113,7 +75,7 @@ class DuoRecConfig(ObjectiveFields, ModelConfig):
 
 
 @register("duorec")
-class DuoRec(SeqModel):
+class DuoRec(SameTargetTraining, SeqModel):
     """Causal Transformer with CE at the last position and a contrastive regulariser."""
 
     paper = "Qiu et al., Contrastive Learning for Representation Degeneration, WSDM 2022"
@@ -189,57 +151,16 @@ class DuoRec(SeqModel):
         self.encoder = TransformerEncoder(
             cfg.d, cfg.heads, cfg.layers, cfg.dropout, cfg.inner, "gelu", "post"
         )
-        #: training instances: items, input starts, input ends, targets (built on first use)
-        self._inst: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
-        self._sampler: SameTargetSampler | None = None
-        self._negatives: NegativeSampler | None = None
-        self._owner: torch.Tensor | None = None
+        self.init_same_target()
         self._objective, self._popularity = resolve_objective(cfg, data)
 
-    def objective(self) -> Objective:
-        return self._objective
+    def wants_positives(self) -> bool:
+        return self.cfg.contrast in ("su", "both")
 
     def represent(self, seqs: torch.Tensor) -> torch.Tensor:
         """Encoder output at the last position [B, d]."""
         h = self.encoder(self.emb(seqs), seqs, causal_mask(seqs)[:, None])
         return h[:, -1]
-
-    def gather(self, ids: torch.Tensor) -> torch.Tensor:
-        """Left-padded, trimmed input sequences of the given instances."""
-        items, starts, ends, _ = self._inst
-        ids = ids.numpy()
-        return trim(
-            torch.from_numpy(gather_padded(items, starts[ids], ends[ids], self.cfg.max_len))
-        )[0]
-
-    def train_batches(self, data: SeqDataset, gen: torch.Generator) -> Iterator[Batch]:
-        if self._inst is None:
-            segments = train_segments(data, min_len=2)
-            owner, starts, ends = instance_ranges(*segments, self.cfg.instances)
-            self._inst = (data.items, starts, ends, data.items[ends])
-            self._sampler = SameTargetSampler(data.items[ends])
-            if LOSSES[self._objective.loss].needs_negatives:
-                self._negatives = NegativeSampler(data.n_items, data.items, *segments)
-                self._owner = torch.from_numpy(owner)
-        _, starts, ends, targets = self._inst
-        lengths = torch.from_numpy(np.minimum(ends - starts, self.cfg.max_len))
-        for rows in batch_indices(
-            lengths, self.cfg.batch_size, gen, self.cfg.batching == "grouped"
-        ):
-            batch = {
-                "rows": rows,
-                "seqs": self.gather(rows),
-                "targets": torch.from_numpy(targets[rows.numpy()]),
-            }
-            check_items(batch, "seqs")
-            if self.cfg.contrast in ("su", "both"):
-                batch["positives"] = self.gather(self._sampler.sample(rows, gen))
-                check_items(batch, "positives")
-            uniform = lambda shape, r=rows: self._negatives.sample(self._owner[r], shape, gen)  # noqa: E731
-            batch.update(
-                draw_negatives(self._objective, uniform, self._popularity, (len(rows),), gen)
-            )
-            yield batch
 
     def loss(self, batch: Batch, plans: Plans = NO_PLANS) -> tuple[torch.Tensor, Parts]:
         cfg = self.cfg
