@@ -109,7 +109,11 @@ class Probe:
         """The model under `seed` with the small settings (those its config has), `self.sets`
         and `sets`; `randomize` redraws every weight (no zero-init blind spot)."""
         fields = {f.name for f in dataclasses.fields(self.cls.Config)}
-        small = {**(TRAIN_SMALL if sets.pop("train", "") else SMALL), **self.sets, **sets}
+        train = bool(sets.pop("train", ""))
+        small = {**(TRAIN_SMALL if train else SMALL), **self.sets, **sets}
+        if train:  # every dropout off (a model may have its own, e.g. HSTU's linear_dropout)
+            chosen = {**self.sets, **sets}
+            small.update({k: "0.0" for k in fields if k.endswith("dropout") and k not in chosen})
         cfg = resolve_config(self.cls, "synthetic", {k: v for k, v in small.items() if k in fields})
         seed_everything(seed)
         model = self.cls(cfg, data)

@@ -1,0 +1,244 @@
+"""HSTU (Zhai et al., ICML 2024): pointwise SiLU-gated attention without softmax.
+
+Each layer (meta-recsys/generative-recommenders, research/modeling/sequential/hstu.py):
+u, v, q, k = SiLU(LN(x)·W); A = SiLU(q·kᵀ + rab)/n on the causal keys; out = x +
+W_o·drop(u ⊙ LN(A·v)), with rab a learned relative-position bias plus, on data with
+timestamps, a learned bias per log-bucket of the time between query and key. The user state is
+L2-normalised and scored by cosine against L2-normalised item embeddings; training is sampled
+softmax at every position (128 uniform negatives, temperature 0.05), as its ML-1M config.
+The code's query time is the timestamp of the item the position predicts (the target's);
+here it is the query's own item's, so no score reads a timestamp the model may not see.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from seqbench.data.dataset import SeqDataset
+from seqbench.data.sequences import InstanceRule, gather_padded
+from seqbench.models.base import Batch, ModelConfig, Parts, SeqModel, register
+from seqbench.models.bounds import POSITIVE, RATE, Bound
+from seqbench.models.departures import Departure
+from seqbench.models.layers import causal_key_mask
+from seqbench.models.losses import LossName, NegativesFrom, ObjectiveFields
+from seqbench.models.objective import NextItemTraining, next_item_objective, resolve_objective
+from seqbench.models.pieces import NO_PLANS, Plans
+
+#: time buckets: ⌊ln(max(|Δt|, 1)) / 0.301⌋ clamped to [0, 128] (the code's bucketization)
+TIME_BUCKETS, TIME_DIVISOR = 128, 0.301
+
+
+@dataclass
+class HSTUConfig(ObjectiveFields, ModelConfig):
+    """The authors' ML-1M config (configs/ml-1m/hstu-sampled-softmax-n128-large-h100.gin)."""
+
+    quiet: ClassVar[dict[str, Any]] = {"instances": "all_positions"}
+    bounds: ClassVar[dict[str, Bound]] = {
+        "temperature": POSITIVE,
+        "linear_dropout": RATE,
+        "dqk": Bound(1),
+        "dv": Bound(1),
+    }
+    loss: LossName = "sampled_ce"
+    negatives: int = 128
+    negatives_from: NegativesFrom = "all"
+    instances: InstanceRule = "all_positions"
+    d: int = 50
+    layers: int = 8
+    heads: int = 2
+    dqk: int = 25
+    dv: int = 25
+    dropout: float = 0.2
+    linear_dropout: float = 0.2
+    max_len: int = 200
+    batch_size: int = 128
+    lr: float = 1e-3
+    adam_beta2: float = 0.98
+    optimizer: Literal["adam", "adamw"] = "adamw"
+    epochs: int = 101
+    patience: int = 101
+    #: softmax temperature of the cosine scores in training (ranking ignores it)
+    temperature: float = 0.05
+    #: relative time bias where the data has timestamps (position bias always)
+    time_bias: bool = True
+
+    def validate(self) -> None:
+        self.validate_objective()
+
+
+def time_buckets(dt: torch.Tensor) -> torch.Tensor:
+    """The code's log buckets of time differences (seconds)."""
+    b = torch.log(dt.abs().clamp(min=1).to(torch.float32)) / TIME_DIVISOR
+    return b.long().clamp(0, TIME_BUCKETS)
+
+
+class HSTULayer(nn.Module):
+    """x + W_o·drop(u ⊙ LN(SiLU(q·kᵀ + rab)/n · v)), u, v, q, k = SiLU(LN(x)·W_uvqk)."""
+
+    def __init__(self, cfg: HSTUConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        h = cfg.heads
+        self.uvqk = nn.Parameter(torch.empty(cfg.d, h * (2 * cfg.dv + 2 * cfg.dqk)))
+        nn.init.normal_(self.uvqk, 0.0, 0.02)
+        self.out = nn.Linear(h * cfg.dv, cfg.d)
+        nn.init.xavier_uniform_(self.out.weight)
+        self.drop = nn.Dropout(cfg.linear_dropout)
+
+    def forward(self, x: torch.Tensor, keep: torch.Tensor, rab: torch.Tensor) -> torch.Tensor:
+        """x [B, T, d]; keep [B, 1, T, T] the causal non-padding keys; rab [B, 1, T, T]."""
+        cfg, (b, t, _) = self.cfg, x.shape
+        mixed = F.silu(F.layer_norm(x, (cfg.d,), eps=1e-6) @ self.uvqk)
+        split = [cfg.heads * cfg.dv] * 2 + [cfg.heads * cfg.dqk] * 2
+        u, v, q, k = torch.split(mixed, split, dim=-1)
+        q, k, v = (z.view(b, t, cfg.heads, -1).transpose(1, 2) for z in (q, k, v))
+        attn = F.silu(q @ k.transpose(-1, -2) + rab) / cfg.max_len * keep
+        a = (attn @ v).transpose(1, 2).reshape(b, t, -1)
+        a = F.layer_norm(a, (a.shape[-1],), eps=1e-6)
+        return x + self.out(self.drop(u * a))
+
+
+@register("hstu")
+class HSTU(NextItemTraining, SeqModel):
+    """HSTU layers over item + position embeddings; cosine scores, sampled softmax."""
+
+    paper = (
+        "Zhai et al., Actions Speak Louder than Words: Trillion-Parameter Sequential "
+        "Transducers for Generative Recommendations, ICML 2024"
+    )
+    Config = HSTUConfig
+    micro_key = "targets"
+    ablations = ("loss", "time_bias", "instances")
+    dataset_defaults = {
+        "synthetic": {"epochs": 6, "layers": 2, "max_len": 40, "batch_size": 32, "lr": 3e-3},
+    }
+    departures = (
+        Departure(
+            "query time of the time bias",
+            "rab^{p,t}: buckets of the time between events",
+            "bucket(t_{i+1} − t_j): query i uses the timestamp of the item it predicts (its "
+            "target, written into the input; at evaluation the test item's)",
+            "bucket(t_i − t_j): only timestamps of items the model reads (a score never "
+            "depends on when the target happened)",
+            "fix",
+        ),
+        Departure(
+            "validation item",
+            "silent",
+            "trains on every item but the test one and reports test metrics per epoch (no "
+            "validation split)",
+            "the validation item is held out and picks the epoch; 101 epochs, no early stop",
+            "fix",
+            "patience",
+            "--set patience=10 (stop early)",
+        ),
+        Departure(
+            "training objective",
+            "sampled softmax",
+            "sampled softmax, 128 negatives uniform over all items (hits removed), cosine "
+            "scores / 0.05",
+            "as the code; the loss axis trains the same model under bce, gbce, ce or bpr "
+            "(on the same cosine scores / temperature)",
+            "code",
+            "loss",
+            "--ablate loss=ce (or bce, gbce, bpr), --set negatives=K",
+        ),
+        Departure(
+            "training instances",
+            "every position predicts the next item",
+            "as the paper: the last 200 items of the sequence, a target at every position",
+            "as paper and code",
+            "paper",
+            "instances",
+            "--ablate instances=prefixes (every prefix its own row; or =last)",
+        ),
+        Departure(
+            "relative attention bias",
+            "position and time biases",
+            "a learned bias per relative position and per log time bucket (128 buckets)",
+            "as the code; data without timestamps get the position bias alone",
+            "code",
+            "time_bias",
+            "--ablate time_bias=false (position bias only)",
+        ),
+        Departure(
+            "implementation",
+            "fused kernels (fbgemm, Triton) on jagged tensors",
+            "research code: dense masked attention on padded rows, fbgemm jagged ops",
+            "pure PyTorch on left-padded rows; positions count from the first item as the "
+            "code's right-padded rows do; padding keys masked",
+            "choice",
+        ),
+    )
+
+    def __init__(self, cfg: HSTUConfig, data: SeqDataset) -> None:
+        super().__init__(cfg, data)
+        self.item = nn.Embedding(data.n_items + 1, cfg.d, padding_idx=0)
+        nn.init.trunc_normal_(self.item.weight, std=0.02, a=-0.04, b=0.04)
+        self.pos = nn.Embedding(cfg.max_len, cfg.d)
+        std = math.sqrt(1.0 / cfg.d)
+        nn.init.trunc_normal_(self.pos.weight, std=std, a=-2 * std, b=2 * std)
+        self.drop = nn.Dropout(cfg.dropout)
+        self.layers = nn.ModuleList(HSTULayer(cfg) for _ in range(cfg.layers))
+        self.pos_bias = nn.Parameter(torch.empty(2 * cfg.max_len - 1).normal_(0.0, 0.02))
+        self.use_time = cfg.time_bias and data.timestamps is not None
+        self.time_bias = nn.Parameter(torch.empty(TIME_BUCKETS + 1).normal_(0.0, 0.02))
+        stamps = np.zeros(1) if data.timestamps is None else data.timestamps
+        times = np.concatenate([[0], stamps]).astype(np.int64)
+        self.register_buffer("times", torch.from_numpy(times), persistent=False)
+        self._objective, self._popularity = resolve_objective(cfg, data)
+
+    def unused_parameters(self) -> frozenset[str]:
+        return frozenset() if self.use_time else frozenset({"time_bias"})
+
+    def train_batches(self, data: SeqDataset, gen: torch.Generator) -> Iterator[Batch]:
+        """The next-item rows with each input's interaction index + 1 (for its timestamp)."""
+        flat = np.arange(1, len(data.items) + 1, dtype=np.int64)
+        for batch in super().train_batches(data, gen):
+            rows, width = batch["rows"].numpy(), batch["seqs"].shape[1]
+            s, e = self._train.starts[rows], self._train.ends[rows]
+            batch["index"] = torch.from_numpy(gather_padded(flat, s, e, width))
+            yield batch
+
+    def bias(self, seqs: torch.Tensor, index: torch.Tensor | None) -> torch.Tensor:
+        """rab [B, 1, T, T]: position bias by i − j plus, with timestamps, the time bias."""
+        n = self.cfg.max_len
+        real = seqs != 0
+        pos = (real.cumsum(1) - 1).clamp_min(0)
+        rel = (pos[:, None, :] - pos[:, :, None]) + n - 1  # n − 1 + j − i
+        rab = self.pos_bias[rel.clamp(0, 2 * n - 2)]
+        if self.use_time and index is not None:
+            ts = self.times[index]
+            rab = rab + self.time_bias[time_buckets(ts[:, :, None] - ts[:, None, :])]
+        return rab[:, None]
+
+    def encode(self, seqs: torch.Tensor, index: torch.Tensor | None) -> torch.Tensor:
+        """L2-normalised user states [B, T, d]."""
+        real = seqs != 0
+        pos = (real.cumsum(1) - 1).clamp_min(0)
+        x = self.item(seqs) * math.sqrt(self.cfg.d) + self.pos(pos)
+        x = self.drop(x) * real[..., None]
+        keep, rab = causal_key_mask(seqs).to(x.dtype), self.bias(seqs, index)
+        for layer in self.layers:
+            x = layer(x, keep, rab)
+        return F.normalize(x, dim=-1, eps=1e-6)
+
+    def item_table(self) -> torch.Tensor:
+        return F.normalize(self.item.weight, dim=-1, eps=1e-6)
+
+    def loss(self, batch: Batch, plans: Plans = NO_PLANS) -> tuple[torch.Tensor, Parts]:
+        h = self.encode(batch["seqs"], batch.get("index")) / self.cfg.temperature
+        obj = self._objective
+        loss = next_item_objective(obj, self.cfg.ce_chunk, h, self.item_table(), batch)
+        return loss, {obj.loss: loss.detach()}
+
+    def score(self, batch: Batch) -> torch.Tensor:
+        return self.encode(batch["seqs"], batch.get("index"))[:, -1] @ self.item_table().T
