@@ -150,12 +150,12 @@ def test_linrec_leak_shows_only_under_the_paper_form(data, form: str, leaks: boo
 
 def test_filter_models_refuse_training_every_position() -> None:
     """Their filters are not causal: a target at every position would be read by its input."""
-    for name in ("bsarec", "fmlprec"):
+    for name in ("bsarec", "fmlprec", "fearec"):
         with pytest.raises(Exception, match="instances"):
             resolve_config(get_model(name), "synthetic", ablate={"instances": "all_positions"})
 
 
-@pytest.mark.parametrize("name", ["bsarec", "lrurec", "fmlprec", "linrec"])
+@pytest.mark.parametrize("name", ["bsarec", "lrurec", "fmlprec", "linrec", "fearec", "hstu"])
 def test_beats_popularity_on_synthetic(name: str, data, popularity, tmp_path) -> None:
     got, _ = execute(RunRequest(name, "synthetic"), RunContext(runs_dir=tmp_path), data=data)
     assert got.test["NDCG@10"] > 2 * popularity, (name, got.test["NDCG@10"], popularity)
