@@ -155,7 +155,18 @@ def test_filter_models_refuse_training_every_position() -> None:
             resolve_config(get_model(name), "synthetic", ablate={"instances": "all_positions"})
 
 
-@pytest.mark.parametrize("name", ["bsarec", "lrurec", "fmlprec", "linrec", "fearec", "hstu"])
+@pytest.mark.parametrize(
+    "name",
+    # fearec: ~60 CPU-s (prefix instances, three passes a step); `seqbench check fearec` too
+    [
+        "bsarec",
+        "lrurec",
+        "fmlprec",
+        "linrec",
+        pytest.param("fearec", marks=pytest.mark.slow),
+        "hstu",
+    ],
+)
 def test_beats_popularity_on_synthetic(name: str, data, popularity, tmp_path) -> None:
     got, _ = execute(RunRequest(name, "synthetic"), RunContext(runs_dir=tmp_path), data=data)
     assert got.test["NDCG@10"] > 2 * popularity, (name, got.test["NDCG@10"], popularity)
