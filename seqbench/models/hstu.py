@@ -137,8 +137,17 @@ class HSTU(NextItemTraining, SeqModel):
             "validation split)",
             "the validation item is held out and picks the epoch; 101 epochs, no early stop",
             "fix",
-            "patience",
-            "--set patience=10 (stop early)",
+        ),
+        Departure(
+            "settings per dataset",
+            "HSTU-large on ML-1M",
+            "configs/ml-1m/hstu-sampled-softmax-n128-large-h100.gin: 8 blocks, 2 heads, d 50, "
+            "dqk = dv = 25, dropout 0.2, lr 1e-3, batch 128, max length 200, AdamW (0.9, "
+            "0.98), no weight decay",
+            "the ML-1M config as the defaults on every dataset",
+            "code",
+            "layers",
+            "--set layers=2 (or d, heads, dqk, dv, max_len)",
         ),
         Departure(
             "training objective",
