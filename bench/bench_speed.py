@@ -78,7 +78,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling bench sc
 from bench_train_eval import targets_in
 
 PARTS = (
-    "sasrec", "bert", "cbit", "stosa", "duorec", "cl4srec",
+    "sasrec", "bert", "cbit", "stosa", "duorec", "cl4srec", "cl4srec_packed",
     "bsarec", "lrurec", "fmlprec", "linrec", "busy",
 )  # fmt: skip
 #: the 2022–2024 baselines (#37), timed at their Beauty defaults next to SASRec
@@ -91,6 +91,7 @@ SETS: dict[str, tuple[str, dict[str, str]]] = {
     "stosa": ("stosa", {}),
     "duorec": ("duorec", {}),
     "cl4srec": ("cl4srec", {}),
+    "cl4srec_packed": ("cl4srec", {"batching": "packed"}),
     **{name: (name, {}) for name in MODERN},
 }
 #: the model parts also timed in bf16
@@ -102,6 +103,7 @@ TITLES = {
     "stosa": "STOSA, Beauty defaults (next-item targets)",
     "duorec": "DuoRec, Beauty defaults (next-item targets)",
     "cl4srec": "CL4SRec, Beauty defaults (next-item targets)",
+    "cl4srec_packed": "CL4SRec `--set batching=packed` (next-item targets)",
     "bsarec": "BSARec, Beauty defaults (next-item targets)",
     "lrurec": "LRURec, Beauty defaults (next-item targets)",
     "fmlprec": "FMLP-Rec, Beauty defaults (next-item targets)",
