@@ -158,10 +158,13 @@ class SeqEmbedding(nn.Module):
             x = x + extra
         return self.drop(self.norm(x))
 
-    def packed(self, ids: torch.Tensor, columns: torch.Tensor, width: int) -> torch.Tensor:
+    def packed(
+        self, ids: torch.Tensor, columns: torch.Tensor, width: int, rows: torch.Tensor | None = None
+    ) -> torch.Tensor:
         """`forward` of packed ids [N] at their `columns` of a `width`-wide window (right-end
-        positions as above): [N, d]."""
-        x = self.item(ids) * self.scale + self.pos(columns + (self.max_len - width))
+        positions as above): [N, d]; `rows`: the ids' item rows, where already looked up."""
+        items = self.item(ids) if rows is None else rows
+        x = items * self.scale + self.pos(columns + (self.max_len - width))
         return self.drop(self.norm(x))
 
 

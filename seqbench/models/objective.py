@@ -153,11 +153,17 @@ def score_objective(
 
 
 def next_item_objective(
-    obj: Objective, chunk: int, h: torch.Tensor, weight: torch.Tensor, batch: dict
+    obj: Objective,
+    chunk: int,
+    h: torch.Tensor,
+    weight: torch.Tensor,
+    batch: dict,
+    rows: tuple[torch.Tensor, ...] = (),
 ) -> torch.Tensor:
     """The loss of a dot-product model: hidden states h [..., d] at `batch["targets"]` (0 =
     no target), item table `weight` (row 0 padding, rows 1..n_items items), and the batch's
-    `negatives` (left columns trimmed like the targets) and `log_q` where sampled."""
+    `negatives` (left columns trimmed like the targets) and `log_q` where sampled. `rows`:
+    the targets' and (one per target) the negatives' rows of `weight`, where already looked up."""
     targets = batch["targets"]
     valid = targets != 0
     if not LOSSES[obj.loss].needs_negatives:
@@ -168,8 +174,9 @@ def next_item_objective(
     if log_q is not None:
         log_q = log_q[:, -targets.shape[1] :] if targets.dim() == 2 else log_q
     hits = negs == (targets if negs.dim() == targets.dim() else targets.unsqueeze(-1))
-    pos = dot_scores(h, weight, targets)
-    return score_objective(obj, pos, dot_scores(h, weight, negs), valid, hits, log_q)
+    pos = (h * rows[0]).sum(-1) if rows else dot_scores(h, weight, targets)
+    neg = (h * rows[1]).sum(-1) if len(rows) > 1 else dot_scores(h, weight, negs)
+    return score_objective(obj, pos, neg, valid, hits, log_q)
 
 
 def draw_negatives(

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import torch
+import torch.nn.functional as F
 
 from seqbench.data.dataset import SeqDataset
 from seqbench.data.sequences import InstanceRule, NextItemInstances
@@ -25,7 +26,7 @@ from seqbench.models.layers import (
     check_items,
     fast_dropout,
 )
-from seqbench.models.losses import Objective, ObjectiveFields
+from seqbench.models.losses import LOSSES, Objective, ObjectiveFields
 from seqbench.models.objective import (
     next_item_batches,
     next_item_objective,
@@ -111,27 +112,39 @@ class SASRecBody(SeqModel):
         """The packed plan of `batch[key]`: the host's, or planned here (a library call)."""
         return plans[key] if key in plans else self.plan_rows(batch)[key]
 
-    def encode_packed(self, seqs: torch.Tensor, plan: RowPieces) -> torch.Tensor:
+    def encode_packed(
+        self, seqs: torch.Tensor, plan: RowPieces, rows: torch.Tensor | None = None
+    ) -> torch.Tensor:
         """`encode` at the items of `plan` ([N, d], `pieces.pack`): position-wise layers over
-        all N items at once, attention block by block."""
+        all N items at once, attention block by block (`rows`: the items' embedding rows)."""
         width = seqs.shape[1]
         ids = pack(seqs, plan, width)
-        x = self.emb.packed(ids, plan.flat % width, width)
+        x = self.emb.packed(ids, plan.flat % width, width, rows)
         buckets = bucket_masks(ids, plan.blocks(), plan.spread, plan.real)
         return self.encoder.packed(x, buckets)
 
     def loss(self, batch: Batch, plans: Plans = NO_PLANS) -> tuple[torch.Tensor, Parts]:
+        obj, table = self._objective, self.emb.item.weight
         if self.training and self.cfg.batching == "packed":
-            seqs = batch["seqs"]
-            plan = self.packed_plan(batch, plans, "seqs")
-            h = self.encode_packed(seqs, plan)
-            keys = ("targets", "negatives", "log_q")
-            batch = {k: pack(batch[k], plan, seqs.shape[1]) for k in keys if k in batch}
+            loss = self.packed_loss(batch, self.packed_plan(batch, plans, "seqs"))
         else:
             h = self.encode_rows(self.encode, batch["seqs"], plans.get("seqs"))
-        obj = self._objective
-        loss = next_item_objective(obj, self.cfg.ce_chunk, h, self.emb.item.weight, batch)
+            loss = next_item_objective(obj, self.cfg.ce_chunk, h, table, batch)
         return loss, {obj.loss: loss.detach()}
+
+    def packed_loss(self, batch: Batch, plan: RowPieces) -> torch.Tensor:
+        """The objective at the packed items, with one lookup of the item table for the items,
+        their targets and single negatives (one gradient buffer for the table, not three)."""
+        width, obj, table = batch["seqs"].shape[1], self._objective, self.emb.item.weight
+        keys = ("seqs", "targets", "negatives", "log_q")
+        items = {k: pack(batch[k], plan, width) for k in keys if k in batch}
+        looked = ["seqs"]
+        if LOSSES[obj.loss].needs_negatives:
+            looked += ["targets", "negatives"] if items["negatives"].dim() == 1 else ["targets"]
+        ids = torch.cat([items[k] for k in looked])
+        rows = F.embedding(ids, table).split(len(items["seqs"]))
+        h = self.encode_packed(batch["seqs"], plan, rows[0])
+        return next_item_objective(obj, self.cfg.ce_chunk, h, table, items, rows[1:])
 
     def score(self, batch: Batch) -> torch.Tensor:
         seqs = batch["seqs"]
