@@ -10,6 +10,10 @@ second:
   3. `seqbench run sasrec --dataset ml-20m --epochs 1`: one SASRec epoch, full-ranking
      validation and test of every user, peak RSS and the RSS timeline.
 Writes a JSON record (--out) with every figure; results/bench/scale.md reports them.
+`--reuse` runs 2-3 on --work's prepared data; `--protocol` sets the run's evaluation.
+`--yambda` writes a Yambda-50M-shaped flat listens.parquet of --rows listens and prepares it;
+`--catalogue N` writes a ratings.csv rating each of N movies once and measures full CE and
+sampled CE (dry runs) and a whole sampled-CE run over that catalogue.
 
     python bench/bench_scale.py [--rows 20000000] [--threads 2] [--work DIR] [--out FILE]
 """
@@ -162,6 +166,7 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=20_000_000)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--model", default="sasrec")
+    ap.add_argument("--protocol", default="seqbench", help="evaluation protocol of the run")
     ap.add_argument("--work", type=Path, default=None, help="work folder to keep (default: temp)")
     ap.add_argument("--out", type=Path, default=None, help="JSON record of the figures")
     ap.add_argument("--skip-run", action="store_true", help="generate and prepare only")
@@ -246,6 +251,7 @@ def run_and_estimate(
     """The dry run's estimate, then the real one-epoch run (its store's metrics.json)."""
     run = [*seqbench, "run", args.model, "--dataset", "ml-20m", "--data-dir", str(data)]
     run += ["--epochs", "1", "--threads", str(args.threads), "--runs-dir", str(runs)]
+    run += ["--protocol", args.protocol]
     out: dict = {"dry_run": sampled([*run, "--dry-run"], env, work / "dry.log")}
     text = " ".join((work / "dry.log").read_text().split())
     estimate = re.search(r"1 epoch ≈ (.+?); peak memory ≈ ([\d.,]+) ([MG]B)", text)
