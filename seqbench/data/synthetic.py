@@ -15,6 +15,8 @@ quality; timestamps increase strictly within each user.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
 
@@ -39,55 +41,91 @@ def generate(
     if n_items < 2 * max_len or min_len < 3 or min_len > max_len:
         raise ValueError("need n_items >= 2 * max_len and 3 <= min_len <= max_len")
     rng = np.random.default_rng(seed)
-    cycle = rng.permutation(n_items) + 1  # cycle[k] = item at hidden position k
-    pos = np.empty(n_items + 1, dtype=np.int64)
-    pos[cycle] = np.arange(n_items)
-    succ = np.zeros(n_items + 1, dtype=np.int64)
-    succ[cycle] = np.roll(cycle, -1)
-    jump = np.zeros(n_items + 1, dtype=np.int64)
-    jump[cycle] = np.roll(cycle, -(n_items // 2))
-    popularity = 1.0 / np.arange(1, n_items + 1) ** 0.8
-    popularity = popularity[rng.permutation(n_items)]
-    popularity /= popularity.sum()
-
+    cycle = Cycle.draw(rng, n_items)
     lengths = rng.integers(min_len, max_len + 1, size=n_users)
+    seqs = walks(rng, cycle, n_users, max_len, p_next, p_skip)
+    keep = np.arange(max_len)[None, :] < lengths[:, None]
+    users = np.repeat(np.arange(n_users), lengths)
+    items = seqs[keep]
+    quality = rng.integers(1, 6, size=n_items + 1)
+    ratings = np.clip(np.rint(quality[items] + rng.normal(0, 0.7, size=len(items))), 1, 5)
+    timestamps = increasing_times(rng, users, lengths)
+    inter = interaction_frame(users, items, lengths, timestamps, ratings)
+    return inter, attributes(rng, cycle, n_categories, n_brands)
+
+
+@dataclass(frozen=True)
+class Cycle:
+    """The hidden structure: each item's position on the cycle, its successor, the item half a
+    cycle away, and the Zipf popularity of the items (index = item id, 0 unused)."""
+
+    pos: np.ndarray
+    succ: np.ndarray
+    jump: np.ndarray
+    popularity: np.ndarray
+
+    @classmethod
+    def draw(cls, rng: np.random.Generator, n_items: int) -> Cycle:
+        cycle = rng.permutation(n_items) + 1  # cycle[k] = item at hidden position k
+        pos = np.empty(n_items + 1, dtype=np.int64)
+        pos[cycle] = np.arange(n_items)
+        succ = np.zeros(n_items + 1, dtype=np.int64)
+        succ[cycle] = np.roll(cycle, -1)
+        jump = np.zeros(n_items + 1, dtype=np.int64)
+        jump[cycle] = np.roll(cycle, -(n_items // 2))
+        popularity = 1.0 / np.arange(1, n_items + 1) ** 0.8
+        popularity = popularity[rng.permutation(n_items)]
+        popularity /= popularity.sum()
+        return cls(pos, succ, jump, popularity)
+
+
+def walks(
+    rng: np.random.Generator, cycle: Cycle, n_users: int, max_len: int, p_next: float, p_skip: float
+) -> np.ndarray:
+    """[n_users, max_len] items: successor, half-cycle skip or popular item, never repeated."""
+    n_items = len(cycle.popularity)
     seqs = np.zeros((n_users, max_len), dtype=np.int64)
     seen = np.zeros((n_users, n_items + 1), dtype=bool)
     rows = np.arange(n_users)
     for t in range(max_len):
-        nxt = rng.choice(n_items, size=n_users, p=popularity) + 1
+        nxt = rng.choice(n_items, size=n_users, p=cycle.popularity) + 1
         if t >= 1:
             draw = rng.random(n_users)
-            nxt = np.where(draw < p_next, succ[seqs[:, t - 1]], nxt)
+            nxt = np.where(draw < p_next, cycle.succ[seqs[:, t - 1]], nxt)
             if t >= 2:
                 skip = (draw >= p_next) & (draw < p_next + p_skip)
-                nxt = np.where(skip, jump[seqs[:, t - 2]], nxt)
+                nxt = np.where(skip, cycle.jump[seqs[:, t - 2]], nxt)
         clash = seen[rows, nxt]
         while clash.any():
-            nxt[clash] = rng.choice(n_items, size=int(clash.sum()), p=popularity) + 1
+            nxt[clash] = rng.choice(n_items, size=int(clash.sum()), p=cycle.popularity) + 1
             clash = seen[rows, nxt]
         seqs[:, t] = nxt
         seen[rows, nxt] = True
+    return seqs
 
-    keep = np.arange(max_len)[None, :] < lengths[:, None]
-    users = np.repeat(rows, lengths)
-    items = seqs[keep]
-    quality = rng.integers(1, 6, size=n_items + 1)
-    ratings = np.clip(np.rint(quality[items] + rng.normal(0, 0.7, size=len(items))), 1, 5)
-    gaps = rng.integers(60, 86_400, size=len(items))
+
+def increasing_times(
+    rng: np.random.Generator, users: np.ndarray, lengths: np.ndarray
+) -> np.ndarray:
+    """Unix seconds, strictly increasing within each user (gaps of a minute to a day)."""
+    gaps = rng.integers(60, 86_400, size=len(users))
     offsets = np.concatenate([[0], np.cumsum(lengths)])
-    starts = START_TIME + rng.integers(0, 10**7, size=n_users)
+    starts = START_TIME + rng.integers(0, 10**7, size=len(lengths))
     cum = np.cumsum(gaps)
     before = np.concatenate([[0], cum])[offsets[:-1]]
-    timestamps = starts[users] + cum - before[users]
-    inter = interaction_frame(users, items, lengths, timestamps, ratings)
+    return starts[users] + cum - before[users]
 
-    category = pos[1:] % n_categories + 1
+
+def attributes(
+    rng: np.random.Generator, cycle: Cycle, n_categories: int, n_brands: int
+) -> pd.DataFrame:
+    """The items frame: category (cycle position mod C, the signal) and a brand (noise)."""
+    n_items = len(cycle.popularity)
+    category = cycle.pos[1:] % n_categories + 1
     brand = rng.integers(0, n_brands + 1, size=n_items)  # 0 = no brand
     has_brand = brand > 0
     flat = np.stack([category, brand + n_categories], axis=1).ravel()
     flat = flat[np.stack([np.ones(n_items, dtype=bool), has_brand], axis=1).ravel()]
     attr_lengths = 1 + has_brand.astype(np.int64)
     original = np.arange(1, n_items + 1).astype(str)
-    items_df = item_frame(original, {"attributes": (flat, attr_lengths)})
-    return inter, items_df
+    return item_frame(original, {"attributes": (flat, attr_lengths)})
