@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 
 from seqbench.data.download import fetch
-from seqbench.data.prepare import prepare, resolve
+from seqbench.data.prepare import prepare
 from seqbench.data.registry import DatasetSpec, FileSpec, SourceSpec
+from seqbench.data.sources import resolve
 from seqbench.errors import DataError
 
 PAYLOAD = bytes(range(256)) * 4096  # 1 MiB

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shutil
-import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,7 +23,7 @@ from seqbench import __version__
 from seqbench.data import readers, synthetic
 from seqbench.data.checksum import SCHEME, content_checksum
 from seqbench.data.dataset import dataset_path, read_card
-from seqbench.data.download import cache_dir, fetch, sha256_file
+from seqbench.data.download import cache_dir
 from seqbench.data.preprocess import (
     BY_TIMESTAMP,
     Order,
@@ -37,9 +35,10 @@ from seqbench.data.preprocess import (
     user_frame,
 )
 from seqbench.data.rawfile import RAW_RULES
-from seqbench.data.registry import DatasetSpec, FieldSpec, FileSpec, SourceSpec, get_spec
+from seqbench.data.registry import DatasetSpec, FieldSpec, get_spec
+from seqbench.data.sources import Files, find_sources
 from seqbench.errors import DataError
-from seqbench.io import atomic_dir, atomic_path, write_json
+from seqbench.io import atomic_dir, write_json
 
 INTERACTION_SCHEMA = pa.schema(
     [
@@ -63,106 +62,6 @@ class Prepared:
     notes: list[str] = field(default_factory=list)
 
 
-# ---------------------------------------------------------------- locating raw files
-
-
-def _lookup(folder: Path, name: str) -> Path | None:
-    """`folder/name`, matching the name case-insensitively (registry names vs. local copies)."""
-    exact = folder / name
-    if exact.is_file():
-        return exact
-    if folder.is_dir():
-        for p in folder.iterdir():
-            if p.name.lower() == name.lower() and p.is_file():
-                return p
-    return None
-
-
-def _extract(archive: Path, member: str, cache: Path) -> Path:
-    """Extract one archive member into the cache (atomically) and return its path."""
-    dest = cache / archive.stem / Path(member).name
-    if dest.is_file():
-        return dest
-    try:
-        with (
-            zipfile.ZipFile(archive) as zf,
-            zf.open(member) as src,
-            atomic_path(dest) as tmp,
-            open(tmp, "wb") as out,
-        ):
-            shutil.copyfileobj(src, out, 1 << 20)
-    except (zipfile.BadZipFile, EOFError, OSError) as e:
-        raise DataError(
-            f"{archive}: cannot extract {member} ({e}): re-download the archive"
-        ) from None
-    except KeyError:
-        raise DataError(f"{archive}: has no member {member}: is it the right archive?") from None
-    return dest
-
-
-def find_file(spec: FileSpec, raw_dirs: list[Path], cache: Path) -> Path | None:
-    """A raw file from the raw dirs or the cache: as named, gzipped, or inside its archive."""
-    for folder in [*raw_dirs, cache]:
-        for name in (spec.file, spec.file + ".gz"):
-            if found := _lookup(folder, name):
-                return _verified(found, spec) if folder == cache else found
-        if spec.archive and spec.member and (archive := _lookup(folder, spec.archive)):
-            return _verified(_extract(archive, spec.member, cache), spec)
-    return None
-
-
-def _verified(cached: Path, spec: FileSpec) -> Path:
-    """A file of the download cache, refused in one line when it no longer has the registry's
-    sha256 (a cut download or a damaged disk): the cache is never trusted blindly."""
-    named = cached.name.lower() == Path(spec.file).name.lower()
-    if spec.sha256 and named and sha256_file(cached) != spec.sha256:
-        raise DataError(
-            f"{cached}: the cached file differs from the registry's sha256 (damaged or cut "
-            "short): delete it to download it again, or put a verified copy in --raw-dir"
-        )
-    return cached
-
-
-def _download(missing: list[FileSpec], cache: Path, console: Console | None) -> None:
-    """Fetch the missing files of a source (archives once), verifying known checksums."""
-    for url in dict.fromkeys(f.url for f in missing if f.url):
-        direct = [f for f in missing if f.url == url and not f.archive]
-        fetch(url, cache / Path(url).name, direct[0].sha256 if direct else None, console=console)
-
-
-def resolve(
-    spec: DatasetSpec,
-    raw_dirs: list[Path],
-    cache: Path,
-    allow_download: bool,
-    console: Console | None = None,
-) -> tuple[SourceSpec, dict[str, tuple[FileSpec, Path]]]:
-    """The first source whose required files are all found (downloading one if none is)."""
-    wanted = []
-    for source in spec.sources:
-        found = {f.role: (f, find_file(f, raw_dirs, cache)) for f in source.files}
-        missing = [f for f, p in found.values() if p is None and not f.optional]
-        if not missing:
-            return source, {role: (f, p) for role, (f, p) in found.items() if p is not None}
-        wanted.append((source, missing))
-    dirs = ", ".join(str(d) for d in raw_dirs) or "none given"
-    need = "; or ".join(
-        f"{' + '.join(f.file for f in missing)} ({source.name})" for source, missing in wanted
-    )
-    if allow_download:
-        for _, missing in wanted:
-            if all(f.url for f in missing):
-                try:
-                    _download(missing, cache, console)
-                except DataError as e:  # offline: name every source's files, not one URL
-                    raise DataError(f"{e}; any one source will do: {need}") from None
-                return resolve(spec, raw_dirs, cache, False, console)
-    raise DataError(
-        f"{spec.name}: raw files not found in --raw-dir ({dirs}) or the cache ({cache}): "
-        f"need {need}; put them in a --raw-dir"
-    )
-
-
 # ---------------------------------------------------------------- building the tables
 
 
@@ -184,9 +83,7 @@ def _side(
     return out, info
 
 
-def _read_raw(
-    spec: DatasetSpec, files: dict[str, tuple[FileSpec, Path]]
-) -> tuple[Sequences, dict[str, list[pd.DataFrame]]]:
+def _read_raw(spec: DatasetSpec, files: Files) -> tuple[Sequences, dict[str, list[pd.DataFrame]]]:
     """Run each file's reader, map item ids through an id map, and preprocess the interactions."""
     parts: dict[str, list[pd.DataFrame]] = {kind: [] for kind in readers.KINDS}
     inter_file = ""
@@ -225,7 +122,7 @@ def _read_raw(
 Frames = tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, dict[str, Any], Order]
 
 
-def _frames(spec: DatasetSpec, files: dict[str, tuple[FileSpec, Path]]) -> Frames:
+def _frames(spec: DatasetSpec, files: Files) -> Frames:
     """(interactions, items, users, side_info, order rule) built from the resolved raw files."""
     seqs, parts = _read_raw(spec, files)
     inter = interaction_frame(seqs.users, seqs.items, seqs.lengths, seqs.timestamps, seqs.ratings)
@@ -310,23 +207,6 @@ def frame_tables(
     }
 
 
-def _sources(
-    source: SourceSpec, files: dict[str, tuple[FileSpec, Path]]
-) -> tuple[list[dict[str, Any]], list[str]]:
-    """Each raw file found (role, name, path, sha256) and notes on optional files missing or
-    files that differ from the registry's checksum."""
-    notes = [
-        f"optional {f.file} not found: no {f.role}" for f in source.files if f.role not in files
-    ]
-    sources = []
-    for role, (fspec, path) in files.items():
-        digest = sha256_file(path)
-        if fspec.sha256 and digest != fspec.sha256 and path.suffix != ".gz":
-            notes.append(f"{path} differs from the registry checksum {fspec.sha256[:12]}…")
-        sources.append({"role": role, "file": path.name, "path": str(path), "sha256": digest})
-    return sources, notes
-
-
 def _previous_card(out: Path, name: str) -> dict[str, Any] | None:
     """The card of an earlier preparation, or None when there is none or it is damaged (then
     the dataset is prepared again)."""
@@ -352,28 +232,20 @@ def prepare(
     console = console or Console(stderr=True)
     spec = get_spec(name)
     out = dataset_path(name, root)
-    raw_dirs = [Path(d) for d in raw_dirs or []]
     old_card = None if force else _previous_card(out, name)
-    source_name, sources, files, notes = "generator", [], {}, []
-    if spec.generator is None:
-        try:
-            allow = download and old_card is None
-            source, files = resolve(spec, raw_dirs, cache_dir(cache), allow, console)
-        except DataError:
-            if old_card is None:
-                raise
-            note = (
-                "raw files not found: kept the prepared data (use --raw-dir and --force to rebuild)"
-            )
-            return Prepared(old_card, out, skipped=True, notes=[note])
-        source_name = source.name
-        sources, notes = _sources(source, files)
-    fingerprint = _fingerprint(spec, [{k: s[k] for k in ("role", "sha256")} for s in sources])
+    dirs, allow = [Path(d) for d in raw_dirs or []], download and old_card is None
+    try:
+        found = find_sources(spec, dirs, cache_dir(cache), allow, console)
+    except DataError:
+        if old_card is None:
+            raise
+        note = "raw files not found: kept the prepared data (use --raw-dir and --force to rebuild)"
+        return Prepared(old_card, out, skipped=True, notes=[note])
+    fingerprint = _fingerprint(spec, [{k: s[k] for k in ("role", "sha256")} for s in found.sources])
     if old_card is not None and old_card.get("fingerprint") == fingerprint:
-        return Prepared(old_card, out, skipped=True, notes=notes)
-
+        return Prepared(old_card, out, skipped=True, notes=found.notes)
     if spec.generator is None:
-        inter, items, users, side, order = _frames(spec, files)
+        inter, items, users, side, order = _frames(spec, found.files)
     else:
         inter, items, users, side, order = _synthetic_frames(spec)
     side["behaviour"] = {
@@ -385,8 +257,8 @@ def prepare(
     card = {
         "name": name,
         "variant": spec.variant,
-        "source": source_name,
-        "sources": sources,
+        "source": found.name,
+        "sources": found.sources,
         "filters": spec.filters.as_dict(),
         "order": order.as_dict(),
         "stats": stats,
@@ -400,7 +272,7 @@ def prepare(
         "fingerprint": fingerprint,
     }
     write_prepared(out, tables, card)
-    return Prepared(card, out, notes=notes)
+    return Prepared(card, out, notes=found.notes)
 
 
 def write_prepared(out: Path, tables: dict[str, pa.Table], card: dict[str, Any]) -> None:
