@@ -1,4 +1,5 @@
-"""Epoch checkpoints: atomic, loaded with weights_only=True, and a fallback to the last good one.
+"""Epoch checkpoints: what one holds (`training_state`, read back by `restore_training`), written
+atomically, loaded with weights_only=True, and a fallback to the last good one.
 
 The caller names the two files (the run store owns the layout of a run folder): anything with
 `checkpoints`, such as the run store's RunFolder.
@@ -6,18 +7,21 @@ The caller names the two files (the run store owns the layout of a run folder): 
 
 from __future__ import annotations
 
+import math
 import os
 import signal
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 import torch
 
-from seqbench.errors import Terminated
+from seqbench.errors import ConfigError, Terminated
 from seqbench.io import save_torch
+from seqbench.models.base import SeqModel
 
 #: what every epoch checkpoint holds (the trainer's state)
 KEYS = frozenset(
@@ -95,3 +99,69 @@ def load_checkpoint(paths: tuple[Path, ...], warn: Callable[[str], None]) -> dic
             return state
         warn(f"checkpoint {path} is not a seqbench checkpoint; falling back to an older one")
     return None
+
+
+@dataclass
+class Progress:
+    """Where training stands: finished epochs' history, the best epoch, epochs without
+    improvement, training seconds, and the next epoch; what a checkpoint restores."""
+
+    history: list[dict[str, Any]] = field(default_factory=list)
+    best: dict[str, Any] = field(
+        default_factory=lambda: {"epoch": 0, "score": -math.inf, "valid": {}, "state": None}
+    )
+    bad: int = 0
+    seconds: float = 0.0
+    start: int = 1
+    #: where a mid-epoch checkpoint left epoch `start`: its step, the loss sums and the
+    #: epoch's CPU seconds so far (None: at the epoch's start)
+    mid: dict[str, Any] | None = None
+
+
+def training_state(
+    model: SeqModel, opt, gen_state: torch.Tensor, p: Progress, epoch: int, device: torch.device
+) -> dict[str, Any]:
+    """What the checkpoint after `epoch` holds; `gen_state` is the data generator's state
+    after that epoch's batches (the feed of the next epoch may have drawn since)."""
+    cuda = device.type == "cuda"
+    return {
+        "epoch": epoch,
+        "model": model.state_dict(),
+        "optimizer": opt.state_dict() if opt is not None else {},
+        "rng": torch.get_rng_state(),
+        "cuda_rng": torch.cuda.get_rng_state_all() if cuda else [],
+        "gen": gen_state,
+        "history": p.history,
+        "best": p.best,
+        "bad_epochs": p.bad,
+        "seconds": p.seconds,
+        "extra": model.extra_state(),
+        "threads": torch.get_num_threads(),
+    }
+
+
+def restore_training(
+    state: dict[str, Any], model: SeqModel, opt, gen: torch.Generator, device: torch.device
+) -> Progress:
+    """Load a checkpoint's state into the model, optimiser, RNGs and data generator; refused
+    in one line when it trained on another number of threads (the digits would change)."""
+    threads = state.get("threads", torch.get_num_threads())
+    if threads != torch.get_num_threads():
+        raise ConfigError(
+            f"this run trained its first epochs on {threads} threads and now has "
+            f"{torch.get_num_threads()} (the digits would change): resume it with "
+            f"--threads {threads}, or start over with --force"
+        )
+    model.load_state_dict(state["model"])
+    if opt is not None:
+        opt.load_state_dict(state["optimizer"])
+    torch.set_rng_state(state["rng"])
+    if state["cuda_rng"] and device.type == "cuda":
+        torch.cuda.set_rng_state_all(state["cuda_rng"])
+    gen.set_state(state["gen"])
+    model.load_extra_state(state["extra"])
+    mid = state.get("mid")
+    seconds = state["seconds"] + (0.0 if mid is None else mid["seconds"])
+    return Progress(
+        state["history"], state["best"], state["bad_epochs"], seconds, state["epoch"] + 1, mid
+    )

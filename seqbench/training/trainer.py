@@ -11,7 +11,6 @@ the loss is finite.
 from __future__ import annotations
 
 import contextlib
-import math
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,8 +27,11 @@ from seqbench.models.base import SeqModel
 from seqbench.training.checkpoint import (
     CheckpointFiles,
     Pauses,
+    Progress,
     load_checkpoint,
+    restore_training,
     save_checkpoint,
+    training_state,
 )
 from seqbench.training.context import EpochReport, RunContext
 from seqbench.training.feed import EpochFeed
@@ -141,23 +143,6 @@ class TrainOptions:
     checkpoint_minutes: float | None = 10.0
 
 
-@dataclass
-class Progress:
-    """Where training stands: finished epochs' history, the best epoch, epochs without
-    improvement, training seconds, and the next epoch; what a checkpoint restores."""
-
-    history: list[dict[str, Any]] = field(default_factory=list)
-    best: dict[str, Any] = field(
-        default_factory=lambda: {"epoch": 0, "score": -math.inf, "valid": {}, "state": None}
-    )
-    bad: int = 0
-    seconds: float = 0.0
-    start: int = 1
-    #: where a mid-epoch checkpoint left epoch `start`: its step, the loss sums and the
-    #: epoch's CPU seconds so far (None: at the epoch's start)
-    mid: dict[str, Any] | None = None
-
-
 class Trainer:
     """Train a model with early stopping on the protocol's validation metric.
 
@@ -194,52 +179,19 @@ class Trainer:
         self.train_data = shuffled_training(data, seed) if shuffled else data
 
     def _state(self, epoch: int, opt, gen_state: torch.Tensor, p: Progress) -> dict[str, Any]:
-        """What the checkpoint after `epoch` holds; `gen_state` is the data generator's state
-        after that epoch's batches (the feed of the next epoch may have drawn since)."""
-        cuda = self.device.type == "cuda"
-        return {
-            "epoch": epoch,
-            "model": self.model.state_dict(),
-            "optimizer": opt.state_dict() if opt is not None else {},
-            "rng": torch.get_rng_state(),
-            "cuda_rng": torch.cuda.get_rng_state_all() if cuda else [],
-            "gen": gen_state,
-            "history": p.history,
-            "best": p.best,
-            "bad_epochs": p.bad,
-            "seconds": p.seconds,
-            "extra": self.model.extra_state(),
-            "threads": torch.get_num_threads(),
-        }
+        """What the checkpoint after `epoch` holds (`checkpoint.training_state`)."""
+        return training_state(self.model, opt, gen_state, p, epoch, self.device)
 
     def _restore(self, opt, gen) -> Progress:
         """Load the newest readable checkpoint into the model, optimiser and RNGs."""
         state = load_checkpoint(self.checkpoints, self.observer.on_log)
         if state is None:
             return Progress()
-        threads = state.get("threads", torch.get_num_threads())
-        if threads != torch.get_num_threads():
-            raise ConfigError(
-                f"this run trained its first epochs on {threads} threads and now has "
-                f"{torch.get_num_threads()} (the digits would change): resume it with "
-                f"--threads {threads}, or start over with --force"
-            )
-        self.model.load_state_dict(state["model"])
-        if opt is not None:
-            opt.load_state_dict(state["optimizer"])
-        torch.set_rng_state(state["rng"])
-        if state["cuda_rng"] and self.device.type == "cuda":
-            torch.cuda.set_rng_state_all(state["cuda_rng"])
-        gen.set_state(state["gen"])
-        self.model.load_extra_state(state["extra"])
-        mid = state.get("mid")
-        where = f"epoch {state['epoch']}" if mid is None else f"step {mid['step']} of epoch "
-        where += "" if mid is None else str(state["epoch"] + 1)
+        p = restore_training(state, self.model, opt, gen, self.device)
+        where = f"epoch {state['epoch']}" if p.mid is None else f"step {p.mid['step']} of epoch "
+        where += "" if p.mid is None else str(state["epoch"] + 1)
         self.observer.on_log(f"resuming from {where} of {self.cfg.epochs}")
-        seconds = state["seconds"] + (0.0 if mid is None else mid["seconds"])
-        return Progress(
-            state["history"], state["best"], state["bad_epochs"], seconds, state["epoch"] + 1, mid
-        )
+        return p
 
     def fit(self, resume: bool = True) -> TrainResult:
         """Run (or resume) training; returns the best epoch's validation metrics and weights."""
