@@ -20,7 +20,7 @@ from seqbench.data.dataset import SeqDataset
 from seqbench.errors import ConfigError
 from seqbench.models.bounds import check_bounds
 from seqbench.models.departures import BATCHING, GBCE_NEGATIVES, Departure
-from seqbench.models.losses import Objective, ObjectiveFields, refuse_unused
+from seqbench.models.losses import Head, Objective, ObjectiveFields, refuse_unused
 from seqbench.models.pieces import NO_PLANS, Plans, RowPieces, encode_pieces, plan_rows
 from seqbench.registry import Registry
 
@@ -124,7 +124,7 @@ class SeqModel(nn.Module):
     #: ablation axes: config field names switchable with --ablate (choices come from the type)
     ablations: ClassVar[tuple[str, ...]] = ()
     #: the kind of head the shared `loss` axis trains (`losses.Loss.heads`), for models with one
-    loss_head: ClassVar[str] = "next_item"
+    loss_head: ClassVar[Head] = "next_item"
     #: config keys of earlier releases → the one-line fix naming the key that replaced them
     renamed: ClassVar[dict[str, str]] = {}
     #: --set spellings that are not identifiers (e.g. "lambda" → "lambda_")

@@ -44,7 +44,7 @@ class Loss:
     default_negatives: int
     samplings: tuple[str, ...] = ("uniform",)
     calibrated: bool = False
-    heads: frozenset[str] = frozenset({"next_item", "window"})
+    heads: frozenset[Head] = frozenset({"next_item", "window"})
     #: `negatives_from=default`: gBCE's α = K/(|I|−1) assumes draws over all items (the
     #: authors' torch.randint); the others keep SASRec's draws outside the user's items
     negatives_from: str = "unseen"
