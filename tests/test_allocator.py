@@ -59,7 +59,7 @@ def test_training_adam_is_the_per_parameter_loop_bit_for_bit():
     """make_optimizer batches Adam over parameters (foreach): the same floats as torch's
     per-parameter loop, oracle here, on SASRec's parameters with weight decay, 5 steps."""
     from seqbench.models.base import get_model, resolve_config
-    from seqbench.testing import train_data
+    from seqbench.testing.probe import train_data
     from seqbench.training.trainer import make_optimizer
 
     data = train_data()

@@ -14,7 +14,8 @@ import torch
 from seqbench.data.dataset import SeqDataset
 from seqbench.data.sequences import next_item_instances
 from seqbench.models.base import MODELS, get_model, resolve_config
-from seqbench.testing import Probe, check_model, train_data
+from seqbench.testing import check_model
+from seqbench.testing.probe import Probe, train_data
 
 get_model("sasrec")
 

@@ -14,7 +14,7 @@ import pytest
 from seqbench.data.dataset import SeqDataset
 from seqbench.models.base import MODELS, get_model
 from seqbench.models.families.cloze import BERT4RecBody
-from seqbench.testing import MAX_LEN, Probe, eval_data
+from seqbench.testing.probe import MAX_LEN, Probe, eval_data
 
 get_model("sasrec")  # imports every model module, filling the registry
 

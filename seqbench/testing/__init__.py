@@ -1,0 +1,119 @@
+"""The model contract, checked on any model class: `seqbench check MODEL`, and `check_model(cls)`
+for a user's own pytest. These are the checks seqbench's registry-wide tests run on every
+built-in model (tests/test_check_model.py): one line per check, pass or fail with the reason.
+The checks build models through `probe`; `scoring` holds the evaluation checks, `training`
+the training ones.
+
+    from seqbench.testing import check_model
+    def test_my_model():
+        report = check_model(MyModel)
+        assert report.ok, report
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+from seqbench.models.base import SeqModel
+from seqbench.models.contract import contract_problems
+from seqbench.testing.probe import Broken, Probe, Skipped
+from seqbench.testing.scoring import batch_independence, input_window, no_peeking, score_shape
+from seqbench.testing.training import (
+    beats_popularity,
+    gradients,
+    micro_gradient,
+    piecewise_gradient,
+    seeding,
+)
+
+Status = Literal["pass", "fail", "warn", "skip"]
+
+
+@dataclass(frozen=True)
+class Check:
+    """One check's outcome: its name, pass|fail|warn|skip and the reason."""
+
+    name: str
+    status: Status
+    detail: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.status.upper():<4}  {self.name}" + (
+            f": {self.detail}" if self.detail else ""
+        )
+
+
+@dataclass(frozen=True)
+class CheckReport:
+    """Every check of one model; `ok` unless a check failed (a warning does not fail)."""
+
+    model: str
+    checks: tuple[Check, ...]
+
+    @property
+    def ok(self) -> bool:
+        return all(c.status != "fail" for c in self.checks)
+
+    def failed(self) -> list[Check]:
+        return [c for c in self.checks if c.status == "fail"]
+
+    def __str__(self) -> str:
+        return "\n".join(str(c) for c in self.checks)
+
+
+def signatures(probe: Probe) -> str:
+    """The model's methods take the calls the trainer and evaluator make (`models.contract`)."""
+    problems = contract_problems(probe.cls)
+    if problems:
+        raise Broken("; ".join(problems))
+    return f"methods take the calls of contract {probe.cls.contract}"
+
+
+#: the checks in the order they run: name → check
+CHECKS: dict[str, Callable[[Probe], str]] = {
+    "contract": signatures,
+    "score shape": score_shape,
+    "batch independence": batch_independence,
+    "no peeking": no_peeking,
+    "input window": input_window,
+    "seed": seeding,
+    "loss and gradients": gradients,
+    "micro_key gradient": micro_gradient,
+    "piecewise gradient": piecewise_gradient,
+    "beats popularity": beats_popularity,
+}
+
+
+def run_check(name: str, probe: Probe) -> Check:
+    """One check as a Check: pass, fail with the reason, skip (or warn) with why."""
+    try:
+        return Check(name, "pass", CHECKS[name](probe))
+    except Broken as e:
+        return Check(name, "fail", str(e))
+    except Skipped as e:
+        text = str(e)
+        if text.startswith("WARN "):
+            return Check(name, "warn", text[5:])
+        return Check(name, "skip", text)
+    except Exception as e:  # a model that crashes under a check fails it, with the error
+        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        return Check(name, "fail", f"raised {type(e).__name__}: {first}")
+
+
+def check_model(
+    cls: type[SeqModel],
+    sets: dict[str, str] | None = None,
+    *,
+    learn: bool = True,
+    only: tuple[str, ...] | None = None,
+) -> CheckReport:
+    """Run the contract on `cls` (with config overrides `sets`); `learn=False` leaves out the
+    training run against popularity, `only` picks checks by name."""
+    probe = Probe(cls, dict(sets or {}))
+    names = [n for n in (only or CHECKS) if learn or n != "beats popularity"]
+    unknown = [n for n in names if n not in CHECKS]
+    if unknown:
+        raise ValueError(f"unknown checks {unknown} (valid: {', '.join(CHECKS)})")
+    return CheckReport(cls.name or cls.__name__, tuple(run_check(n, probe) for n in names))

@@ -1,0 +1,156 @@
+"""The training checks: seeding, finite gradients, micro-batched and piecewise pieces giving
+the whole batch's loss and gradient, and a short run that should beat popularity."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import tempfile
+
+import torch
+
+from seqbench.data.dataset import SeqDataset
+from seqbench.data.synthetic import generate
+from seqbench.models.base import SeqModel
+from seqbench.plugins import as_registered
+from seqbench.runs.execute import RunRequest, execute
+from seqbench.runs.options import RunOptions
+from seqbench.testing.probe import Broken, Probe, Skipped, first_batch, scores_of, train_loss
+from seqbench.training.context import RunContext
+from seqbench.training.micro import backward_pieces, step_pieces
+
+
+def seeding(probe: Probe) -> str:
+    """Same seed → identical weights, loss and scores; another seed → another init."""
+    a, b, c = probe.trainer(0), probe.trainer(0), probe.trainer(1)
+    if not any(p.numel() for p in a.parameters()):
+        raise Skipped("the model has no weights")
+    sa, sb, sc = a.state_dict(), b.state_dict(), c.state_dict()
+    if any(not torch.equal(sa[k], sb[k]) for k in sa):
+        raise Broken("two builds under the same seed differ: draw all randomness from torch")
+    if all(torch.equal(sa[k], sc[k]) for k in sa):
+        raise Broken("seeds 0 and 1 give the same initial weights: the model ignores the seed")
+    parts = "weights"
+    if probe.trains_weights(a):
+        losses = []
+        for m in (a, b):
+            torch.manual_seed(7)
+            losses.append(float(train_loss(m, first_batch(m, probe.trains)).detach()))
+        if losses[0] != losses[1]:
+            raise Broken(f"same seed, different losses ({losses[0]!r} vs {losses[1]!r})")
+        parts += ", loss"
+    users, ends, _ = probe.evals.eval_split("test")
+    a2, b2 = probe.build(probe.evals, 0, False), probe.build(probe.evals, 0, False)
+    ev = probe.evaluator(a2)
+    if not torch.equal(scores_of(a2, ev, users, ends), scores_of(b2, ev, users, ends)):
+        raise Broken("same seed, different scores")
+    return f"same seed: identical {parts} and scores; another seed: another init"
+
+
+def gradients(probe: Probe) -> str:
+    """The loss of a training batch is a finite scalar with a finite gradient for every
+    trainable parameter (but those the model declares unused under its config)."""
+    model = probe.trainer()
+    if not probe.trains_weights(model):
+        raise Skipped("not trained (no epochs or no trainable weights)")
+    loss = train_loss(model, first_batch(model, probe.trains))
+    if loss.dim() != 0 or not torch.isfinite(loss):
+        raise Broken(f"loss is not a finite scalar (shape {list(loss.shape)}, {loss.detach()})")
+    loss.backward()
+    trainable = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    unused = model.unused_parameters()
+    missing = [n for n, p in trainable if p.grad is None and n not in unused]
+    if missing:
+        raise Broken(f"no gradient for {', '.join(missing[:3])}: the loss does not use them")
+    bad = [n for n, p in trainable if p.grad is not None and not torch.isfinite(p.grad).all()]
+    if bad:
+        raise Broken(f"non-finite gradient for {', '.join(bad[:3])}")
+    return f"finite loss, gradients for all {len(trainable)} trainable tensors"
+
+
+def grads_of(model: SeqModel) -> dict[str, torch.Tensor]:
+    return {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+
+
+def _same_gradient(got: dict, whole: dict, loss: float, total: float, how: str) -> None:
+    """The pieces' loss and gradient equal the whole batch's (rel 1e-5; grads 1e-4/1e-6)."""
+    if not math.isclose(total, loss, rel_tol=1e-5, abs_tol=1e-6):
+        raise Broken(f"{how}: loss {total:.6g}, whole batch {loss:.6g}")
+    if got.keys() != whole.keys():
+        raise Broken(f"{how}: gradients for other tensors than the whole batch's")
+    for n, g in whole.items():
+        if not torch.allclose(got[n], g, rtol=1e-4, atol=1e-6):
+            err = float((got[n] - g).abs().max())
+            raise Broken(f"{how}: gradient of {n} differs by {err:.2g} from the whole batch's")
+
+
+def micro_gradient(probe: Probe) -> str:
+    """A `micro_key` model: length-sorted pieces weighted by their share of targets give the
+    whole batch's loss and gradient (so `batching=micro` changes nothing but speed); the
+    pieces are split, planned and run by the trainer's own functions."""
+    model = probe.trainer(batching="uniform")
+    key = model.micro_key
+    if key is None:
+        raise Skipped("declares no micro_key (batches are never split)")
+    batch = first_batch(model, probe.trains)
+    loss, _ = backward_pieces(model, step_pieces(model, batch))
+    whole = grads_of(model)
+    model.zero_grad(set_to_none=True)
+    model.cfg = dataclasses.replace(model.cfg, batching="micro", micro_overhead=7)
+    pieces = step_pieces(model, batch)
+    widths = [p.batch["seqs"].shape[1] for p in pieces]
+    if len(pieces) <= 2 or widths != sorted(widths) or widths[0] >= batch["seqs"].shape[1]:
+        raise RuntimeError("the check batch did not split into more than two trimmed pieces")
+    if not math.isclose(sum(p.weight for p in pieces), 1.0, rel_tol=1e-6):
+        raise Broken(f"the pieces' weights sum to {sum(p.weight for p in pieces)}, not 1")
+    total, _ = backward_pieces(model, pieces)
+    _same_gradient(grads_of(model), whole, loss, total, f"micro_key {key!r}")
+    return f"micro_key {key!r}: {len(pieces)} pieces give the batch's loss and gradient"
+
+
+def piecewise_gradient(probe: Probe) -> str:
+    """A `piecewise` model: encoding rows in trimmed pieces gives the loss and gradient of one
+    untrimmed pass (augmentations drawn inside the loss see the same random stream)."""
+    model = probe.trainer(batching="uniform")
+    if not model.piecewise:
+        raise Skipped("does not declare piecewise encoding")
+    batch = first_batch(model, probe.trains, seed=4)
+    runs, state = [], model.extra_state()
+    for mode in ("uniform", "micro"):
+        model.cfg = dataclasses.replace(model.cfg, batching=mode, micro_overhead=7)
+        model.load_extra_state(state)  # e.g. CBiT's θ moves with each loss
+        model.zero_grad(set_to_none=True)
+        torch.manual_seed(1)
+        loss = train_loss(model, batch)
+        loss.backward()
+        runs.append((float(loss.detach()), grads_of(model)))
+    (whole, g_whole), (pieces, g_pieces) = runs
+    _same_gradient(g_pieces, g_whole, whole, pieces, "piecewise")
+    return "piecewise encoding gives the whole batch's loss and gradient"
+
+
+def learning(
+    cls: type[SeqModel], data: SeqDataset, sets: dict[str, str] | None = None, minutes: float = 0.5
+) -> tuple[float, float]:
+    """Test NDCG@10 of the model after its synthetic budget (capped at `minutes`) and of
+    popularity, trained on `data` in a throw-away run store."""
+    name = as_registered(cls)
+    with tempfile.TemporaryDirectory() as tmp:
+        ctx = RunContext(runs_dir=tempfile.mkdtemp(dir=tmp))
+        pop, _ = execute(RunRequest("popularity", data.name), ctx, data=data)
+        req = RunRequest(name, data.name, sets=dict(sets or {}))
+        got, _ = execute(req, ctx, RunOptions(max_minutes=minutes), data=data)
+    return got.test["NDCG@10"], pop.test["NDCG@10"]
+
+
+def beats_popularity(probe: Probe, minutes: float = 0.5) -> str:
+    """It beats popularity on the planted synthetic pattern (a warning when not)."""
+    inter, items = generate()
+    data = SeqDataset.from_frames("synthetic", inter, items, {"checksum": "check"})
+    ndcg, pop = learning(probe.cls, data, probe.sets, minutes)
+    if ndcg <= pop:
+        raise Skipped(
+            f"WARN NDCG@10 {ndcg:.4f} ≤ popularity {pop:.4f} after its synthetic budget "
+            f"(≤ {minutes:g} min): it may need more epochs or another learning rate"
+        )
+    return f"NDCG@10 {ndcg:.4f} > popularity {pop:.4f} on the planted synthetic pattern"
