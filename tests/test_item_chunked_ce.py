@@ -51,3 +51,12 @@ def test_blocks_are_bounded_by_ce_elements(monkeypatch: pytest.MonkeyPatch) -> N
     w = torch.randn(3000, 1, requires_grad=True)
     losses.full_ce(h, w, torch.randint(0, 3000, (9,)), 0).backward()
     assert seen and max(seen) == 2 * 1024  # 2 rows × 1,024 items (unchunked: 9 × 3,000)
+
+
+def test_no_target_gives_what_the_whole_product_gives(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A batch without targets: the mean over none (NaN), as F.cross_entropy, no error."""
+    monkeypatch.setattr(losses, "ITEM_CHUNKING", 8)
+    h, w = torch.zeros(0, 3), torch.randn(20, 3)
+    got = losses.full_ce(h, w, torch.zeros(0, dtype=torch.long), 4)
+    want = F.cross_entropy(h @ w.T, torch.zeros(0, dtype=torch.long))
+    assert torch.isnan(got) and torch.isnan(want)

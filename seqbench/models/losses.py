@@ -340,7 +340,7 @@ def full_ce(
     """Mean softmax CE of rows h [N, d] over all items weight [I, d] (targets: 0-based [N]),
     in chunks of `chunk` rows (`chunked_ce`); over more than ITEM_CHUNKING items also in
     chunks of items, so memory is bounded by CE_ELEMENTS whatever the catalogue."""
-    if weight.shape[0] <= ITEM_CHUNKING:
+    if weight.shape[0] <= ITEM_CHUNKING or len(h) == 0:  # no target: the product is empty
         return chunked_ce(lambda rows: h[rows] @ weight.T, targets, chunk)
     rows = min(len(h), chunk or len(h), CE_ELEMENTS // 1024) or 1
     items = max(1024, CE_ELEMENTS // rows)
