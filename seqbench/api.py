@@ -1,5 +1,5 @@
-"""The Python API for notebooks and scripts: the calls behind `seqbench run`, `runs`, `report`
-and `check`, returning objects instead of printing.
+"""The Python API for notebooks and scripts: the calls behind `seqbench run`, `runs`, `sweep`,
+`report` and `check`, returning objects instead of printing.
 
     import seqbench.api as sb
     result = sb.run("sasrec", dataset="synthetic", seed=0, overrides={"epochs": 2})
@@ -18,9 +18,10 @@ from pathlib import Path
 
 import pandas as pd
 
+from seqbench.data.dataset import SeqDataset, load_dataset
 from seqbench.errors import ConfigError
 from seqbench.evaluation.protocols import get_protocol
-from seqbench.machine import thread_choice
+from seqbench.machine import check_precision, forced_threads, set_deterministic, thread_choice
 from seqbench.models.base import SeqModel, get_model
 from seqbench.plugins import as_registered, load_plugins
 from seqbench.report.layouts import LAYOUTS, TableOptions
@@ -28,13 +29,15 @@ from seqbench.report.render import render
 from seqbench.report.select import evaluated_under, select_runs
 from seqbench.report.significance import SignificanceOptions
 from seqbench.report.tables import Table
-from seqbench.runs.execute import RunRequest, Value, default_dataset, execute
+from seqbench.runs.batch import SweepObserver
+from seqbench.runs.execute import ResolvedRun, RunRequest, Value, default_dataset, execute
 from seqbench.runs.manifest import sweep_run_ids
-from seqbench.runs.options import RunOptions
+from seqbench.runs.options import Pool, RunOptions
 from seqbench.runs.result import RunResult
-from seqbench.runs.store import RunStore
+from seqbench.runs.store import DamagedRun, Run, RunStore
+from seqbench.runs.sweep import SweepDefinition, SweepOutcome, run_sweep
 from seqbench.testing import CheckReport, check_model
-from seqbench.training.context import Observer, RunContext
+from seqbench.training.context import Observer, RunContext, Tracking
 
 Model = str | type[SeqModel]
 
@@ -46,6 +49,62 @@ def model_name(model: Model, plugins: Sequence[str] = ()) -> str:
         get_model(model)
         return model
     return as_registered(model)
+
+
+def context(
+    *,
+    device: str = "auto",
+    threads: int | None = None,
+    batch: bool = False,
+    runs_dir: str | Path | None = None,
+    data_dir: str | Path | None = None,
+    observer: Observer | None = None,
+    tracking: Tracking | None = None,
+    deterministic: bool = False,
+    compile: bool = False,
+) -> RunContext:
+    """The context runs of this process execute in: where every command and call builds one.
+
+    `threads`: --threads N forces N; None: the policy decides, now for one run, or when the
+    runs start for a `batch` (a sweep or a study, whose workers share the cores).
+    `deterministic` sets deterministic algorithms now, before CUDA starts."""
+    if deterministic:
+        set_deterministic()
+    return RunContext.create(
+        device=device,
+        threads=forced_threads(threads) if batch else thread_choice(threads),
+        runs_dir=runs_dir,
+        data_dir=data_dir,
+        observer=observer,
+        tracking=tracking,
+        deterministic=deterministic,
+        compile=compile,
+    )
+
+
+@dataclass(frozen=True)
+class Executed:
+    """One run as `seqbench run` reports it: its result, whether the store had it, and the
+    request as resolved once (model class, config, protocol, run id) on its data."""
+
+    result: RunResult
+    cached: bool
+    run: ResolvedRun
+    data: SeqDataset
+
+
+def execute_run(
+    req: RunRequest,
+    ctx: RunContext,
+    options: RunOptions = RunOptions(),
+    data: SeqDataset | None = None,
+) -> Executed:
+    """Resolve `req` once on its prepared data (`data` when the caller has it loaded) for the
+    context's device, then train it or fetch it from the store."""
+    data = data if data is not None else load_dataset(req.dataset, ctx.data_dir)
+    run = req.resolve(data, ctx.device_type())
+    result, cached = execute(run, ctx, options, data=data)
+    return Executed(result, cached, run, data)
 
 
 def run(
@@ -68,12 +127,8 @@ def run(
 ) -> RunResult:
     """Train (or fetch from the store) one run, as `seqbench run`; `overrides` are --set."""
     name = model_name(model, plugins)
-    ctx = RunContext.create(
-        device=device,
-        threads=thread_choice(threads),
-        runs_dir=runs_dir,
-        data_dir=data_dir,
-        observer=observer,
+    ctx = context(
+        device=device, threads=threads, runs_dir=runs_dir, data_dir=data_dir, observer=observer
     )
     req = RunRequest(
         name,
@@ -85,7 +140,47 @@ def run(
         precision=precision,
     )
     options = RunOptions(force=force, max_minutes=budget_minutes)
-    return execute(req, ctx, options)[0]
+    return execute_run(req, ctx, options).result
+
+
+def sweep(
+    definition: SweepDefinition,
+    *,
+    name: str | None = None,
+    pool: Pool = Pool(workers=None),
+    observer: SweepObserver | None = None,
+    device: str = "auto",
+    threads: int | None = None,
+    runs_dir: str | Path | None = None,
+    data_dir: str | Path | None = None,
+    tracking: Tracking | None = None,
+    deterministic: bool = False,
+    compile: bool = False,
+) -> SweepOutcome:
+    """Run every configuration of a sweep, as `seqbench sweep` (stored runs are reused, so a
+    rerun resumes); its precision is checked on the device once, not in every run."""
+    ctx = context(
+        device=device,
+        threads=threads,
+        batch=True,
+        runs_dir=runs_dir,
+        data_dir=data_dir,
+        tracking=tracking,
+        deterministic=deterministic,
+        compile=compile,
+    )
+    check_precision(definition.precision, ctx.torch_device())
+    return run_sweep(definition, ctx, pool, name, observer)
+
+
+def stored(
+    model: str | None = None, dataset: str | None = None, runs_dir: str | Path | None = None
+) -> tuple[list[Run], list[DamagedRun]]:
+    """The store's finished runs (of `model` on `dataset` when given), in run id order, and
+    its damaged ones."""
+    healthy, damaged = RunStore(runs_dir).scan()
+    mine = [r for r in healthy if (model in (None, r.model)) and (dataset in (None, r.dataset))]
+    return mine, damaged
 
 
 def runs(
@@ -98,9 +193,7 @@ def runs(
     """One row per stored run (id, model, dataset, protocol, seed, origin, epochs, then every
     test metric as a column); `per_user=True`: one row per run and evaluated user instead."""
     rows, parts = [], []
-    for r in RunStore(runs_dir).list_runs():
-        if (model and r.model != model) or (dataset and r.dataset != dataset):
-            continue
+    for r in stored(model, dataset, runs_dir)[0]:
         head = {
             "run_id": r.run_id,
             "model": r.model,

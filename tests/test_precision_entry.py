@@ -10,6 +10,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+import torch
 import yaml
 from helpers import write_tiny
 
@@ -24,6 +25,8 @@ from seqbench.study.parse import parse_study
 from seqbench.study.plan import plan
 from seqbench.study.reproduce import budget_notes
 from seqbench.study.spec import with_precision
+
+CPU = torch.device("cpu")
 
 DATA = SimpleNamespace(checksum="0" * 64)
 STUDY = {
@@ -75,15 +78,15 @@ def test_with_precision_checks_the_device_naming_the_file_or_the_option(
     monkeypatch.setattr(device, "cpu_bf16_supported", lambda: False)
     bf16 = parse_study({**STUDY, "precision": "bf16"}, WHERE)
     with pytest.raises(ConfigError) as e:
-        with_precision(bf16, device="cpu")
+        with_precision(bf16, device=CPU)
     assert str(e.value).startswith(f"{WHERE}: precision: bf16: this CPU has no bf16 support")
     assert str(e.value).endswith("use precision: fp32")
     with pytest.raises(ConfigError, match=r"^--precision fp16 needs CUDA"):
-        with_precision(bf16, "fp16", "cpu")
-    assert with_precision(bf16, "fp32", "cpu").precision == "fp32"  # the option wins
+        with_precision(bf16, "fp16", CPU)
+    assert with_precision(bf16, "fp32", CPU).precision == "fp32"  # the option wins
     assert with_precision(bf16).precision == "bf16"  # no device: nothing trains, no check
     monkeypatch.setattr(device, "cpu_bf16_supported", lambda: True)
-    assert with_precision(bf16, device="cpu") is bf16
+    assert with_precision(bf16, device=CPU) is bf16
 
 
 class Stopped(Exception):
@@ -198,7 +201,7 @@ def test_reproduce_passes_its_precision_to_every_run(
     seen: list[str] = []
 
     def stop(requests: list, **kwargs: object) -> list:
-        seen.extend(r.precision for r in requests)
+        seen.extend(getattr(r, "request", r).precision for r in requests)  # resolved: its request
         raise Stopped  # train nothing
 
     monkeypatch.setattr(study_execution, "run_requests", stop)

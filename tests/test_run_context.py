@@ -5,12 +5,19 @@ from __future__ import annotations
 
 import math
 import pickle
+import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pytest
+from helpers import write_tiny
 
+from seqbench import machine
+from seqbench.cli import main
 from seqbench.data.dataset import SeqDataset
+from seqbench.evaluation import protocols
 from seqbench.machine import ThreadChoice, forced_threads
 from seqbench.runs.execute import RunRequest, execute
 from seqbench.runs.store import RunStore
@@ -68,3 +75,57 @@ def test_the_observer_sees_each_epoch_with_the_history_values(
     best = max(history["valid_NDCG@10"][1:])
     assert recorder.epochs[-1].best == best
     assert recorder.epochs[-1].best_epoch == result.best_epoch
+
+
+def resolutions(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """What is resolved from now on, one entry a call: `resolve_device` and `get_protocol`
+    (through any seqbench module that imported them) and `identify seed N` (a run request)."""
+    calls: list[str] = []
+    for original in (machine.resolve_device, protocols.get_protocol):
+
+        def counted(*args: Any, original: Callable = original) -> Any:
+            calls.append(original.__name__)
+            return original(*args)
+
+        for module in [m for name, m in sys.modules.items() if name.startswith("seqbench")]:
+            for attr, value in list(vars(module).items()):
+                if value is original:
+                    monkeypatch.setattr(module, attr, counted)
+    identify = RunRequest.identify
+
+    def counted_identify(self: RunRequest, *args: Any) -> Any:
+        calls.append(f"identify seed {self.seed}")
+        return identify(self, *args)
+
+    monkeypatch.setattr(RunRequest, "identify", counted_identify)
+    return calls
+
+
+def test_one_seqbench_run_resolves_its_device_protocol_and_request_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The device, the protocol and the run request are resolved once and passed down: a
+    second resolution anywhere in `seqbench run` (the CLI, the API, execute, the trainer)
+    fails here."""
+    write_tiny(tmp_path / "data")
+    calls = resolutions(monkeypatch)
+    where = ["--data-dir", str(tmp_path / "data"), "--runs-dir", str(tmp_path / "r")]
+    main(["run", "sasrec", "-d", "synthetic", "--set", "d=8", "--epochs", "1", "--threads", "1",
+          "--no-progress", *where])  # fmt: skip
+    assert sorted(calls) == ["get_protocol", "identify seed 0", "resolve_device"]
+
+
+def test_a_study_resolves_each_run_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A study's runs are resolved in its plan and executed as resolved: `study run` (one
+    worker, in this process) resolves each of its two runs once, and its device once."""
+    write_tiny(tmp_path / "data")
+    (tmp_path / "s").mkdir()
+    (tmp_path / "s" / "study.yaml").write_text(
+        "protocol: seqbench\ndatasets: [synthetic]\nseeds: [0, 1]\nbudget: {epochs: 1}\n"
+        "models: {sasrec: {sets: {d: 8}}}\ntables: {t: {layout: overall}}\n"
+    )
+    calls = resolutions(monkeypatch)
+    where = ["--data-dir", str(tmp_path / "data"), "--runs-dir", str(tmp_path / "r")]
+    main(["study", "run", str(tmp_path / "s"), "--threads", "1", "--no-progress", *where])
+    calls = [c for c in calls if c != "get_protocol"]  # the study file's checks look it up
+    assert sorted(calls) == ["identify seed 0", "identify seed 1", "resolve_device"]

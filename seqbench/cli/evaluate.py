@@ -7,12 +7,12 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
+from seqbench import api
 from seqbench.cli.app import DataDir, Plugins, RunsDir, app, console, log, say
 from seqbench.evaluation.metrics import METRICS
-from seqbench.machine import thread_choice
 from seqbench.runs.reevaluate import reevaluate
 from seqbench.runs.store import RunFolder, RunStore
-from seqbench.training.context import LogObserver, RunContext
+from seqbench.training.context import LogObserver
 
 
 @app.command()
@@ -28,9 +28,9 @@ def evaluate(
     plugin: Plugins = None,
 ) -> None:
     """Test a stored run's best weights under another protocol preset; kept beside the run."""
-    ctx = RunContext.create(
+    ctx = api.context(
         device=device,
-        threads=thread_choice(threads),
+        threads=threads,
         runs_dir=runs_dir,
         data_dir=data_dir,
         observer=LogObserver(log),

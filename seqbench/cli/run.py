@@ -9,6 +9,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from seqbench import api
 from seqbench.cli.app import (
     Compile,
     DataDir,
@@ -30,18 +31,12 @@ from seqbench.data.audit import audit
 from seqbench.data.dataset import SeqDataset, load_dataset
 from seqbench.errors import ConfigError
 from seqbench.evaluation.metrics import METRICS
-from seqbench.evaluation.protocols import get_protocol, split_view
-from seqbench.machine import (
-    ThreadChoice,
-    check_precision,
-    resolve_device,
-    set_deterministic,
-    thread_choice,
-)
+from seqbench.evaluation.protocols import split_view
+from seqbench.machine import ThreadChoice, check_precision
 from seqbench.models.base import get_model
 from seqbench.models.contract import DEBUG_ENV
 from seqbench.runs.estimate import Estimate, estimate
-from seqbench.runs.execute import RunRequest, default_dataset, execute
+from seqbench.runs.execute import RunRequest, default_dataset
 from seqbench.runs.options import RunOptions
 from seqbench.runs.result import RunResult
 from seqbench.runs.store import RunStore
@@ -124,15 +119,11 @@ def run(
         os.environ[DEBUG_ENV] = "1"
     if amp:
         raise ConfigError("--amp is now --precision: use --precision fp16 (CUDA) or bf16")
-    if deterministic:
-        set_deterministic()  # before CUDA starts
-    check_precision(precision, resolve_device(device))
-    get_model(model)
-    get_protocol(protocol)
+    get_model(model)  # an unknown model is reported before a missing default dataset
     dataset = dataset or default_dataset(data_dir)
-    ctx = RunContext.create(
+    ctx = api.context(
         device=device,
-        threads=thread_choice(threads),
+        threads=threads,
         runs_dir=runs_dir,
         data_dir=data_dir,
         observer=run_observer(progress),
@@ -140,6 +131,7 @@ def run(
         deterministic=deterministic,
         compile=compile_,
     )
+    check_precision(precision, ctx.torch_device())  # before any data is read
     options = RunOptions(force, resume, budget_minutes, checkpoint_minutes)
     data: SeqDataset | None = None
     for s in seed or [0]:
@@ -156,18 +148,18 @@ def run(
         if dry_run:
             show_dry_run(req, ctx)
             continue
-        data = data if data is not None else load_dataset(dataset, data_dir)
-        result, cached = execute(req, ctx, options, data=data)
-        if get_protocol(protocol).split is None:  # a temporal split's line went to stderr
+        done = api.execute_run(req, ctx, options, data)
+        data = done.data
+        if done.run.protocol.split is None:  # a temporal split's line went to stderr
             say(audit(data).summary())
-        show_result(result, cached, RunStore(ctx.runs_dir))
+        show_result(done.result, done.cached, RunStore(ctx.runs_dir))
 
 
 def show_dry_run(req: RunRequest, ctx: RunContext) -> None:
     """What a run would be (config, size, work per epoch) and its estimated cost; nothing is
     trained or stored."""
     data = load_dataset(req.dataset, ctx.data_dir)
-    run = req.resolve(data)
+    run = req.resolve(data, ctx.device_type())
     data = split_view(data, run.protocol)
     stored = (
         " (stored: the run would return it)" if RunStore(ctx.runs_dir).is_done(run.run_id) else ""
@@ -276,10 +268,8 @@ def runs(
     table.add_column("run id\nprotocol · ablate")
     for col in ("seed", "epoch", "HR@10", "NDCG@10"):
         table.add_column(col)
-    healthy, damaged = RunStore(runs_dir).scan()
+    healthy, damaged = api.stored(model, dataset, runs_dir)
     for r in healthy:
-        if (model and r.model != model) or (dataset and r.dataset != dataset):
-            continue
         ablate = ", ".join(f"{k}={v}" for k, v in r.ablate.items())
         origin = f"\n{r.origin}" if r.origin else ""
         table.add_row(

@@ -14,6 +14,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from seqbench import api
 from seqbench.cli.app import (
     Compile,
     DataDir,
@@ -38,10 +39,8 @@ from seqbench.cli.report import split_list, write_output
 from seqbench.cli.run import duration
 from seqbench.cli.sweep import SweepDisplay
 from seqbench.errors import ConfigError
-from seqbench.machine import forced_threads
 from seqbench.report.render import FORMATS, format_for
 from seqbench.report.significance import SignificanceOptions
-from seqbench.runs.batch import resolve_request
 from seqbench.runs.estimate import Estimate, estimate
 from seqbench.runs.executors import dataset
 from seqbench.runs.exported import ExportedRun, load_exported, reusable
@@ -77,7 +76,7 @@ def show_plan(
     `committed` copies, missing) and its tables; returns how many would be trained."""
     study = p.study
     committed = committed or {}
-    rows = statuses(p, store, data_dir, committed)
+    rows = statuses(p, store, committed)
     precision = f" · precision {study.precision}" if study.precision != "fp32" else ""
     table = Table(
         title=f"{study.title} · protocol {study.protocol} · {study.budget_text()}{precision}"
@@ -132,7 +131,9 @@ def show_estimates(p: Plan, rows: list[tuple[str | None, str]], ctx: RunContext)
     for r, (_, status) in zip(p.runs, rows, strict=True):
         if status != "missing":
             continue
-        run = resolve_request(r.request, ctx.data_dir)
+        run = r.resolved
+        if run is None:  # a missing run's data is prepared: it was resolved in the plan
+            continue
         key = dataclasses.replace(run.spec, seed=0).run_id
         if key not in seen:
             est = estimate(run, dataset(r.request.dataset, ctx.data_dir), ctx)
@@ -258,17 +259,16 @@ def run(
 ) -> None:
     """Train what the run store lacks (as `seqbench run` does), then write the study's folder."""
     path = study_file(folder).parent
-    # checked before anything is planned or trained; rendering trains nothing
-    study = with_precision(load_study(folder), precision, None if render_only else device)
-    p = plan(study, data_dir=data_dir, need_data=not render_only)
-    store = RunStore(runs_dir)
+    study = load_study(folder)
     where = display_path(path)
-    if render_only:
+    if render_only:  # trains nothing: no device to check the precision against
+        p = plan(with_precision(study, precision), data_dir=data_dir, need_data=False)
         print_rendering(study.title, where, render_study(p, path, runs_dir, data_dir))
         return
-    ctx = RunContext.create(
+    ctx = api.context(
         device=device,
-        threads=forced_threads(threads or study.threads),
+        threads=threads or study.threads,
+        batch=True,
         runs_dir=runs_dir,
         data_dir=data_dir,
         observer=LogObserver(log),
@@ -276,14 +276,18 @@ def run(
         deterministic=deterministic,
         compile=compile_,
     )
+    # checked before anything is planned or trained
+    study = with_precision(study, precision, ctx.torch_device())
+    p = plan(study, data_dir=data_dir, device=ctx.device_type())
+    store = RunStore(runs_dir)
     committed = reusable(load_exported(path / RUN_FILES))
     if dry_run:
-        from_folder(p, ctx, store, committed)  # refuses what a study run would refuse
+        from_folder(p, store, committed)  # refuses what a study run would refuse
         missing = show_plan(where, p, store, data_dir, committed)
-        show_estimates(p, statuses(p, store, data_dir, committed), ctx)
+        show_estimates(p, statuses(p, store, committed), ctx)
         say(
-            f"dry run: would train {missing} run(s) · {study.budget_text()} · precision "
-            f"{study.precision} · then write {where}/: tables, metrics/<run_id>/, README.md block"
+            f"dry run: would train {missing} run(s) ({study.budget_text()}; precision "
+            f"{study.precision}), then write {where}/: tables, metrics/<run_id>/, README.md block"
         )
         return
     # on Ray every missing run is in flight at once unless --workers says otherwise
@@ -344,11 +348,11 @@ def reproduce(
     tests.validate()
     if budget_epochs is not None and budget_minutes is not None:
         raise ConfigError("give one budget for all models: --budget-epochs or --budget-minutes")
-    # the runs train on the default device (auto), checked before anything trains
-    study = with_precision(get_study(spec, spec_file), precision, "auto")
     if threads:
         torch.set_num_threads(threads)
-    ctx = RunContext.create(threads=forced_threads(threads), runs_dir=runs_dir, data_dir=data_dir)
+    ctx = api.context(threads=threads, batch=True, runs_dir=runs_dir, data_dir=data_dir)
+    # the runs train on the default device (auto), checked before anything trains
+    study = with_precision(get_study(spec, spec_file), precision, ctx.torch_device())
     result = run_reproduction(
         study,
         ctx,

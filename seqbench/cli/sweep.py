@@ -14,6 +14,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from seqbench import api
 from seqbench.cli.app import (
     Compile,
     DataDir,
@@ -34,14 +35,13 @@ from seqbench.cli.app import (
 from seqbench.cli.run import parse_pairs
 from seqbench.errors import ConfigError
 from seqbench.evaluation.protocols import get_protocol
-from seqbench.machine import check_precision, forced_threads, resolve_device
 from seqbench.models.base import get_model
 from seqbench.runs.batch import STATUSES, SweepObserver, SweepResult, label
 from seqbench.runs.execute import RunRequest, default_dataset
 from seqbench.runs.executors import Outcome, Pool
-from seqbench.runs.sweep import SweepDefinition, run_sweep
+from seqbench.runs.sweep import SweepDefinition
 from seqbench.runs.tracking import tracking_for
-from seqbench.training.context import EpochReport, RunContext
+from seqbench.training.context import EpochReport
 
 
 def parse_axes(pairs: list[str] | None, flag: str) -> dict[str, list[str]]:
@@ -218,7 +218,6 @@ def sweep(
     plugin: Plugins = None,
 ) -> None:
     """Run every configuration of MODEL (cached runs are skipped; rerun to resume)."""
-    check_precision(precision, resolve_device(device))  # once, not in every run
     get_model(model)  # an unknown model is reported before a missing default dataset
     definition = SweepDefinition(
         model,
@@ -237,17 +236,19 @@ def sweep(
         precision=precision,
     )
     t0 = time.perf_counter()
-    ctx = RunContext.create(
+    outcome = api.sweep(
+        definition,
+        name=name,
+        pool=Pool(executor, workers, address, gpus_per_run),
+        observer=SweepDisplay(console_err, bars(progress)),
         device=device,
-        threads=forced_threads(threads),
+        threads=threads,
         runs_dir=runs_dir,
         data_dir=data_dir,
         tracking=tracking_for(track, track_to),
         deterministic=deterministic,
         compile=compile_,
     )
-    pool = Pool(executor, workers, address, gpus_per_run)
-    outcome = run_sweep(definition, ctx, pool, name, SweepDisplay(console_err, bars(progress)))
     show_summary(outcome.results, protocol, time.perf_counter() - t0)
     say(
         f"sweep {outcome.name} · manifest {outcome.manifest} · "

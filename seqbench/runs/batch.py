@@ -5,7 +5,7 @@ with its request, and an observer follows the jobs."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -79,7 +79,7 @@ class SweepObserver:
 
 
 def run_requests(
-    requests: list[RunRequest],
+    requests: Sequence[RunRequest | ResolvedRun],
     ctx: RunContext,
     pool: Pool = Pool(),
     options: RunOptions = RunOptions(),
@@ -87,7 +87,8 @@ def run_requests(
     committed: Mapping[str, RunResult] | None = None,
 ) -> list[SweepResult]:
     """Run every request (stored ones are returned as cached, those the store lacks but
-    `committed` has, by run id, as committed); results in request order.
+    `committed` has, by run id, as committed); results in request order. A request resolved
+    already (a study's, in its plan) is not resolved again.
 
     A request whose config is invalid, or whose run raises or kills its worker, is returned
     as failed with its error; the others go on. Requests with the same run id run once.
@@ -104,9 +105,12 @@ def run_requests(
     jobs: list[Job] = []
     first: dict[str, int] = {}
     ids: list[str | None] = []
-    for i, req in enumerate(requests):
+    items, requests = requests, [r.request if isinstance(r, ResolvedRun) else r for r in requests]
+    for i, (item, req) in enumerate(zip(items, requests, strict=True)):
         try:
-            resolved = resolve_request(req, job_ctx.data_dir, device)
+            resolved = item
+            if not isinstance(item, ResolvedRun):
+                resolved = resolve_request(req, job_ctx.data_dir, device)
         except Exception as e:
             results[i] = SweepResult(req, None, "failed", error=describe_error(e))
             ids.append(None)

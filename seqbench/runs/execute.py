@@ -9,8 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import torch
 
-from seqbench.data.audit import audit
+from seqbench.data.audit import Audit, audit
 from seqbench.data.dataset import SeqDataset, load_dataset, prepared_names
 from seqbench.errors import ConfigError, DataError
 from seqbench.evaluation.evaluator import Evaluator, summarize
@@ -168,25 +169,7 @@ def execute(
     dev = ctx.torch_device()
     data = data or load_dataset(request.dataset, ctx.data_dir)
     run = req if isinstance(req, ResolvedRun) else req.resolve(data, dev.type)
-    if run.spec.data_checksum != data.checksum:
-        raise DataError(
-            f"dataset {request.dataset} changed since run {run.run_id} was planned (checksum "
-            f"{data.checksum[:12]}, was {run.spec.data_checksum[:12]}): plan the run again"
-        )
-    if run.spec.device != dev.type:
-        raise ConfigError(
-            f"run {run.run_id} was planned for {run.spec.device} but this worker trains on "
-            f"{dev.type}: plan it with --device {dev.type}"
-        )
-    check_precision(request.precision, dev)
-    check_contract(run.model_cls)
-    data = split_view(data, run.protocol)
-    checked = audit(data)
-    if checked.leak():
-        raise DataError(
-            f"dataset {request.dataset} under protocol {run.protocol.name}: {checked.leak()}: "
-            "fix the data's positions or timestamps (`seqbench audit` shows the split)"
-        )
+    data, checked = _checked(run, data, dev)
     run_id, force = run.run_id, options.force
     # one process trains a run; others wait here, then read its result from the store
     with store.lock(run_id, ctx.observer.on_log):
@@ -200,7 +183,7 @@ def execute(
             ctx.observer.on_log(checked.summary())
         work = store.start(run.spec, fresh=force)
         with using_threads(ctx.threads) as threads, model_failures(run.model_cls):
-            result, trained, test = _train_and_test(run, data, work, ctx, options, threads)
+            result, trained, test = _train_and_test(run, data, work, ctx, options, threads, dev)
         history = pd.DataFrame(trained.history)
         store.finish(work, result, test, history, trained.best_state)
     # the run is complete in the store before any tracker sees it
@@ -211,6 +194,33 @@ def execute(
     return result, False
 
 
+def _checked(run: ResolvedRun, data: SeqDataset, dev: torch.device) -> tuple[SeqDataset, Audit]:
+    """The run's data under its protocol's split and that split's audit, once the run is
+    known to fit: planned on this data and device type, its precision possible here, its
+    model true to the contract, its split without a leak (else a one-line error)."""
+    name = run.request.dataset
+    if run.spec.data_checksum != data.checksum:
+        raise DataError(
+            f"dataset {name} changed since run {run.run_id} was planned (checksum "
+            f"{data.checksum[:12]}, was {run.spec.data_checksum[:12]}): plan the run again"
+        )
+    if run.spec.device != dev.type:
+        raise ConfigError(
+            f"run {run.run_id} was planned for {run.spec.device} but this worker trains on "
+            f"{dev.type}: plan it with --device {dev.type}"
+        )
+    check_precision(run.request.precision, dev)
+    check_contract(run.model_cls)
+    data = split_view(data, run.protocol)
+    checked = audit(data)
+    if checked.leak():
+        raise DataError(
+            f"dataset {name} under protocol {run.protocol.name}: {checked.leak()}: "
+            "fix the data's positions or timestamps (`seqbench audit` shows the split)"
+        )
+    return data, checked
+
+
 def _train_and_test(
     run: ResolvedRun,
     data: SeqDataset,
@@ -218,11 +228,11 @@ def _train_and_test(
     ctx: RunContext,
     options: RunOptions,
     threads: ThreadChoice,
+    dev: torch.device,
 ) -> tuple[RunResult, TrainResult, pd.DataFrame]:
-    """Train (or resume) in the run's partial folder with `threads` and test the best epoch:
-    the run's result, the training result and the per-user test metrics."""
+    """Train (or resume) in the run's partial folder with `threads` on `dev` and test the
+    best epoch: the run's result, the training result and the per-user test metrics."""
     request = run.request
-    dev = ctx.torch_device()
     reset_gpu_peak(dev)
     seed_everything(request.seed)
     model = run.model_cls(run.cfg, data)

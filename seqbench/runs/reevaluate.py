@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -13,7 +15,7 @@ from seqbench import __version__
 from seqbench.data.dataset import SeqDataset, load_dataset
 from seqbench.errors import ConfigError, DataError
 from seqbench.evaluation.evaluator import Evaluator, summarize
-from seqbench.evaluation.protocols import get_protocol, split_view
+from seqbench.evaluation.protocols import Protocol, get_protocol, split_view
 from seqbench.machine import seed_everything, using_threads
 from seqbench.models.base import SeqModel, get_model
 from seqbench.runs.result import Evaluation, ResultError
@@ -57,6 +59,27 @@ def load_model(store: RunStore, run_id: str, data: SeqDataset, device: torch.dev
     return model.to(device)
 
 
+def _trained_data(
+    spec: dict[str, Any], run_id: str, preset: Protocol, data_dir: Path
+) -> SeqDataset:
+    """The prepared data the run (its recorded identity `spec`) trained on, under `preset`'s
+    split: refused when the data changed since, or when `preset` splits it otherwise (its
+    training part may then hold the other split's targets)."""
+    data = load_dataset(spec["dataset"], data_dir)
+    if data.checksum != spec["data_checksum"]:
+        raise DataError(
+            f"dataset {spec['dataset']} changed since run {run_id} was trained (checksum "
+            f"{data.checksum[:12]}, was {spec['data_checksum'][:12]}): re-run the model"
+        )
+    trained_split = (spec.get("protocol") or {}).get("split")
+    if preset.to_dict().get("split") != trained_split:
+        raise ConfigError(
+            f"run {run_id} was trained under another split than protocol {preset.name}'s, so "
+            "its training data may hold that split's targets: train a run under it instead"
+        )
+    return split_view(data, preset)
+
+
 def reevaluate(
     run_id: str, protocol: str, ctx: RunContext, split: str = "test", force: bool = False
 ) -> tuple[Evaluation, bool]:
@@ -71,23 +94,12 @@ def reevaluate(
     if split not in SPLITS:
         raise ConfigError(f"--split must be one of {', '.join(SPLITS)}, got {split!r}")
     preset = get_protocol(protocol)
+    protocol_spec = preset.to_dict()
     stored = store.load_evaluation(run_id, protocol, split)
-    if stored is not None and not force and stored.protocol_spec == preset.to_dict():
+    if stored is not None and not force and stored.protocol_spec == protocol_spec:
         return stored, True
     spec = store.load_config(run_id)
-    data = load_dataset(spec["dataset"], ctx.data_dir)
-    if data.checksum != spec["data_checksum"]:
-        raise DataError(
-            f"dataset {spec['dataset']} changed since run {run_id} was trained (checksum "
-            f"{data.checksum[:12]}, was {spec['data_checksum'][:12]}): re-run the model"
-        )
-    trained_split = (spec.get("protocol") or {}).get("split")
-    if preset.to_dict().get("split") != trained_split:
-        raise ConfigError(
-            f"run {run_id} was trained under another split than protocol {preset.name}'s, so "
-            "its training data may hold that split's targets: train a run under it instead"
-        )
-    data = split_view(data, preset)
+    data = _trained_data(spec, run_id, preset, ctx.data_dir)
     dev = ctx.torch_device()
     model = load_model(store, run_id, data, dev)
     ctx.observer.on_log(f"evaluating {run_id} on {split} under protocol {protocol}")
@@ -105,7 +117,7 @@ def reevaluate(
         trained_protocol=trained.protocol,
         best_epoch=trained.best_epoch,
         protocol=protocol,
-        protocol_spec=preset.to_dict(),
+        protocol_spec=protocol_spec,
         split=split,
         metrics=summarize(per_user),
         n_users_evaluated=len(per_user),

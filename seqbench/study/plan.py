@@ -3,16 +3,16 @@ RunRequest) and which of them each table shows."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from seqbench.data.dataset import dataset_path
+from seqbench.data.dataset import dataset_path, read_card
 from seqbench.errors import ConfigError, DataError
 from seqbench.models.base import MODELS
 from seqbench.registry import closest
-from seqbench.runs.batch import request_run_id
-from seqbench.runs.execute import RunRequest
+from seqbench.runs.execute import ResolvedRun, RunRequest
 from seqbench.runs.store import Run, RunStore
 from seqbench.study.spec import Budget, Point, Study, StudyModel, StudyTable
 
@@ -29,6 +29,13 @@ class StudyRun:
     request: RunRequest
     #: the label of its protocol in the study (the protocol itself without a protocol axis)
     protocol: str = ""
+    #: the request resolved once, on its prepared data for the plan's device type (None: its
+    #: dataset is not prepared)
+    resolved: ResolvedRun | None = None
+
+    @property
+    def run_id(self) -> str | None:
+        return None if self.resolved is None else self.resolved.run_id
 
 
 @dataclass
@@ -46,6 +53,11 @@ class Plan:
     @property
     def requests(self) -> list[RunRequest]:
         return [r.request for r in self.runs]
+
+    @property
+    def runnable(self) -> list[RunRequest | ResolvedRun]:
+        """Each run to execute: resolved where its data is prepared, else its request."""
+        return [r.resolved or r.request for r in self.runs]
 
 
 def _pick(names: dict[str, str], wanted: list[str] | None, what: str) -> dict[str, str]:
@@ -71,15 +83,17 @@ def plan(
     models: list[str] | None = None,
     budget: Budget | None = None,
     need_data: bool = True,
+    device: str = "cpu",
 ) -> Plan:
     """Expand the study into runs: datasets × models × protocols × configurations × seeds, in
     that order.
 
-    Every run is checked by `RunRequest.resolve`, the one validator (unknown model, key, value
-    or ablation axis). Strict (default): the first problem, or an unprepared dataset when
-    `need_data`, raises a one-line error naming the study file. `lenient` (reproduce) leaves
-    such runs out and says why in `Plan.skipped`. `budget` replaces the study's (and every
-    dataset's own); a model with its own `datasets` runs only on those.
+    Every run is resolved once (`RunRequest.identify`, the one validator: unknown model, key,
+    value or ablation axis) on its prepared data for `device` (a device type). Strict
+    (default): the first problem, or an unprepared dataset when `need_data`, raises a one-line
+    error naming the study file. `lenient` (reproduce) leaves such runs out and says why in
+    `Plan.skipped`. `budget` replaces the study's (and every dataset's own); a model with its
+    own `datasets` runs only on those.
     """
     budget = budget or study.budget
     chosen = _pick(study.datasets, datasets, "datasets")
@@ -95,15 +109,15 @@ def plan(
                 )
                 continue
         own = budget if budget is not study.budget else study.dataset_budget.get(name, budget)
+        checksum = _checksum(name, data_dir)
         for m in (m for m in study.models if m.label in wanted):
             if m.datasets is not None and dlabel not in m.datasets:
                 continue
-            runs = _runs(study, m, name, own)
-            problem = _problem(m, runs)
-            if problem is not None:
+            runs = _resolved(m, _runs(study, m, name, own), checksum, device)
+            if isinstance(runs, str):  # why the model's runs cannot be made
                 if not lenient:
-                    raise ConfigError(f"{study.where}: models.{m.label} on {name}: {problem}")
-                out.skipped.append(f"{m.label} on {dlabel}: {problem}")
+                    raise ConfigError(f"{study.where}: models.{m.label} on {name}: {runs}")
+                out.skipped.append(f"{m.label} on {dlabel}: {runs}")
                 continue
             out.runs += runs
     if missing and not lenient:
@@ -136,17 +150,27 @@ def _runs(study: Study, m: StudyModel, dataset: str, budget: Budget) -> list[Stu
     return out
 
 
-def _problem(m: StudyModel, runs: list[StudyRun]) -> str | None:
-    """Why a model's runs cannot be made (unregistered model; unknown key, bad value or axis, as
-    `RunRequest.resolve` finds it), or None."""
+def _checksum(name: str, data_dir: str | Path | None) -> str | None:
+    """The content checksum of a prepared dataset (its card's), or None when not prepared."""
+    path = dataset_path(name, data_dir)
+    return read_card(path, name)["checksum"] if (path / "card.json").is_file() else None
+
+
+def _resolved(
+    m: StudyModel, runs: list[StudyRun], checksum: str | None, device: str
+) -> list[StudyRun] | str:
+    """A model's runs, each resolved on data of `checksum` for `device` (None: its data is not
+    prepared, so only validated), or why they cannot be made (unregistered model; unknown
+    key, bad value or axis, as `RunRequest.identify` finds it)."""
     if m.model not in MODELS:
         return f"seqbench model {m.model!r} is not registered ({closest(m.model, MODELS.names())})"
     try:
-        for r in runs:
-            r.request.identify("")
+        resolved = [r.request.identify(checksum or "", device) for r in runs]
     except ConfigError as e:
         return str(e)
-    return None
+    if checksum is None:
+        return runs
+    return [dataclasses.replace(r, resolved=x) for r, x in zip(runs, resolved, strict=True)]
 
 
 @dataclass
@@ -258,17 +282,16 @@ IN_FOLDER = "from the folder"
 
 
 def statuses(
-    p: Plan, store: RunStore, data_dir: str | None, committed: Collection[str] = ()
+    p: Plan, store: RunStore, committed: Collection[str] = ()
 ) -> list[tuple[str | None, str]]:
     """(run id, status) of each planned run: done (in the store), from the folder (one of the
     `committed` run ids), missing, or its dataset not prepared."""
     out = []
     for r in p.runs:
-        if not (dataset_path(r.dataset, data_dir) / "card.json").is_file():
+        run_id = r.run_id
+        if run_id is None:
             out.append((None, "dataset not prepared"))
-            continue
-        run_id = request_run_id(r.request, data_dir)
-        if store.is_done(run_id):
+        elif store.is_done(run_id):
             out.append((run_id, "done"))
         else:
             out.append((run_id, IN_FOLDER if run_id in committed else "missing"))
@@ -284,7 +307,7 @@ def run_ids(
     for run in committed.values():
         sums.setdefault(run.dataset, set()).add(run.checksum)
     out: list[str | None] = []
-    for r, (run_id, status) in zip(p.runs, statuses(p, store, data_dir), strict=True):
+    for r, (run_id, status) in zip(p.runs, statuses(p, store), strict=True):
         if status != "done":
             ids = (r.request.identify(c).run_id for c in sorted(sums.get(r.dataset, ())))
             run_id = next((i for i in ids if i in committed), None)

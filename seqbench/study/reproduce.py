@@ -101,6 +101,7 @@ def reproduce(
         datasets=list(datasets or []) or None,
         models=list(models or []) or None,
         budget=budget,
+        device=ctx.device_type(),
     )
     if not p.runs:
         raise ReportError(

@@ -10,9 +10,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from seqbench.errors import ConfigError, SeqbenchError
+from seqbench.errors import ConfigError
 from seqbench.report.significance import PER_USER
-from seqbench.runs.batch import SweepObserver, SweepResult, request_run_id, run_requests
+from seqbench.runs.batch import SweepObserver, SweepResult, run_requests
 from seqbench.runs.exported import ExportedRun, load_exported, reusable
 from seqbench.runs.options import Pool, RunOptions
 from seqbench.runs.reevaluate import reevaluate
@@ -59,10 +59,10 @@ def run_study(
     `evaluate` presets, and build its tables; `notes(results)` go first in each."""
     t0 = time.perf_counter()
     store = RunStore(ctx.runs_dir)
-    reused = from_folder(p, ctx, store, reusable(committed or {}))
+    reused = from_folder(p, store, reusable(committed or {}))
     options = RunOptions(max_minutes=p.budget.minutes)
     results = run_requests(
-        p.requests, ctx=ctx, pool=pool, options=options, observer=observer,
+        p.runnable, ctx=ctx, pool=pool, options=options, observer=observer,
         committed={i: run.result for i, run in reused.items()},
     )  # fmt: skip
     ids = [r.run_id if r.status != "failed" else None for r in results]
@@ -74,17 +74,13 @@ def run_study(
 
 
 def from_folder(
-    p: Plan, ctx: RunContext, store: RunStore, committed: Mapping[str, ExportedRun]
+    p: Plan, store: RunStore, committed: Mapping[str, ExportedRun]
 ) -> dict[str, ExportedRun]:
-    """The `committed` runs the plan asks for (by run id on this device type) that the store
+    """The `committed` runs the plan asks for (by run id, on the plan's device type) the store
     lacks; one without a re-evaluation the study's `evaluate` needs is refused before anything
     trains (its weights stay on the machine that trained it)."""
     out = {}
-    for req in p.requests if committed else ():
-        try:
-            run_id = request_run_id(req, ctx.data_dir, ctx.device_type())
-        except SeqbenchError:
-            continue  # run_requests reports the invalid request
+    for run_id in (r.run_id for r in p.runs) if committed else ():
         if run_id in committed and not store.is_done(run_id):
             out[run_id] = committed[run_id]
     for run_id, run in out.items():

@@ -41,13 +41,16 @@ from __future__ import annotations
 import dataclasses
 import itertools
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from seqbench.errors import ConfigError
-from seqbench.machine import check_precision, known_precision, resolve_device
+from seqbench.machine import check_precision, known_precision
 from seqbench.study.papers import TableSpec
 from seqbench.study.values import Point, scalar
 from seqbench.training.context import Tracking
+
+if TYPE_CHECKING:
+    import torch
 
 STUDY_FILE = "study.yaml"
 DEFAULT_FORMATS = ("markdown", "latex", "html")
@@ -242,20 +245,22 @@ def model_protocols(m: StudyModel, axis: dict[str, str]) -> dict[str, str]:
     return {label: m.protocol}
 
 
-def with_precision(study: Study, precision: str | None = None, device: str | None = None) -> Study:
+def with_precision(
+    study: Study, precision: str | None = None, device: torch.device | None = None
+) -> Study:
     """`study` with `precision` (a --precision option, when given) replacing its own, and,
-    with `device`, checked against that device (as `seqbench run` checks --precision): a
-    precision it cannot train in is a one-line error naming --precision, or the study file
-    and its `precision` field."""
+    with `device` (the runs' device, resolved), checked against it (as `seqbench run` checks
+    --precision): a precision it cannot train in is a one-line error naming --precision, or
+    the study file and its `precision` field."""
     if precision is not None:
         study = dataclasses.replace(study, precision=known_precision(precision))
     if device is None or study.precision == "fp32":
         return study
     if precision is not None:
-        check_precision(precision, resolve_device(device))
+        check_precision(precision, device)
         return study
     try:
-        check_precision(study.precision, resolve_device(device), "precision:")
+        check_precision(study.precision, device, "precision:")
     except ConfigError as e:
         raise ConfigError(f"{study.where}: {e}") from None
     return study

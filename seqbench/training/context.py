@@ -11,6 +11,7 @@ import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -107,6 +108,9 @@ class RunContext:
     plugins: tuple[str, ...] = field(default_factory=loaded)
     deterministic: bool = False
     compile: bool = False
+    #: the device resolved in this process, once (`torch_device`); kept by
+    #: `dataclasses.replace`, left behind when pickled: another process resolves its own
+    resolved: torch.device | None = field(default=None, repr=False, compare=False, kw_only=True)
 
     @classmethod
     def create(
@@ -135,13 +139,21 @@ class RunContext:
             compile,
         )
 
+    def __getstate__(self) -> dict[str, Any]:
+        """The context as a worker process or a Ray task receives it: without this process's
+        device (a worker resolves its own, e.g. its one GPU)."""
+        return {**self.__dict__, "resolved": None}
+
     def load_plugins(self) -> None:
         """Import this context's plugins here (a worker process or a Ray task)."""
         load_plugins(self.plugins)
 
     def torch_device(self) -> torch.device:
-        """The device runs train on here (a one-line error when it is unavailable)."""
-        return resolve_device(self.device)
+        """The device runs train on here (a one-line error when it is unavailable), resolved
+        at the first call and kept."""
+        if self.resolved is None:
+            object.__setattr__(self, "resolved", resolve_device(self.device))
+        return self.resolved
 
     def device_type(self) -> str:
         """The device type runs train on (cpu|cuda|mps: part of a run's identity); an explicit
