@@ -8,6 +8,7 @@ expansion is saved as a manifest, <runs>/sweeps/<name>.json, that `report` can s
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,8 +17,8 @@ from seqbench.errors import ConfigError
 from seqbench.evaluation.protocols import get_protocol
 from seqbench.machine import default_workers
 from seqbench.models.base import config_keys, get_model, parse_value
-from seqbench.runs.batch import SweepObserver, SweepResult, request_run_id, run_requests
-from seqbench.runs.execute import RunRequest
+from seqbench.runs.batch import SweepObserver, SweepResult, resolve_request, run_requests
+from seqbench.runs.execute import ResolvedRun, RunRequest
 from seqbench.runs.executors import EXECUTORS
 from seqbench.runs.manifest import check_name, default_name, write_manifest
 from seqbench.runs.options import Pool, RunOptions
@@ -149,7 +150,7 @@ def run_sweep(
     check_name(name, spec, runs_dir)
     options = RunOptions(max_minutes=definition.budget_minutes)
 
-    def execute_batch(reqs: list[RunRequest]) -> list[SweepResult]:
+    def execute_batch(reqs: Sequence[RunRequest | ResolvedRun]) -> list[SweepResult]:
         return run_requests(reqs, ctx, pool, options, observer)
 
     if definition.search == "tpe":
@@ -175,15 +176,21 @@ def run_sweep(
         if definition.search == "random":
             configs = random_configs(definition.dims(), definition.trials, definition.search_seed)
         reqs = definition.requests(configs)
-        pending = [SweepResult(r, _run_id_or_none(r, ctx.data_dir), "pending") for r in reqs]
+        items = [_resolved(r, ctx) for r in reqs]
+        pending = [
+            SweepResult(r, i.run_id if isinstance(i, ResolvedRun) else None, "pending")
+            for r, i in zip(reqs, items, strict=True)
+        ]
         write_manifest(name, spec, pending, runs_dir)
         observer.note(f"sweep {name}: {len(reqs)} runs")
-        results = execute_batch(reqs)
+        results = execute_batch(items)
     return SweepOutcome(name, results, write_manifest(name, spec, results, runs_dir))
 
 
-def _run_id_or_none(req: RunRequest, data_dir: Path) -> str | None:
+def _resolved(req: RunRequest, ctx: RunContext) -> RunRequest | ResolvedRun:
+    """The request resolved once, for the manifest's pending run id and to execute as it is;
+    the request itself when it cannot be (the sweep reports it as a failed run)."""
     try:
-        return request_run_id(req, data_dir)
-    except Exception:  # reported as a failed run when the sweep executes it
-        return None
+        return resolve_request(req, ctx.data_dir, ctx.device_type())
+    except Exception:
+        return req
