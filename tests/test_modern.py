@@ -13,7 +13,8 @@ import torch
 from seqbench.data.dataset import SeqDataset
 from seqbench.data.synthetic import generate
 from seqbench.models.base import get_model, resolve_config
-from seqbench.models.layers import LearnableFilter, linear_scan, low_pass
+from seqbench.models.layers import linear_scan
+from seqbench.models.spectral import LearnableFilter, low_pass
 from seqbench.runs.execute import RunRequest, execute
 from seqbench.training.context import RunContext
 

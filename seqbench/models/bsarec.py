@@ -26,7 +26,6 @@ from seqbench.models.layers import (
     ResidualFFN,
     SeqEmbedding,
     causal_key_mask,
-    low_pass,
     normal_init,
     pad_left,
     with_self,
@@ -38,6 +37,7 @@ from seqbench.models.objective import (
     resolve_objective,
 )
 from seqbench.models.pieces import NO_PLANS, Plans
+from seqbench.models.spectral import low_pass
 
 
 @dataclass

@@ -1,7 +1,7 @@
 """FMLP-Rec (Zhou et al., WWW 2022): an all-MLP encoder with learnable frequency filters.
 
 Each block replaces self-attention by a filter layer, LN(x + drop(irfft(rfft(x) · W))) with a
-learnable complex W per frequency and channel (`layers.LearnableFilter`), then an FFN. The
+learnable complex W per frequency and channel (`spectral.LearnableFilter`), then an FFN. The
 filter mixes every position of the fixed max_len window, so sequences are always left-padded
 to max_len. Trained as the authors' code: every prefix of the training sequence, BCE with one
 negative at its last position (the filter is not causal: only the last position is trained
@@ -19,7 +19,7 @@ from torch import nn
 from seqbench.data.dataset import SeqDataset
 from seqbench.models.base import Batch, ModelConfig, Parts, SeqModel, register
 from seqbench.models.departures import Departure
-from seqbench.models.layers import LearnableFilter, ResidualFFN, SeqEmbedding, normal_init, pad_left
+from seqbench.models.layers import ResidualFFN, SeqEmbedding, normal_init, pad_left
 from seqbench.models.losses import ObjectiveFields
 from seqbench.models.objective import (
     NextItemTraining,
@@ -27,6 +27,7 @@ from seqbench.models.objective import (
     resolve_objective,
 )
 from seqbench.models.pieces import NO_PLANS, Plans
+from seqbench.models.spectral import LearnableFilter
 
 
 @dataclass

@@ -372,30 +372,6 @@ class ResidualFFN(nn.Module):
         return self.norm(x + self.drop(self.lin2(self.inner(self.act(self.lin1(x))))))
 
 
-def low_pass(x: torch.Tensor, keep: int) -> torch.Tensor:
-    """x [B, T, d] with only its `keep` lowest frequencies along T (orthonormal real FFT)."""
-    spectrum = torch.fft.rfft(x, dim=1, norm="ortho")
-    bins = torch.arange(spectrum.shape[1], device=x.device)[None, :, None]
-    spectrum = torch.where(bins < keep, spectrum, torch.zeros_like(spectrum))
-    return torch.fft.irfft(spectrum, n=x.shape[1], dim=1, norm="ortho")
-
-
-class LearnableFilter(nn.Module):
-    """FMLP-Rec's filter: x [B, T, d] → irfft(rfft(x) · W) with a learnable complex W per
-    frequency and channel (stored as real and imaginary parts), over a fixed window T."""
-
-    def __init__(self, window: int, d: int, std: float = 0.02) -> None:
-        super().__init__()
-        self.weight = nn.Parameter(torch.randn(window // 2 + 1, d, 2) * std)
-        self.window = window
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if x.shape[1] != self.window:
-            raise ValueError(f"filter window is {self.window}, got {x.shape[1]} positions")
-        spectrum = torch.fft.rfft(x, dim=1, norm="ortho") * torch.view_as_complex(self.weight)
-        return torch.fft.irfft(spectrum, n=self.window, dim=1, norm="ortho")
-
-
 def linear_scan(lamb: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
     """h_t = lamb · h_{t-1} + u_t (h_{-1} = 0) for u [B, T, H] and a diagonal lamb [H]
     (complex or real), by a log-depth parallel prefix scan: ⌈log₂ T⌉ shifted multiply-adds,
