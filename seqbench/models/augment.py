@@ -27,6 +27,7 @@ import torch
 from seqbench.data.sequences import trim
 from seqbench.models.contrastive import ContrastiveFields
 from seqbench.models.item_similarity import SimilarItems
+from seqbench.models.layers import pad_left
 
 Op = Literal["crop", "mask", "reorder", "substitute", "insert"]
 OPS: tuple[Op, ...] = ("crop", "mask", "reorder", "substitute", "insert")
@@ -49,14 +50,6 @@ class Similar(Protocol):
 def lengths(seqs: torch.Tensor) -> torch.Tensor:
     """Number of real (non-zero) items per row."""
     return (seqs != 0).sum(1)
-
-
-def pad_left(seqs: torch.Tensor, width: int) -> torch.Tensor:
-    """Widen a left-padded batch to `width` columns (no-op when already that wide)."""
-    extra = width - seqs.shape[1]
-    if extra <= 0:
-        return seqs
-    return torch.cat([seqs.new_zeros(seqs.shape[0], extra), seqs], dim=1)
 
 
 def _count(n: torch.Tensor, rate: float, at_least_one: bool) -> torch.Tensor:
