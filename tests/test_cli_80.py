@@ -1,5 +1,6 @@
 """Every line the CLI prints fits an 80-column terminal: its tables (fitted without cutting a
-word) and its summary lines (folded between their ' · ' parts), on stdout and stderr alike."""
+word), its summary lines (folded between their ' · ' parts) and a sweep's progress lines, on
+stdout and stderr alike."""
 
 from __future__ import annotations
 
@@ -44,6 +45,8 @@ def test_every_cli_line_fits_80_columns(
     commands = [
         ["run", "sasrec", "-d", "synthetic", "--set", "d=8", "--epochs", "1", "--threads", "1",
          "--no-progress", *where, *runs],
+        ["sweep", "sasrec", "-d", "synthetic", "--grid", "d=12", "--budget-epochs", "1",
+         "--threads", "1", "--workers", "1", "--no-progress", *where, *runs],
         ["audit", "synthetic", *where],
         ["study", "run", "s", "--dry-run", "--threads", "1", *where, *runs],
         ["datasets", *where],
@@ -57,7 +60,7 @@ def test_every_cli_line_fits_80_columns(
         out = capsys.readouterr()
         printed[" ".join(args[:2])] = out.out + out.err
     assert "audit: leave-one-out" in printed["run sasrec"]  # the lines checked are there
-    assert "missing runs: size" in printed["study run"]
+    assert "missing runs: size" in printed["study run"] and "epoch 1/1" in printed["sweep sasrec"]
     long = [
         f"{command}: {line}"
         for command, text in printed.items()

@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
 from seqbench import api
 from seqbench.cli.app import (
@@ -137,8 +138,13 @@ class SweepDisplay(SweepObserver):
         self._print(index, escape(message))
 
     def _print(self, index: int, markup: str) -> None:
+        """A run's line: its label, then the message (beneath it, indented, where the two
+        would not fit the terminal's width together)."""
         who = escape(label(self.requests[index]))
-        self.progress.console.print(f"[dim]{who}:[/dim] {markup}", highlight=False, soft_wrap=True)
+        line = f"[dim]{who}:[/dim] {markup}"
+        if Text.from_markup(line).cell_len > self.progress.console.width:
+            line = f"[dim]{who}:[/dim]\n  {markup}"
+        self.progress.console.print(line, highlight=False, soft_wrap=True)
 
     def end(self, index: int, outcome: Outcome) -> None:
         task = self.running.pop(index, None)
