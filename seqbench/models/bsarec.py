@@ -119,8 +119,10 @@ class BSARec(NextItemTraining, SeqModel):
         Departure(
             "training objective",
             "cross-entropy over all items",
-            "as the paper, at the last position",
-            "as the paper; the loss axis trains the same model under bce, gbce, sampled_ce or bpr",
+            "as the paper, at the last position; the softmax also spans the padding row 0, "
+            "which its evaluation ranks as a candidate too",
+            "as the paper over the real items only; the loss axis trains the same model under "
+            "bce, gbce, sampled_ce or bpr",
             "paper",
             "loss",
             "--ablate loss=bce (or gbce, sampled_ce, bpr), --set negatives=K",

@@ -136,8 +136,9 @@ class LRURec(NextItemTraining, SeqModel):
         Departure(
             "optimiser",
             "AdamW",
-            "AdamW, weight decay 0.01, ε 1e-9, gradients clipped at norm 5",
-            "AdamW, weight decay 0.01, ε 1e-8 (PyTorch's), clipped at 5",
+            "AdamW, weight decay 0.01 except on biases and LayerNorms, ε 1e-9, gradients "
+            "clipped at norm 5",
+            "AdamW, weight decay 0.01 on every parameter, ε 1e-8 (PyTorch's), clipped at 5",
             "paper",
             "optimizer",
             "--ablate optimizer=adam (Adam with L2 decay)",
