@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import get_type_hints
 
 import numpy as np
 import torch
@@ -64,7 +65,8 @@ class Probe:
         small = {**(TRAIN_SMALL if train else SMALL), **self.sets, **sets}
         if train:  # every dropout off (a model may have its own, e.g. HSTU's linear_dropout)
             chosen = {**self.sets, **sets}
-            small.update({k: "0.0" for k in fields if k.endswith("dropout") and k not in chosen})
+            rates = [k for k, hint in get_type_hints(self.cls.Config).items() if hint is float]
+            small.update({k: "0.0" for k in rates if k.endswith("dropout") and k not in chosen})
         cfg = resolve_config(self.cls, "synthetic", {k: v for k, v in small.items() if k in fields})
         seed_everything(seed)
         model = self.cls(cfg, data)
