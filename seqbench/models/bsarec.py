@@ -18,7 +18,7 @@ import torch
 from torch import nn
 
 from seqbench.data.dataset import SeqDataset
-from seqbench.models.base import Batch, ModelConfig, Parts, SeqModel, register
+from seqbench.models.base import ModelConfig, SeqModel, register
 from seqbench.models.bounds import NON_NEGATIVE, PROBABILITY, Bound
 from seqbench.models.departures import Departure
 from seqbench.models.layers import (
@@ -32,11 +32,9 @@ from seqbench.models.layers import (
 )
 from seqbench.models.losses import LossName, ObjectiveFields
 from seqbench.models.objective import (
-    NextItemTraining,
-    next_item_objective,
+    WindowNextItem,
     resolve_objective,
 )
-from seqbench.models.pieces import NO_PLANS, Plans
 from seqbench.models.spectral import low_pass
 
 
@@ -90,7 +88,7 @@ class BSARecBlock(nn.Module):
 
 
 @register("bsarec")
-class BSARec(NextItemTraining, SeqModel):
+class BSARec(WindowNextItem, SeqModel):
     """SASRec with BSARec's low/high-frequency branch in every block."""
 
     paper = (
@@ -162,12 +160,3 @@ class BSARec(NextItemTraining, SeqModel):
         for block in self.blocks:
             x = block(x, mask)
         return x
-
-    def loss(self, batch: Batch, plans: Plans = NO_PLANS) -> tuple[torch.Tensor, Parts]:
-        h = self.encode(batch["seqs"])[:, -batch["targets"].shape[1] :]
-        obj = self._objective
-        loss = next_item_objective(obj, self.cfg.ce_chunk, h, self.emb.item.weight, batch)
-        return loss, {obj.loss: loss.detach()}
-
-    def score(self, batch: Batch) -> torch.Tensor:
-        return self.encode(batch["seqs"])[:, -1] @ self.emb.item.weight.T

@@ -17,16 +17,14 @@ import torch
 from torch import nn
 
 from seqbench.data.dataset import SeqDataset
-from seqbench.models.base import Batch, ModelConfig, Parts, SeqModel, register
+from seqbench.models.base import ModelConfig, SeqModel, register
 from seqbench.models.departures import Departure
 from seqbench.models.layers import ResidualFFN, SeqEmbedding, normal_init, pad_left
 from seqbench.models.losses import ObjectiveFields
 from seqbench.models.objective import (
-    NextItemTraining,
-    next_item_objective,
+    WindowNextItem,
     resolve_objective,
 )
-from seqbench.models.pieces import NO_PLANS, Plans
 from seqbench.models.spectral import LearnableFilter
 
 
@@ -65,7 +63,7 @@ class FilterBlock(nn.Module):
 
 
 @register("fmlprec")
-class FMLPRec(NextItemTraining, SeqModel):
+class FMLPRec(WindowNextItem, SeqModel):
     """Filter-enhanced MLP; the last position of the window scores all items."""
 
     paper = (
@@ -115,12 +113,3 @@ class FMLPRec(NextItemTraining, SeqModel):
         for block in self.blocks:
             x = block(x)
         return x
-
-    def loss(self, batch: Batch, plans: Plans = NO_PLANS) -> tuple[torch.Tensor, Parts]:
-        h = self.encode(batch["seqs"])[:, -batch["targets"].shape[1] :]
-        obj = self._objective
-        loss = next_item_objective(obj, self.cfg.ce_chunk, h, self.emb.item.weight, batch)
-        return loss, {obj.loss: loss.detach()}
-
-    def score(self, batch: Batch) -> torch.Tensor:
-        return self.encode(batch["seqs"])[:, -1] @ self.emb.item.weight.T

@@ -20,16 +20,14 @@ from torch import nn
 
 from seqbench.data.dataset import SeqDataset
 from seqbench.data.sequences import InstanceRule
-from seqbench.models.base import Batch, ModelConfig, Parts, SeqModel, register
+from seqbench.models.base import ModelConfig, SeqModel, register
 from seqbench.models.departures import Departure
 from seqbench.models.layers import ResidualFFN, SeqEmbedding, normal_init
 from seqbench.models.losses import LossName, ObjectiveFields
 from seqbench.models.objective import (
-    NextItemTraining,
-    next_item_objective,
+    WindowNextItem,
     resolve_objective,
 )
-from seqbench.models.pieces import NO_PLANS, Plans
 
 
 @dataclass
@@ -86,7 +84,7 @@ class LinearAttention(nn.Module):
 
 
 @register("linrec")
-class LinRec(NextItemTraining, SeqModel):
+class LinRec(WindowNextItem, SeqModel):
     """SASRec whose softmax attention is LinRec's L2-normalised linear attention."""
 
     paper = (
@@ -150,12 +148,3 @@ class LinRec(NextItemTraining, SeqModel):
         for attn, ffn in zip(self.attn, self.ffn, strict=True):
             x = ffn(attn(x, real))
         return x
-
-    def loss(self, batch: Batch, plans: Plans = NO_PLANS) -> tuple[torch.Tensor, Parts]:
-        h = self.encode(batch["seqs"])
-        obj = self._objective
-        loss = next_item_objective(obj, self.cfg.ce_chunk, h, self.emb.item.weight, batch)
-        return loss, {obj.loss: loss.detach()}
-
-    def score(self, batch: Batch) -> torch.Tensor:
-        return self.encode(batch["seqs"])[:, -1] @ self.emb.item.weight.T

@@ -13,6 +13,7 @@ import torch.nn.functional as F
 from seqbench.data.dataset import SeqDataset
 from seqbench.data.sequences import NextItemInstances
 from seqbench.models.losses import LOSSES, Objective, ObjectiveFields, full_ce, mean_terms
+from seqbench.models.pieces import NO_PLANS, Plans
 
 
 class PopularityNegatives:
@@ -125,6 +126,25 @@ class NextItemTraining:
         yield from next_item_batches(
             self._train, self.cfg.batch_size, bucket, self._objective, self._popularity, gen
         )
+
+
+class WindowNextItem(NextItemTraining):
+    """Next-item training and scoring of a model whose `encode(seqs)` gives outputs [B, T, d]
+    of the window and whose item table `self.emb.item` scores them (BSARec, FMLP-Rec, LinRec)."""
+
+    emb: Any
+    encode: Callable[[torch.Tensor], torch.Tensor]
+
+    def loss(
+        self, batch: dict[str, torch.Tensor], plans: Plans = NO_PLANS
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        h = self.encode(batch["seqs"])[:, -batch["targets"].shape[1] :]
+        obj = self._objective
+        loss = next_item_objective(obj, self.cfg.ce_chunk, h, self.emb.item.weight, batch)
+        return loss, {obj.loss: loss.detach()}
+
+    def score(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        return self.encode(batch["seqs"])[:, -1] @ self.emb.item.weight.T
 
 
 def dot_scores(h: torch.Tensor, weight: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
