@@ -224,6 +224,42 @@ def test_killed_sweep_resumes_without_retraining(tiny_data: str, tmp_path: Path)
     assert load_manifest("killed", str(runs))["runs"][0]["status"] == "pending"
 
 
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="reads /proc (Linux)")
+def test_a_worker_stopped_by_sigterm_fails_its_run_in_one_line(
+    tiny_data: str, tmp_path: Path
+) -> None:
+    """SIGTERM one worker of a 2-worker sweep mid-run: its run fails with one line saying how
+    to resume (no traceback from the worker) and the other run finishes."""
+    runs = tmp_path / "runs"
+    proc = subprocess.Popen(
+        _sweep_cmd(tiny_data, str(runs), "stopped", "8,16", 2, epochs="4"),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 240
+    while not list(runs.glob(".*.partial/checkpoint.pt")):  # epoch 1 done: both are training
+        assert proc.poll() is None and time.monotonic() < deadline
+        time.sleep(0.02)
+    task = Path(f"/proc/{proc.pid}/task/{proc.pid}/children")
+    workers = [int(c) for c in task.read_text().split() if b"spawn_main" in _cmdline(int(c))]
+    assert len(workers) == 2
+    os.kill(workers[0], signal.SIGTERM)
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 1
+    assert "Traceback" not in err and "Terminated" not in err
+    assert err.count("stopped (SIGTERM): rerun to resume") == 1
+    assert len([p for p in runs.glob("synthetic-*") if RunStore(runs).is_done(p.name)]) == 1
+
+
+def _cmdline(pid: int) -> bytes:
+    """A process's command line (empty when it is gone)."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
 def test_cli_sweep_writes_a_manifest_and_guards_its_name(
     tiny_data: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -16,6 +16,7 @@ import multiprocessing as mp
 import os
 import pickle
 import signal
+import sys
 import threading
 import time
 import traceback
@@ -42,6 +43,9 @@ from seqbench.training.context import EpochReport, Observer, RunContext
 
 Event = tuple[Any, ...]
 Emit = Callable[[Event], None]
+
+#: a worker's exit code after SIGTERM stopped its run at a checkpoint (128 + 15, as the CLI's)
+STOPPED = 143
 
 
 @dataclass
@@ -211,6 +215,14 @@ def _worker_main(
     apply_threads(threads)
     # before the first job is unpickled: it may name a model class from a plugin file
     load_plugins(plugins)
+    try:
+        _serve(conn, threads)
+    except KeyboardInterrupt:  # SIGTERM: the run saved a checkpoint at the step in flight
+        sys.exit(STOPPED)
+
+
+def _serve(conn: Connection, threads: ThreadChoice) -> None:
+    """Run the jobs that arrive over `conn` until it closes or sends None."""
     while True:
         try:
             job = conn.recv()
@@ -246,8 +258,7 @@ def _run_pool(jobs: list[Job], workers: int, threads: ThreadChoice, emit: Emit) 
                 if w.job is None:
                     continue
                 if not _drain(w, emit) and not w.proc.is_alive():
-                    code = w.proc.exitcode
-                    error = f"worker process died (exit code {code}; killed or out of memory?)"
+                    error = _death(w.proc.exitcode)
                     emit(("end", w.job.index, Outcome("failed", error=error)))
                     w.stop()
                     w = pool[i] = _Worker(ctx, threads, plugins, slots[i])
@@ -258,6 +269,13 @@ def _run_pool(jobs: list[Job], workers: int, threads: ThreadChoice, emit: Emit) 
     finally:
         for w in pool:
             w.stop()
+
+
+def _death(code: int | None) -> str:
+    """Why a worker's run failed, from its exit code."""
+    if code in (STOPPED, -signal.SIGTERM):
+        return "its worker was stopped (SIGTERM): rerun to resume from its last checkpoint"
+    return f"worker process died (exit code {code}; killed or out of memory?)"
 
 
 def _drain(w: _Worker, emit: Emit) -> bool:
