@@ -23,7 +23,7 @@ DATA = SimpleNamespace(checksum="0" * 64)
 
 
 def test_fp32_run_ids_are_those_from_before_precision_existed() -> None:
-    run = RunRequest("sasrec", "beauty").resolve(DATA)
+    run = RunRequest("sasrec", "beauty", release="0.2.0").resolve(DATA)
     # the hash of the identity as it was (no precision key): an fp32 id never changes
     s = run.spec
     old = {
@@ -37,7 +37,7 @@ def test_fp32_run_ids_are_those_from_before_precision_existed() -> None:
     }
     digest = hashlib.sha256(json.dumps(old, sort_keys=True, default=str).encode()).hexdigest()
     assert run.run_id == f"beauty-sasrec-{digest[:12]}"
-    # computed at e7f28bb, before --precision (changes with sasrec's defaults or the version)
+    # computed at e7f28bb, before --precision (0.2.0's defaults and version: `releases`)
     assert run.run_id == "beauty-sasrec-8a2803ce539f"
 
 

@@ -52,7 +52,14 @@ from seqbench.study.parse import load_study, study_file
 from seqbench.study.plan import IN_FOLDER, Plan, StudyRun, plan, statuses
 from seqbench.study.reproduce import get_study, listing
 from seqbench.study.reproduce import reproduce as run_reproduction
-from seqbench.study.run import Rendering, StudyResult, from_folder, render_study, run_study
+from seqbench.study.run import (
+    Rendering,
+    StudyResult,
+    from_folder,
+    refuse_older,
+    render_study,
+    run_study,
+)
 from seqbench.study.spec import Budget, Study, with_precision
 from seqbench.training.context import LogObserver, RunContext, Tracking
 
@@ -78,8 +85,9 @@ def show_plan(
     committed = committed or {}
     rows = statuses(p, store, committed)
     precision = f" · precision {study.precision}" if study.precision != "fp32" else ""
+    made = f" · runs of seqbench {study.seqbench}" if study.seqbench else ""
     table = Table(
-        title=f"{study.title} · protocol {study.protocol} · {study.budget_text()}{precision}"
+        title=f"{study.title} · protocol {study.protocol} · {study.budget_text()}{precision}{made}"
     )
     for col in ("model", "dataset", "seed", "run"):
         table.add_column(col, justify="right" if col == "seed" else "left")
@@ -285,6 +293,7 @@ def run(
         from_folder(p, store, committed)  # refuses what a study run would refuse
         missing = show_plan(where, p, store, data_dir, committed)
         show_estimates(p, statuses(p, store, committed), ctx)
+        refuse_older(p, store, from_folder(p, store, committed))
         say(
             f"dry run: would train {missing} run(s) ({study.budget_text()}; precision "
             f"{study.precision}), then write {where}/: tables, metrics/<run_id>/, README.md block"

@@ -19,9 +19,10 @@ from torch import nn
 from seqbench.data.dataset import SeqDataset
 from seqbench.errors import ConfigError
 from seqbench.models.bounds import check_bounds
-from seqbench.models.departures import BATCHING, GBCE_NEGATIVES, Departure
+from seqbench.models.departures import BATCHING, GBCE_NEGATIVES, PACKED_BATCHING, Departure
 from seqbench.models.losses import Head, Objective, ObjectiveFields, refuse_unused
 from seqbench.models.pieces import NO_PLANS, Plans, RowPieces, encode_pieces, plan_rows
+from seqbench.models.releases import changed_defaults
 from seqbench.registry import Registry
 
 Batch = dict[str, torch.Tensor]
@@ -55,8 +56,8 @@ class ModelConfig:
     #: uniform: uniformly shuffled batches (the authors' codes); micro: the same batches run
     #: as length-sorted pieces with the same gradient (models with a `micro_key`; others run
     #: uniform); grouped: rows of similar length share a batch; packed: the same batches in
-    #: one pass, their length-sorted pieces packed into one matrix (models that `packs`: the
-    #: same gradient, other float rounding and dropout draws, fused Adam)
+    #: one pass, their pieces packed into one matrix (models that `packs`, their default since
+    #: 0.3.0, `releases`: the same gradient, other float rounding and dropout draws, fused Adam)
     batching: Literal["micro", "uniform", "grouped", "packed"] = "micro"
     #: micro: one more piece must save this many padded positions (its launch overhead)
     micro_overhead: int = 256
@@ -166,7 +167,7 @@ class SeqModel(nn.Module):
         """The model's own departures plus those every model shares (batching) and, with the
         loss axis, gBCE's draws."""
         axis = (GBCE_NEGATIVES,) if "loss" in cls.ablations else ()
-        return (*cls.departures, *axis, BATCHING)
+        return (*cls.departures, *axis, PACKED_BATCHING if cls.packs else BATCHING)
 
     @property
     def input_window(self) -> int:
@@ -345,19 +346,34 @@ def resolve_config(
     sets: dict[str, str] | None = None,
     ablate: dict[str, str] | None = None,
     protocol: dict[str, Any] | None = None,
+    release: str | None = None,
 ) -> ModelConfig:
-    """Defaults → the paper's settings for the dataset → the protocol's settings (e.g. its
-    paper's patience) → --ablate → --set, each layer overriding the previous; every key checked.
-    """
+    """Defaults → `release`'s changed defaults (`releases`; one the config cannot run with falls
+    back) → the dataset's paper settings → protocol → --ablate → --set; every key checked."""
+    changed = changed_defaults(model_cls, release)
+    if changed:
+        try:
+            return _resolve(model_cls, dataset, sets, ablate, protocol, changed)
+        except ConfigError:
+            pass  # the same layers without the changed defaults: resolved, or the real error
+    return _resolve(model_cls, dataset, sets, ablate, protocol, {})
+
+
+def _resolve(
+    model_cls: type[SeqModel],
+    dataset: str,
+    sets: dict[str, str] | None,
+    ablate: dict[str, str] | None,
+    protocol: dict[str, Any] | None,
+    changed: dict[str, Any],
+) -> ModelConfig:
+    """`resolve_config` with the `changed` defaults as the layer above the class's."""
     cfg_cls = model_cls.Config
     for key in (*(ablate or {}), *(sets or {})):
         if key in model_cls.renamed:
             raise ConfigError(f"{model_cls.name}: {model_cls.renamed[key]}")
-    base: dict[str, Any] = {}
-    key = dataset_key(model_cls, dataset)
-    if key is not None:
-        base.update(model_cls.dataset_defaults[key])
-    base.update(protocol or {})
+    key = dataset_key(model_cls, dataset) or ""
+    base = {**changed, **model_cls.dataset_defaults.get(key, {}), **(protocol or {})}
     for axis in ablate or {}:
         if axis not in model_cls.ablations:
             axes = ", ".join(model_cls.ablations) or "none"

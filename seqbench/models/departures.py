@@ -54,9 +54,22 @@ BATCHING = Departure(
     "batch (the same loss); only dropout masks are drawn differently",
     "code",
     "batching",
-    "--set batching=grouped (length-grouped batches: faster, learns less per epoch); "
-    "--set batching=packed (SASRec: the same batches in one packed pass; other float rounding, "
-    "dropout masks from 31-bit draws, fused Adam)",
+    "--set batching=grouped (length-grouped batches: faster, learns less per epoch)",
+)
+
+#: the batching of models that pack a batch (`SeqModel.packs`): packed by default since 0.3.0
+PACKED_BATCHING = Departure(
+    "batch composition",
+    "silent",
+    "uniformly shuffled training instances",
+    "uniform batches, each in one packed pass (since seqbench 0.3.0): the position-wise layers "
+    "over the batch's items as one matrix, attention per length bucket; the uniform batch's "
+    "gradient with other float rounding, dropout masks from 31-bit draws and a fused Adam; a "
+    "setting packing cannot run (CL4SRec's flat views in the sasrec layout) runs micro",
+    "code",
+    "batching",
+    "--set batching=micro (0.2.0's default: the same batches as length-sorted micro-batches, "
+    "the same gradient, 1.5-1.8x slower); --set batching=grouped (length-grouped batches)",
 )
 
 #: gBCE's draws: declared on every model with the loss axis (`SeqModel.declared_departures`)

@@ -50,7 +50,10 @@ def derived_departures(run: Run) -> list[str] | None:
     if default is None:
         patience = run.protocol_spec.get("patience")
         layer = {} if patience is None else {"patience": patience}
-        default = dataclasses.asdict(resolve_config(cls, run.dataset, protocol=layer))
+        release = run.config.get("version")
+        default = dataclasses.asdict(
+            resolve_config(cls, run.dataset, protocol=layer, release=release)
+        )
     return switched(cls.declared_departures(), run.settings, default)
 
 

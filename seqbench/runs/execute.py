@@ -11,6 +11,7 @@ from typing import Any
 import pandas as pd
 import torch
 
+from seqbench import __version__
 from seqbench.data.audit import Audit, audit
 from seqbench.data.dataset import SeqDataset, load_dataset, prepared_names
 from seqbench.errors import ConfigError, DataError
@@ -62,6 +63,9 @@ class RunRequest:
     protocol: str = "seqbench"
     epochs: int | None = None
     precision: str = "fp32"
+    #: the seqbench release whose defaults and run ids it takes (None: this one; an older
+    #: release's runs are read from a store, never trained: `execute` refuses)
+    release: str | None = None
 
     def overrides(self) -> dict[str, Value]:
         """The --set layer of the config: --set key=value pairs, and --epochs as epochs=N."""
@@ -89,9 +93,10 @@ class RunRequest:
         protocol = get_protocol(self.protocol)
         sets = self.overrides()
         layer = protocol_settings(protocol)
-        cfg = resolve_config(cls, self.dataset, sets, self.ablate, layer)
+        cfg = resolve_config(cls, self.dataset, sets, self.ablate, layer, self.release)
         values = dataclasses.asdict(cfg)
-        default = dataclasses.asdict(resolve_config(cls, self.dataset, protocol=layer))
+        default = resolve_config(cls, self.dataset, protocol=layer, release=self.release)
+        default = dataclasses.asdict(default)
         spec = RunSpec(
             model=self.model,
             dataset=self.dataset,
@@ -102,6 +107,7 @@ class RunRequest:
             ablate={k: str(v) for k, v in self.ablate.items()},
             precision=self.precision,
             device=device,
+            version=self.release or __version__,
             default_config=default,
             departures=switched(cls.declared_departures(), values, default),
             code=None if (found := origin(cls)) is None else found.identity(),
@@ -179,6 +185,11 @@ def execute(
             if stored.stopped != "budget" or stored.budget_minutes == options.max_minutes:
                 return stored, True
             force = True
+        if run.spec.version != __version__:  # its arithmetic is another release's
+            raise ConfigError(
+                f"run {run_id} is a seqbench {run.spec.version} run, not in the run store: "
+                f"seqbench {__version__} cannot train it as {run.spec.version} did"
+            )
         if checked.temporal:  # leave-one-out runs print what they always printed
             ctx.observer.on_log(checked.summary())
         work = store.start(run.spec, fresh=force)

@@ -9,7 +9,6 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from seqbench import __version__
 from seqbench.errors import ConfigError
 from seqbench.evaluation.protocols import get_protocol
 from seqbench.io import atomic_dir, atomic_path
@@ -291,7 +290,7 @@ def readme_block(out: StudyOutput, folder: str) -> str:
         + s.precision_clause()
         + ".",
         f"- Runs finished: {n_done} of {len(out.runs)}, each one's files under "
-        f"`{RUN_FILES}/<run_id>/` (seqbench {__version__}).",
+        f"`{RUN_FILES}/<run_id>/` (seqbench {s.release}).",
         "- Re-create (trains only what the run store lacks, then rewrites this folder):",
         "",
         "```",

@@ -12,6 +12,7 @@ from seqbench.data.registry import get_spec as dataset_spec
 from seqbench.errors import ConfigError, DataError
 from seqbench.evaluation.protocols import get_protocol
 from seqbench.machine import known_precision
+from seqbench.models.releases import check_release
 from seqbench.plugins import PluginError, load_plugins
 from seqbench.runs.tracking import TRACKERS
 from seqbench.study.spec import STUDY_FILE, Budget, Study, StudyModel, model_protocols
@@ -156,6 +157,7 @@ def parse_study(raw: Any, where: str) -> Study:
     evaluate = name_list(spec["evaluate"], f"{where}: evaluate") if "evaluate" in spec else ()
     _protocols(evaluate, f"{where}: evaluate")
     threads, workers = _counts(spec, where)
+    raw_release = spec.get("seqbench")
     return Study(
         where=where,
         title=str(spec.get("title", Path(where).parent.name or where)),
@@ -176,6 +178,7 @@ def parse_study(raw: Any, where: str) -> Study:
         protocols=axis,
         dataset_seeds=dataset_seeds,
         dataset_budget=_per_dataset(spec, "dataset_budget", datasets, where, parse_budget),
+        seqbench=None if raw_release is None else check_release(raw_release, f"{where}: seqbench"),
     )
 
 

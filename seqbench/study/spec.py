@@ -23,6 +23,8 @@ what is missing and `output` writes the folder.
                                     # to: FOLDER}), as `seqbench run --track … --track-to …`
     prepare: {beauty: seqbench prepare beauty --raw-dir ../shared/data/s3rec}   # optional
     plugins: [my_model.py]          # outside models: modules or files beside it (optional)
+    seqbench: 0.2.0                 # the release that made the runs: their ids and defaults
+                                    # (optional; runs it lacks are refused: remove it to re-run)
     models:
       sasrec: {sets: {patience: 100}}
       stosa: {}                     # label: {model, sets, ablate, seeds, protocol, datasets};
@@ -43,6 +45,7 @@ import itertools
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from seqbench import __version__
 from seqbench.errors import ConfigError
 from seqbench.machine import check_precision, known_precision
 from seqbench.study.papers import TableSpec
@@ -188,6 +191,13 @@ class Study:
     dataset_seeds: dict[str, tuple[int, ...]] = field(default_factory=dict)
     #: dataset name -> its own budget (`dataset_budget`), else the study's
     dataset_budget: dict[str, Budget] = field(default_factory=dict)
+    #: the seqbench release that made the runs (`seqbench: 0.2.0`); None: this one
+    seqbench: str | None = None
+
+    @property
+    def release(self) -> str:
+        """The release whose run ids and defaults the study's runs take."""
+        return self.seqbench or __version__
 
     def budget_text(self) -> str:
         """The study's budget in words, then each dataset's own."""
