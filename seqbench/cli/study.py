@@ -292,8 +292,8 @@ def run(
     if dry_run:
         from_folder(p, store, committed)  # refuses what a study run would refuse
         missing = show_plan(where, p, store, data_dir, committed)
+        refuse_older(p, store, from_folder(p, store, committed))  # before timing its steps
         show_estimates(p, statuses(p, store, committed), ctx)
-        refuse_older(p, store, from_folder(p, store, committed))
         say(
             f"dry run: would train {missing} run(s) ({study.budget_text()}; precision "
             f"{study.precision}), then write {where}/: tables, metrics/<run_id>/, README.md block"
