@@ -67,7 +67,8 @@ def test_training_adam_is_the_per_parameter_loop_bit_for_bit():
     finals = []
     for oracle in (False, True):
         torch.manual_seed(0)
-        model = cls(resolve_config(cls, "synthetic", {"d": "16", "weight_decay": "0.01"}), data)
+        sets = {"d": "16", "weight_decay": "0.01", "batching": "micro"}  # packed: fused Adam
+        model = cls(resolve_config(cls, "synthetic", sets), data)
         opt = make_optimizer(model)
         if oracle:
             opt = torch.optim.Adam(
