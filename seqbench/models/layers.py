@@ -225,23 +225,25 @@ class MultiHeadAttention(nn.Module):
         self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, buckets: Buckets, p: float
     ) -> torch.Tensor:
         """Attention of projected packed items [N, d]: laid out in blocks (one gather), one
-        attention per block, the items' outputs gathered back."""
+        attention per block, the items' outputs gathered back (split and index_select, whose
+        backwards are a concatenation and one index_add, not a zero-filled buffer per slice)."""
         d = q.shape[1]
-        laid = F.pad(torch.cat([q, k, v], 1), (0, 0, 0, 1))[buckets.spread]
-        outs, begin = [], 0
-        for (rows, width), mask in zip(buckets.blocks, buckets.masks, strict=True):
-            end = begin + rows * width
-            block = laid[begin:end].view(rows, width, -1)
-            q_, k_, v_ = (self.split(block[..., i * d : (i + 1) * d]) for i in range(3))
+        laid = F.pad(torch.cat([q, k, v], 1), (0, 0, 0, 1)).index_select(0, buckets.spread)
+        outs = []
+        sizes = [rows * width for rows, width in buckets.blocks]
+        for (rows, width), mask, block in zip(
+            buckets.blocks, buckets.masks, laid.split(sizes), strict=True
+        ):
+            view = block.view(rows, width, 3, self.heads, d // self.heads)
+            q_, k_, v_ = view.permute(2, 0, 3, 1, 4).unbind(0)
             if self.fast:
                 w = (q_ @ k_.transpose(-2, -1)).mul_(q_.shape[-1] ** -0.5)
-                w = torch.softmax(w.masked_fill_(~mask, float("-inf")), -1)
+                w = torch.softmax(torch.where(mask, w, float("-inf")), -1)
                 o = int_dropout(w, p) @ v_
             else:
                 o = F.scaled_dot_product_attention(q_, k_, v_, attn_mask=mask, dropout_p=p)
-            outs.append(o.transpose(1, 2).reshape(end - begin, -1))
-            begin = end
-        return torch.cat(outs)[buckets.real]
+            outs.append(o.transpose(1, 2).reshape(rows * width, d))
+        return torch.cat(outs).index_select(0, buckets.real)
 
 
 class TransformerBlock(nn.Module):

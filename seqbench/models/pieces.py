@@ -24,21 +24,25 @@ def split_points(lengths: np.ndarray, overhead: int) -> list[int]:
 
     Exact dynamic programme: cost(j) = min_i cost(i) + (j − i)·lengths[j−1] + overhead, where
     a piece of rows i..j−1 is padded to its longest row, lengths[j−1]. Returns the end index
-    of each piece (the last is len(lengths)).
+    of each piece (the last is len(lengths)). With overhead > 0 no optimal piece starts or
+    ends inside a run of equal lengths, so only the run boundaries are tried (the same cuts).
     """
+    lengths = np.asarray(lengths, dtype=np.float64)
     n = len(lengths)
-    cost = np.zeros(n + 1)
-    start = np.zeros(n + 1, dtype=np.int64)
-    for j in range(1, n + 1):
-        i = np.arange(j)
-        total = cost[:j] + (j - i) * float(lengths[j - 1]) + overhead
+    if overhead > 0:
+        cands = np.flatnonzero(np.diff(lengths, prepend=np.nan, append=np.nan))
+    else:
+        cands = np.arange(n + 1)
+    cost, start = np.zeros(len(cands)), np.zeros(len(cands), dtype=np.int64)
+    for c in range(1, len(cands)):
+        j = cands[c]
+        total = cost[:c] + (j - cands[:c]) * lengths[j - 1] + overhead
         best = int(np.argmin(total))
-        cost[j], start[j] = total[best], best
-    ends = []
-    j = n
-    while j > 0:
-        ends.append(j)
-        j = int(start[j])
+        cost[c], start[c] = total[best], best
+    ends, c = [], len(cands) - 1
+    while c > 0:
+        ends.append(int(cands[c]))
+        c = int(start[c])
     return ends[::-1]
 
 
@@ -99,10 +103,9 @@ def plan_rows(seqs: torch.Tensor, overhead: int, packed: bool = False) -> RowPie
     if not packed:
         return plan
     (b, t), starts = seqs.shape, (0, *ends[:-1])
-    blocks = torch.cat([
-        (order[s:e, None] * t + torch.arange(t - w, t)).reshape(-1)
-        for s, e, w in zip(starts, ends, cuts, strict=True)
-    ])  # fmt: skip
+    row_width = torch.tensor(cuts).repeat_interleave(torch.tensor(ends) - torch.tensor(starts))
+    cols = torch.arange(t)
+    blocks = (order[:, None] * t + cols)[cols >= t - row_width[:, None]]
     real = torch.nonzero(seqs.reshape(-1)[blocks] != 0).view(-1)
     n, flat = len(real), blocks[real]
     spread = torch.full((len(blocks),), n, dtype=torch.long)
