@@ -64,7 +64,7 @@ PACKED_BATCHING = Departure(
     "uniformly shuffled training instances",
     "uniform batches, each in one packed pass (since seqbench 0.3.0): the position-wise layers "
     "over the batch's items as one matrix, attention per length bucket; the uniform batch's "
-    "gradient with other float rounding, dropout masks from 31-bit draws and a fused Adam; a "
+    "gradient with other float rounding, dropout masks from 16-bit draws and a fused Adam; a "
     "setting packing cannot run (CL4SRec's flat views in the sasrec layout) runs micro",
     "code",
     "batching",
