@@ -140,7 +140,7 @@ def test_packed_is_refused_where_it_would_not_compute_the_loss() -> None:
 def test_int_dropout_keeps_each_value_with_probability_one_minus_p() -> None:
     """Oracle: Bernoulli(1 − p) keeps scaled by 1/(1 − p), within 5 standard deviations on
     200,000 draws; the gradient is the same mask; a seed fixes the mask."""
-    from seqbench.models.layers import int_dropout
+    from seqbench.models.packed import int_dropout
 
     n = 200_000
     for p in (0.2, 0.5):

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Literal
 
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from seqbench.models.packed import Buckets, int_dropout, packed_attention
 
 Norm = Literal["pre", "post", "sasrec"]
 
@@ -49,21 +50,6 @@ def with_self(mask: torch.Tensor) -> torch.Tensor:
     return mask | torch.eye(t, dtype=torch.bool, device=mask.device)
 
 
-def int_dropout(x: torch.Tensor, p: float) -> torch.Tensor:
-    """Dropout whose mask comes from 16-bit integer draws (four per 64-bit `random_`), dropped
-    where r < round(p·2¹⁶) (drop probability p within 2⁻¹⁷), kept values scaled by 1/(1 − p):
-    nn.Dropout's distribution at a fraction of `bernoulli_`'s cost, other draws."""
-    cut = round(p * 2**16)
-    if cut <= 0:
-        return x
-    if cut >= 2**16:
-        return x * 0.0
-    n = x.numel()
-    words = torch.empty((n + 3) // 4, dtype=torch.int64, device=x.device).random_(-(2**63), None)
-    draws = words.view(torch.int16)[:n].view(x.shape)  # uniform over [−2¹⁵, 2¹⁵)
-    return x * (draws >= cut - 2**15).to(x.dtype).mul_(1.0 / (1.0 - p))
-
-
 class Dropout(nn.Dropout):
     """nn.Dropout; with `fast` set (`fast_dropout`), its masks from `int_dropout`."""
 
@@ -81,32 +67,6 @@ def fast_dropout(module: nn.Module) -> None:
     for m in module.modules():
         if isinstance(m, Dropout | MultiHeadAttention):
             m.fast = True
-
-
-@dataclass(frozen=True)
-class Buckets:
-    """Attention over packed items [N, d]: `spread` lays them out as blocks of (rows, width)
-    left-padded rows end to end (index N: a zero row), `real` takes them back, and each block
-    has its bool mask [rows, 1, width, width] (`pieces.RowPieces`)."""
-
-    blocks: tuple[tuple[int, int], ...]
-    masks: tuple[torch.Tensor, ...]
-    spread: torch.Tensor
-    real: torch.Tensor
-
-
-def bucket_masks(
-    ids: torch.Tensor, blocks: tuple[tuple[int, int], ...], spread: torch.Tensor, real: torch.Tensor
-) -> Buckets:
-    """The causal masks of packed item ids [N] laid out by `spread` (`causal_mask`, each query
-    also reading itself as `TransformerEncoder` does), one per block: device ops only."""
-    laid = F.pad(ids, (0, 1))[spread]
-    masks, begin = [], 0
-    for rows, width in blocks:
-        block = laid[begin : begin + rows * width].view(rows, width)
-        masks.append(with_self(causal_mask(block)[:, None]))
-        begin += rows * width
-    return Buckets(blocks, tuple(masks), spread, real)
 
 
 class SeqEmbedding(nn.Module):
@@ -218,35 +178,12 @@ class MultiHeadAttention(nn.Module):
         (projections over all N items at once, attention block by block)."""
         p = self.dropout if self.training else 0.0
         if isinstance(mask, Buckets):
-            return self.out(self.packed(self.q(query), self.k(key), self.v(value), mask, p))
+            qkv = torch.cat([self.q(query), self.k(key), self.v(value)], 1)
+            return self.out(packed_attention(qkv, mask, self.heads, p, self.fast))
         q, k, v = self.split(self.q(query)), self.split(self.k(key)), self.split(self.v(value))
         o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)
         b, _, t, _ = o.shape
         return self.out(o.transpose(1, 2).reshape(b, t, -1))
-
-    def packed(
-        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, buckets: Buckets, p: float
-    ) -> torch.Tensor:
-        """Attention of projected packed items [N, d]: laid out in blocks (one gather), one
-        attention per block, the items' outputs gathered back (split and index_select, whose
-        backwards are a concatenation and one index_add, not a zero-filled buffer per slice)."""
-        d = q.shape[1]
-        laid = F.pad(torch.cat([q, k, v], 1), (0, 0, 0, 1)).index_select(0, buckets.spread)
-        outs = []
-        sizes = [rows * width for rows, width in buckets.blocks]
-        for (rows, width), mask, block in zip(
-            buckets.blocks, buckets.masks, laid.split(sizes), strict=True
-        ):
-            view = block.view(rows, width, 3, self.heads, d // self.heads)
-            q_, k_, v_ = view.permute(2, 0, 3, 1, 4).unbind(0)
-            if self.fast:
-                w = (q_ @ k_.transpose(-2, -1)).mul_(q_.shape[-1] ** -0.5)
-                w = torch.softmax(torch.where(mask, w, float("-inf")), -1)
-                o = int_dropout(w, p) @ v_
-            else:
-                o = F.scaled_dot_product_attention(q_, k_, v_, attn_mask=mask, dropout_p=p)
-            outs.append(o.transpose(1, 2).reshape(rows * width, d))
-        return torch.cat(outs).index_select(0, buckets.real)
 
 
 class TransformerBlock(nn.Module):

@@ -21,7 +21,6 @@ from seqbench.models.departures import Departure
 from seqbench.models.layers import (
     SeqEmbedding,
     TransformerEncoder,
-    bucket_masks,
     causal_mask,
     check_items,
     fast_dropout,
@@ -32,6 +31,7 @@ from seqbench.models.objective import (
     next_item_objective,
     resolve_objective,
 )
+from seqbench.models.packed import bucket_masks
 from seqbench.models.pieces import NO_PLANS, Plans, RowPieces, pack
 
 
