@@ -95,12 +95,17 @@ def test_packed_gradient_equals_the_row_by_row_oracle(data) -> None:
 
 
 CONTRASTIVE = [("cl4srec", {}), ("coserec", {}), ("cl4srec", {"cl_repr": "flat"})]
+#: DuoRec: CE at each row's last item plus NT-Xent over dropout and same-target passes
+DUOREC = [("duorec", {}), ("duorec", {"positions": "right", "contrast": "su"})]
 
 
-@pytest.mark.parametrize(("name", "sets"), [("gsasrec", {}), ("sasrec_ce", {}), *CONTRASTIVE])
+@pytest.mark.parametrize(
+    ("name", "sets"), [("gsasrec", {}), ("sasrec_ce", {}), *CONTRASTIVE, *DUOREC]
+)
 def test_packed_models_give_the_uniform_batch_gradient(data, name: str, sets: dict) -> None:
     """gBCE with 256 negatives per target, full CE, and the two-view contrastive models (their
-    s3rec encoder, their views' last positions): the uniform batch's loss and gradient."""
+    s3rec encoder, their views' last positions), DuoRec (positions from the first item or the
+    last): the uniform batch's loss and gradient."""
     runs = []
     for batching in ("uniform", "packed"):
         model = build(name, data, batching=batching, micro_overhead="7", **sets)

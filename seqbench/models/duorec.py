@@ -25,15 +25,16 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
 import torch
+import torch.nn.functional as F
 
 from seqbench.data.dataset import SeqDataset
 from seqbench.models.base import Batch, ModelConfig, Parts, SeqModel, register
 from seqbench.models.contrastive import nt_xent
 from seqbench.models.departures import Departure
-from seqbench.models.layers import SeqEmbedding, TransformerEncoder, causal_mask
+from seqbench.models.layers import SeqEmbedding, TransformerEncoder, causal_mask, fast_dropout
 from seqbench.models.losses import LossName, ObjectiveFields
 from seqbench.models.objective import next_item_objective, resolve_objective
-from seqbench.models.pieces import NO_PLANS, Plans
+from seqbench.models.pieces import NO_PLANS, Plans, RowPieces
 from seqbench.models.same_target import SameTargetTraining
 
 
@@ -81,6 +82,7 @@ class DuoRec(SameTargetTraining, SeqModel):
     paper = "Qiu et al., Contrastive Learning for Representation Degeneration, WSDM 2022"
     Config = DuoRecConfig
     piecewise = True  # positions and attention read only a row's own items
+    packs = True
     row_keys = ("seqs", "positives")
     ablations = ("loss", "contrast", "positions", "instances")
     departures = (
@@ -153,6 +155,8 @@ class DuoRec(SameTargetTraining, SeqModel):
         )
         self.init_same_target()
         self._objective, self._popularity = resolve_objective(cfg, data)
+        if cfg.batching == "packed":
+            fast_dropout(self)
 
     def wants_positives(self) -> bool:
         return self.cfg.contrast in ("su", "both")
@@ -162,10 +166,18 @@ class DuoRec(SameTargetTraining, SeqModel):
         h = self.encoder(self.emb(seqs), seqs, causal_mask(seqs)[:, None])
         return h[:, -1]
 
+    def represent_packed(self, seqs: torch.Tensor, plan: RowPieces) -> torch.Tensor:
+        """`represent` over the packed items of `plan` (`batching=packed`): each row's last
+        item's output (zeros for an empty row)."""
+        h = self.encoder.packed(*self.emb.packed(seqs, plan), plan)
+        return F.pad(h, (0, 0, 0, 1))[plan.last]
+
     def loss(self, batch: Batch, plans: Plans = NO_PLANS) -> tuple[torch.Tensor, Parts]:
         cfg = self.cfg
 
         def represent(key: str) -> torch.Tensor:
+            if self.training and cfg.batching == "packed":
+                return self.represent_packed(batch[key], plans[key])
             return self.encode_rows(self.represent, batch[key], plans.get(key), per_position=False)
 
         h = represent("seqs")

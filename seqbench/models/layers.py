@@ -9,7 +9,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from seqbench.models.packed import Buckets, int_dropout, packed_attention
+from seqbench.models.packed import Buckets, bucket_masks, int_dropout, packed_attention
+from seqbench.models.pieces import RowPieces, pack
 
 Norm = Literal["pre", "post", "sasrec"]
 
@@ -122,13 +123,18 @@ class SeqEmbedding(nn.Module):
         return self.drop(self.norm(x))
 
     def packed(
-        self, ids: torch.Tensor, columns: torch.Tensor, width: int, rows: torch.Tensor | None = None
-    ) -> torch.Tensor:
-        """`forward` of packed ids [N] at their `columns` of a `width`-wide window (right-end
-        positions as above): [N, d]; `rows`: the ids' item rows, where already looked up."""
+        self, seqs: torch.Tensor, plan: RowPieces, rows: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """`forward` at the packed items of `seqs` (`pieces.pack`): their ids [N] and outputs
+        [N, d], at the positions `forward` gives them; `rows`: their item rows, if looked up."""
+        ids, width = pack(seqs, plan, seqs.shape[1]), seqs.shape[1]
+        if self.from_left:
+            pos = pack((seqs != 0).cumsum(1) - 1, plan, width)
+        else:
+            pos = plan.flat % width + (self.max_len - width)
         items = self.item(ids) if rows is None else rows
-        x = items * self.scale + self.pos(columns + (self.max_len - width))
-        return self.drop(self.norm(x))
+        x = items * self.scale + self.pos(pos)
+        return ids, self.drop(self.norm(x))
 
 
 class FeedForward(nn.Module):
@@ -273,11 +279,12 @@ class TransformerEncoder(nn.Module):
             x = self.out_drop(block(x, mask)) * keep
         return self.final(x)
 
-    def packed(self, x: torch.Tensor, buckets: Buckets) -> torch.Tensor:
-        """`forward` over packed items x [N, d] (no padding: `bucket_masks` gives `buckets`):
-        the same values at every item."""
+    def packed(self, ids: torch.Tensor, x: torch.Tensor, plan: RowPieces) -> torch.Tensor:
+        """`forward` over packed items x [N, d] of ids [N] laid out by `plan` (no padding rows;
+        attention per block): the same values at every item."""
         if self.keep_pad:
             raise ValueError("keep_pad encoders compute padding positions: they cannot pack")
+        buckets = bucket_masks(ids, plan.blocks(), plan.spread, plan.real)
         for block in self.blocks:
             x = self.out_drop(block(x, buckets))
         return self.final(x)

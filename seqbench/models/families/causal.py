@@ -31,7 +31,6 @@ from seqbench.models.objective import (
     next_item_objective,
     resolve_objective,
 )
-from seqbench.models.packed import bucket_masks
 from seqbench.models.pieces import NO_PLANS, Plans, RowPieces, pack
 
 
@@ -117,11 +116,8 @@ class SASRecBody(SeqModel):
     ) -> torch.Tensor:
         """`encode` at the items of `plan` ([N, d], `pieces.pack`): position-wise layers over
         all N items at once, attention block by block (`rows`: the items' embedding rows)."""
-        width = seqs.shape[1]
-        ids = pack(seqs, plan, width)
-        x = self.emb.packed(ids, plan.flat % width, width, rows)
-        buckets = bucket_masks(ids, plan.blocks(), plan.spread, plan.real)
-        return self.encoder.packed(x, buckets)
+        ids, x = self.emb.packed(seqs, plan, rows)
+        return self.encoder.packed(ids, x, plan)
 
     def loss(self, batch: Batch, plans: Plans = NO_PLANS) -> tuple[torch.Tensor, Parts]:
         obj, table = self._objective, self.emb.item.weight
