@@ -173,6 +173,8 @@ CASES = [(name, {}) for name in MODELS.names()]
 CASES += [("cbit", {"pad_outputs": "zero", "augment": "cloze"})]
 # the models that pack run packed at their defaults (since 0.3.0); micro as 0.2.0 ran them
 CASES += [(name, {"batching": "micro"}) for name in ("sasrec", "gsasrec", "sasrec_ce", "cl4srec")]
+# DuoRec packs on request only (`--set batching=packed`)
+CASES += [("duorec", {"batching": "packed"})]
 
 
 @pytest.mark.parametrize(("name", "sets"), CASES)
