@@ -142,6 +142,8 @@ class SeqModel(nn.Module):
     #: under `batching=packed` the loss runs the whole uniform batch as one packed pass over its
     #: length-sorted pieces (`pieces.RowPieces.flat`); it is called `loss(batch, plans)`
     packs: ClassVar[bool] = False
+    #: False: a model that `packs` does so on request only (`--set batching=packed`)
+    packs_by_default: ClassVar[bool] = True
     #: the batch keys of the [B, T] tensors `loss` encodes with `encode_rows`
     row_keys: ClassVar[tuple[str, ...]] = ()
     #: False for models whose scores ignore the history (popularity)
@@ -167,7 +169,11 @@ class SeqModel(nn.Module):
         """The model's own departures plus those every model shares (batching) and, with the
         loss axis, gBCE's draws."""
         axis = (GBCE_NEGATIVES,) if "loss" in cls.ablations else ()
-        return (*cls.departures, *axis, PACKED_BATCHING if cls.packs else BATCHING)
+        return (
+            *cls.departures,
+            *axis,
+            PACKED_BATCHING if cls.packs and cls.packs_by_default else BATCHING,
+        )
 
     @property
     def input_window(self) -> int:

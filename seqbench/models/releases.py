@@ -29,7 +29,11 @@ class DefaultChange:
 
 CHANGES = (
     DefaultChange(
-        "0.3.0", "batching", "packed", lambda cls: cls.packs, "models that pack a batch (`packs`)"
+        "0.3.0",
+        "batching",
+        "packed",
+        lambda cls: cls.packs and cls.packs_by_default,
+        "models that pack a batch (`packs`)",
     ),
 )
 
