@@ -139,11 +139,10 @@ class SeqModel(nn.Module):
     #: under `batching=micro` a model whose loss couples rows encodes them in trimmed pieces;
     #: such a model's `loss` is called as `loss(batch, plans)`, every other's as `loss(batch)`
     piecewise: ClassVar[bool] = False
-    #: under `batching=packed` the loss runs the whole uniform batch as one packed pass over its
-    #: length-sorted pieces (`pieces.RowPieces.flat`); it is called `loss(batch, plans)`
+    #: `batching=packed` runs the uniform batch as one pass over its packed pieces (`loss(batch,
+    #: plans)`), the default since 0.3.0 where `packs_by_default` (`releases`), else on request
     packs: ClassVar[bool] = False
-    #: False: a model that `packs` does so on request only (`--set batching=packed`)
-    packs_by_default: ClassVar[bool] = True
+    packs_by_default: ClassVar[bool] = False
     #: the batch keys of the [B, T] tensors `loss` encodes with `encode_rows`
     row_keys: ClassVar[tuple[str, ...]] = ()
     #: False for models whose scores ignore the history (popularity)
@@ -166,14 +165,9 @@ class SeqModel(nn.Module):
 
     @classmethod
     def declared_departures(cls) -> tuple[Departure, ...]:
-        """The model's own departures plus those every model shares (batching) and, with the
-        loss axis, gBCE's draws."""
+        """The model's own departures, then batching's and (with the loss axis) gBCE's draws."""
         axis = (GBCE_NEGATIVES,) if "loss" in cls.ablations else ()
-        return (
-            *cls.departures,
-            *axis,
-            PACKED_BATCHING if cls.packs and cls.packs_by_default else BATCHING,
-        )
+        return (*cls.departures, *axis, PACKED_BATCHING if cls.packs_by_default else BATCHING)
 
     @property
     def input_window(self) -> int:

@@ -83,7 +83,6 @@ class DuoRec(SameTargetTraining, SeqModel):
     Config = DuoRecConfig
     piecewise = True  # positions and attention read only a row's own items
     packs = True
-    packs_by_default = False  # packed (0.3.0's SASRec default) only when asked for
     row_keys = ("seqs", "positives")
     ablations = ("loss", "contrast", "positions", "instances")
     departures = (

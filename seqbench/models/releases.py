@@ -32,8 +32,8 @@ CHANGES = (
         "0.3.0",
         "batching",
         "packed",
-        lambda cls: cls.packs and cls.packs_by_default,
-        "models that pack a batch (`packs`)",
+        lambda cls: cls.packs_by_default,
+        "the models that pack by default (`packs_by_default`)",
     ),
 )
 

@@ -77,6 +77,7 @@ class SASRecBody(SeqModel):
     Config = SASRecConfig
     micro_key = "targets"
     packs = True
+    packs_by_default = True
     row_keys = ("seqs",)
     ablations = ("loss", "instances")
 
