@@ -37,7 +37,7 @@ from seqbench.data.dataset import load_dataset
 
 #: part -> (model, --set overrides); sasrec at its Beauty defaults as in bench_speed.py
 PARTS: dict[str, tuple[str, dict[str, str]]] = {
-    "sasrec": ("sasrec", {}),
+    "sasrec": ("sasrec", {"batching": "micro"}),
     "sasrec_packed": ("sasrec", {"batching": "packed"}),
     **SETS,
 }

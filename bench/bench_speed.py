@@ -8,15 +8,16 @@ sasrec  seqbench's ``sasrec`` against a plain PyTorch SASRec written here from t
         sampled BCE, Adam lr 1e-3, batch 128, uniform shuffling: the paper's Beauty settings,
         which are also seqbench's ``sasrec`` Beauty defaults). Target positions per second
         and CPU seconds per epoch for both, and their ratio. seqbench runs each batch as its
-        trainer does (``micro.training_pieces``: length-sorted trimmed pieces), once with its
-        default uniform batches and once with ``--set batching=grouped``.
+        trainer does, with ``--set batching=micro`` (0.2.0's length-sorted trimmed pieces),
+        ``batching=packed`` (the default since 0.3.0) and ``batching=grouped``.
 bert    ``bert4rec`` at its Beauty defaults with d=64, batch 256: masked targets/s and
         seconds per epoch, fp32 and bf16 (the step under ``torch.autocast("cpu", bfloat16)``,
         only where ``seqbench.machine`` says the CPU has bf16; else the reason).
 cbit    ``cbit`` at the authors' Beauty settings (d=256, T=15, m=4): the same measures.
 stosa, duorec, cl4srec, bsarec, lrurec, fmlprec, linrec
         the SASRec-family models and the 2022–2024 baselines at their Beauty defaults, as
-        the trainer runs them: the same measures (next-item targets per second).
+        the trainer runs them: the same measures (next-item targets per second);
+        duorec_packed, cl4srec_micro, cl4srec_packed: with that batching.
 busy    ``seqbench run sasrec --dataset synthetic --force --epochs 3 --no-progress`` as a
         subprocess in a temporary run store, with the default thread policy and with
         ``--threads 1``, alone, next to a single-threaded torch matmul spinner, and next to
@@ -78,7 +79,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling bench sc
 from bench_train_eval import targets_in
 
 PARTS = (
-    "sasrec", "bert", "cbit", "stosa", "duorec", "cl4srec", "cl4srec_packed",
+    "sasrec", "bert", "cbit", "stosa", "duorec", "duorec_packed", "cl4srec", "cl4srec_micro",
+    "cl4srec_packed",
     "bsarec", "lrurec", "fmlprec", "linrec", "busy",
 )  # fmt: skip
 #: the 2022–2024 baselines (#37), timed at their Beauty defaults next to SASRec
@@ -91,7 +93,9 @@ SETS: dict[str, tuple[str, dict[str, str]]] = {
     "stosa": ("stosa", {}),
     "duorec": ("duorec", {}),
     "cl4srec": ("cl4srec", {}),
+    "cl4srec_micro": ("cl4srec", {"batching": "micro"}),
     "cl4srec_packed": ("cl4srec", {"batching": "packed"}),
+    "duorec_packed": ("duorec", {"batching": "packed"}),
     **{name: (name, {}) for name in MODERN},
 }
 #: the model parts also timed in bf16
@@ -103,7 +107,9 @@ TITLES = {
     "stosa": "STOSA, Beauty defaults (next-item targets)",
     "duorec": "DuoRec, Beauty defaults (next-item targets)",
     "cl4srec": "CL4SRec, Beauty defaults (next-item targets)",
+    "cl4srec_micro": "CL4SRec `--set batching=micro` (next-item targets)",
     "cl4srec_packed": "CL4SRec `--set batching=packed` (next-item targets)",
+    "duorec_packed": "DuoRec `--set batching=packed` (next-item targets)",
     "bsarec": "BSARec, Beauty defaults (next-item targets)",
     "lrurec": "LRURec, Beauty defaults (next-item targets)",
     "fmlprec": "FMLP-Rec, Beauty defaults (next-item targets)",
@@ -350,8 +356,9 @@ def bench_plain(data: SeqDataset, warmup: int, steps: int) -> dict[str, Any]:
 
 
 def part_sasrec(data: SeqDataset, warmup: int, steps: int) -> dict[str, Any]:
-    """seqbench's sasrec (Beauty defaults) vs the plain reference; ratios seqbench / plain."""
-    ours = bench_seqbench("sasrec", data, {}, warmup, steps, "fp32")
+    """seqbench's sasrec (Beauty defaults; micro and packed batching) vs the plain reference;
+    ratios seqbench / plain."""
+    ours = bench_seqbench("sasrec", data, {"batching": "micro"}, warmup, steps, "fp32")
     packed = bench_seqbench("sasrec", data, {"batching": "packed"}, warmup, steps, "fp32")
     grouped = bench_seqbench("sasrec", data, {"batching": "grouped"}, warmup, steps, "fp32")
     plain = bench_plain(data, warmup, steps)
@@ -559,7 +566,7 @@ def render(res: dict[str, Any]) -> str:
     if "sasrec" in res:
         r = res["sasrec"]
         lines += [head.format("SASRec (Beauty settings)"), rule]
-        lines.append(row("seqbench `sasrec`", r["seqbench"]))
+        lines.append(row("seqbench `sasrec --set batching=micro`", r["seqbench"]))
         if "packed" in r:
             lines.append(row("seqbench `sasrec --set batching=packed`", r["packed"]))
         if "grouped" in r:
