@@ -14,10 +14,13 @@ bert    ``bert4rec`` at its Beauty defaults with d=64, batch 256: masked targets
         seconds per epoch, fp32 and bf16 (the step under ``torch.autocast("cpu", bfloat16)``,
         only where ``seqbench.machine`` says the CPU has bf16; else the reason).
 cbit    ``cbit`` at the authors' Beauty settings (d=256, T=15, m=4): the same measures.
-stosa, duorec, cl4srec, bsarec, lrurec, fmlprec, linrec
+stosa, duorec, cl4srec, bsarec, lrurec, fmlprec, linrec, fearec, hstu
         the SASRec-family models and the 2022–2024 baselines at their Beauty defaults, as
         the trainer runs them: the same measures (next-item targets per second);
         duorec_packed, cl4srec_micro, cl4srec_packed: with that batching.
+modern  seqbench's ``sasrec`` and the six baselines of issue 37 (bsarec, lrurec, fmlprec,
+        linrec, fearec, hstu), each at ``--dataset``'s defaults, in one run: CPU seconds per
+        step and per epoch, each as a ratio to SASRec's (the ratios hold on a shared machine).
 busy    ``seqbench run sasrec --dataset synthetic --force --epochs 3 --no-progress`` as a
         subprocess in a temporary run store, with the default thread policy and with
         ``--threads 1``, alone, next to a single-threaded torch matmul spinner, and next to
@@ -81,10 +84,10 @@ from bench_train_eval import targets_in
 PARTS = (
     "sasrec", "bert", "cbit", "stosa", "duorec", "duorec_packed", "cl4srec", "cl4srec_micro",
     "cl4srec_packed",
-    "bsarec", "lrurec", "fmlprec", "linrec", "busy",
+    "bsarec", "lrurec", "fmlprec", "linrec", "fearec", "hstu", "modern", "busy",
 )  # fmt: skip
-#: the 2022–2024 baselines (#37), timed at their Beauty defaults next to SASRec
-MODERN = ("bsarec", "lrurec", "fmlprec", "linrec")
+#: the 2022–2026 baselines (#37), timed at their dataset defaults next to SASRec
+MODERN = ("bsarec", "lrurec", "fmlprec", "linrec", "fearec", "hstu")
 COMPANIONS = ("none", "spinner", "seqbench")
 #: --set overrides per in-process model part (on top of the model's dataset defaults)
 SETS: dict[str, tuple[str, dict[str, str]]] = {
@@ -114,6 +117,8 @@ TITLES = {
     "lrurec": "LRURec, Beauty defaults (next-item targets)",
     "fmlprec": "FMLP-Rec, Beauty defaults (next-item targets)",
     "linrec": "LinRec, Beauty defaults (next-item targets)",
+    "fearec": "FEARec, Beauty defaults (next-item targets)",
+    "hstu": "HSTU, Beauty defaults (next-item targets)",
 }
 #: a single-threaded torch matmul loop that keeps one core busy until killed
 SPINNER = (
@@ -401,6 +406,35 @@ def part_model(part: str, data: SeqDataset, warmup: int, steps: int) -> dict[str
     return out
 
 
+def part_modern(data: SeqDataset, warmup: int, steps: int) -> dict[str, Any]:
+    """SASRec and the #37 baselines at `data`'s defaults in one run; CPU per step and per
+    epoch as ratios to SASRec's."""
+    rows = {n: bench_seqbench(n, data, {}, warmup, steps, "fp32") for n in ("sasrec", *MODERN)}
+    ref = rows["sasrec"]
+    for r in rows.values():
+        r["cpu_step_vs_sasrec"] = round(r["cpu_s_per_step"] / ref["cpu_s_per_step"], 2)
+        r["cpu_epoch_vs_sasrec"] = round(r["epoch_cpu_s"] / ref["epoch_cpu_s"], 2)
+    return rows
+
+
+def render_modern(rows: dict[str, Any]) -> list[str]:
+    """The `modern` part as a table: settings, CPU per step and per epoch, ratios to SASRec."""
+    lines = [
+        "| model | d | max_len | batch | targets / CPU s | CPU s / step | × SASRec "
+        "| batches / epoch | CPU s / epoch | × SASRec |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for name, r in rows.items():
+        s = r["settings"]
+        lines.append(
+            f"| {name} | {s.get('d', '')} | {s.get('max_len', '')} | {s.get('batch_size', '')} "
+            f"| {r['targets_per_cpu_s'] or 0:,} | {r['cpu_s_per_step']:.3f} "
+            f"| {r['cpu_step_vs_sasrec']:.2f} | {r['epoch_batches']} | {r['epoch_cpu_s']:.1f} "
+            f"| {r['cpu_epoch_vs_sasrec']:.2f} |"
+        )
+    return [*lines, ""]
+
+
 # ---------------------------------------------------------------- busy core
 
 
@@ -548,7 +582,7 @@ def render(res: dict[str, Any]) -> str:
         f"{m['threads']}, load average {m['load_avg_before']} before, "
         f"{m.get('load_avg_after')} after, {m['date']}.",
     ]
-    if any(p in res for p in ("sasrec", *SETS)):
+    if any(p in res for p in ("sasrec", "modern", *SETS)):
         lines.append(
             f"Dataset {s['dataset']}, {s['warmup']} warm-up + {s['steps']} timed steps per "
             "row; epochs extrapolated from them."
@@ -588,6 +622,8 @@ def render(res: dict[str, Any]) -> str:
             ),
             "",
         ]
+    if "modern" in res:
+        lines += render_modern(res["modern"])
     for part, title in TITLES.items():
         if part not in res:
             continue
@@ -632,6 +668,8 @@ def run_parts(args: argparse.Namespace) -> Iterator[tuple[str, dict[str, Any]]]:
             yield part, part_sasrec(data, args.warmup, args.steps)
         elif part in SETS:
             yield part, part_model(part, data, args.warmup, args.steps)
+        elif part == "modern":
+            yield part, part_modern(data, args.warmup, args.steps)
         else:
             yield part, part_busy(args.busy_epochs, args.companions)
 
