@@ -108,8 +108,9 @@ class BSARec(WindowNextItem, SeqModel):
             "every prefix of the last max_len training items (the first one with an empty "
             "input), CE at its last position",
             "every prefix with at least one input item, of the whole training sequence (its "
-            "last max_len inputs); the same rows on sequences up to max_len long",
-            "code",
+            "last max_len inputs): an empty input, never met at evaluation, is not trained "
+            "(dropping those 16% of rows moved the code to seqbench's accuracy at 1 epoch)",
+            "fix",
             "instances",
             "--ablate instances=last (one row per user; all_positions is refused: the filter "
             "would let a position read its own target)",
