@@ -8,11 +8,13 @@ The contract `seqbench check` verifies:
   never from the other rows of the batch (no normalising over it), never from the target.
 - all randomness comes from torch's global RNG (the run seeds it) or the `gen` given to
   `train_batches`: the same seed gives the same run, another seed another initialisation.
-- the calls, as seqbench makes them (model contract 2, `seqbench.models.contract`):
+- the calls, as seqbench makes them (model contract 3, `seqbench.models.contract`):
   `train_batches(data, gen)` yields dicts of [B, ...] tensors; `loss(batch)` returns
   (scalar loss, {name: detached tensor or float}) with a gradient for every parameter;
   `score(batch)` as above. Only a model that sets `piecewise = True` is called
-  `loss(batch, plans)` (see SeqModel.encode_rows).
+  `loss(batch, plans)` (see SeqModel.encode_rows). Optional: `item_ranges = True` with
+  `query(batch)` and `score_items(query, lo, hi)` (a dot product: subclass
+  `seqbench.models.item_scores.ItemDot`) ranks a large catalogue in chunks of items.
 - `micro_key`: the batch key whose non-zero entries the loss is a mean over, rows independent
   (seqbench may then split a batch into micro-batches with the same gradient); else None.
 Its run id hashes this file and `version`: edit either and runs are trained anew.

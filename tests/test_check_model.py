@@ -49,6 +49,13 @@ class BatchNormalisedSASRec(SASRec):
         return scores - scores.mean(0, keepdim=True)
 
 
+class RangeShiftedSASRec(SASRec):
+    """Scores every range of items as the range from item 0 (right for the whole catalogue)."""
+
+    def score_items(self, query, lo, hi):
+        return super().score_items(query, 0, hi - lo)
+
+
 class SeedlessSASRec(SASRec):
     """Initialises its weights from a private generator: every seed gives the same model."""
 
@@ -63,14 +70,16 @@ class SeedlessSASRec(SASRec):
 @pytest.mark.parametrize(
     ("cls", "check", "reason", "also"),
     [
-        (PeekingSASRec, "no peeking", "the model reads the target", set()),
+        # a score() override that score_items does not follow also fails "item ranges"
+        (PeekingSASRec, "no peeking", "the model reads the target", {"item ranges"}),
         # alone in its batch, a centred user scores 0 everywhere: no history item moves it
         (
             BatchNormalisedSASRec,
             "batch independence",
             "normalising over the batch",
-            {"input window"},
+            {"input window", "item ranges"},
         ),
+        (RangeShiftedSASRec, "item ranges", "score_items differs from score", set()),
         (SeedlessSASRec, "seed", "seeds 0 and 1 give the same initial weights", set()),
     ],
 )

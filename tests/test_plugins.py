@@ -68,7 +68,7 @@ def test_readme_commands_with_a_plugin_model(tmp_path: Path, env: dict[str, str]
         assert proc.returncode == 0, (args, proc.stdout, proc.stderr)
         outputs[cmd[1]] = proc.stdout
     checks = outputs["check"].splitlines()[:-1]
-    assert len(checks) == 9 and all(line.split()[0] in ("PASS", "SKIP") for line in checks)
+    assert len(checks) == 10 and all(line.split()[0] in ("PASS", "SKIP") for line in checks)
     assert checks[0].startswith("PASS  contract")
     assert "run synthetic-my_mlp-" in outputs["run"]
     table = outputs["report"]

@@ -1,7 +1,9 @@
 """Rank every evaluated user's target among the protocol's candidates; keep per-user metrics.
 
 Scores come from `model.score` in batches (one matmul against all items), the rank is found
-by counting (never sorting), and history handling follows the protocol. The negatives of
+by counting (never sorting), and history handling follows the protocol. Over a catalogue too
+large for a batch's rows, a model that scores item ranges (`item_ranges`) is ranked in chunks
+of items (`chunked`), any other in fewer users a batch. The negatives of
 sampled protocols come from a fixed seed, so every model sees the same candidates. A split
 that scores a set of targets per user (gts `target=all`) ranks each target among the same
 candidates (the other targets included, none excluded as history) and keeps every target's
@@ -22,6 +24,7 @@ from seqbench.data.segments import segment_offsets
 from seqbench.data.sequences import NegativeSampler, gather_padded, trim
 from seqbench.data.splits import TargetSets
 from seqbench.errors import ConfigError, ModelError
+from seqbench.evaluation.chunked import chunk_counts
 from seqbench.evaluation.metrics import (
     METRICS,
     metrics_from_counts,
@@ -29,6 +32,7 @@ from seqbench.evaluation.metrics import (
     set_metrics_from_counts,
 )
 from seqbench.evaluation.protocols import Protocol
+from seqbench.models.contract import item_scorer
 
 SPLIT_SEED = {"valid": 17, "test": 29}
 #: most bytes of batch inputs an evaluator keeps between passes (validation reuses them every
@@ -36,8 +40,9 @@ SPLIT_SEED = {"valid": 17, "test": 29}
 #: never grows with users × history
 CACHE_BYTES = 256 * 2**20
 #: most scores [users, items + 1] one evaluation batch holds (256 MiB of fp32): over a large
-#: catalogue the batch has fewer users (ML-20M's 26,744 items keep 1,024; 1M items get 64),
-#: so the transient scores and comparisons are bounded whatever the catalogue
+#: catalogue a model that scores item ranges keeps its users and scores chunks of items (1M
+#: items: 1,024 users × 65,536 items), any other has fewer users a batch (ML-20M's 26,744
+#: items keep 1,024; 1M items get 64), so the transient scores are bounded whatever the size
 SCORE_ELEMENTS = 1 << 26
 
 
@@ -81,9 +86,11 @@ class Evaluator:
         batch_size: int = 1024,
         device: str | torch.device = "cpu",
         cache_bytes: int = CACHE_BYTES,
+        item_chunk: int | None = None,
     ) -> None:
         self.data, self.split, self.protocol = data, split, protocol
         self.window, self.device = window, torch.device(device)
+        self.requested, self.item_chunk = batch_size, item_chunk
         self.batch_size = min(batch_size, max(1, SCORE_ELEMENTS // (data.n_items + 1)))
         users, ends, targets = data.eval_split(split)
         sets = data.target_sets(split)
@@ -136,9 +143,10 @@ class Evaluator:
         was_training = model.training
         model.eval()
         parts = []
+        size, chunk = self.plan(model)
         try:
-            for s in range(0, len(self.users), self.batch_size):
-                parts.append(self._batch(model, slice(s, s + self.batch_size)))
+            for s in range(0, len(self.users), size):
+                parts.append(self._batch(model, slice(s, s + size), chunk))
         finally:
             model.train(was_training)
         frame = {k: torch.cat([p[k] for p in parts]).cpu().numpy() for k in parts[0]}
@@ -153,6 +161,19 @@ class Evaluator:
         df = df.assign(**frame)
         return df[columns].sort_values("user", ignore_index=True)
 
+    def plan(self, model: torch.nn.Module) -> tuple[int, int | None]:
+        """(users a batch, items a chunk: None for whole rows): a model that scores item ranges
+        and is ranked against every item keeps the requested users over a large catalogue and
+        scores chunks of at most `SCORE_ELEMENTS` scores (`item_chunk`: a fixed chunk)."""
+        ranged = getattr(model, "item_ranges", False) and self.protocol.candidates == "full"
+        if not ranged or self.sets is not None:
+            return self.batch_size, None
+        if self.item_chunk is not None:
+            return self.requested, self.item_chunk
+        if self.requested == self.batch_size:
+            return self.batch_size, None
+        return self.requested, max(1, SCORE_ELEMENTS // self.requested)
+
     @torch.no_grad()
     def widest_batch(self, model: torch.nn.Module) -> int:
         """Score the batch with the longest inputs once, uncached (what `--dry-run` measures
@@ -161,9 +182,10 @@ class Evaluator:
         was_training = model.training
         model.eval()
         n = len(self.users)
+        size, chunk = self.plan(model)
         left, self._cache_left = self._cache_left, 0  # measured, not kept
         try:
-            self._batch(model, slice(max(0, n - self.batch_size), n))
+            self._batch(model, slice(max(0, n - size), n), chunk)
         finally:
             self._cache_left = left
             model.train(was_training)
@@ -186,10 +208,15 @@ class Evaluator:
         seqs, index = trim(hist, index)
         return {"seqs": seqs, "users": torch.from_numpy(users), "index": index}
 
-    def _batch(self, model: torch.nn.Module, sl: slice) -> dict[str, torch.Tensor]:
+    def _batch(
+        self, model: torch.nn.Module, sl: slice, chunk: int | None = None
+    ) -> dict[str, torch.Tensor]:
         if self.sets is not None:
             return self._set_batch(model, sl)
-        above, equal = self._counts(model, sl)
+        if chunk is not None:
+            above, equal = self._chunked_counts(model, sl, chunk)
+        else:
+            above, equal = self._counts(model, sl)
         return {"above": above, "equal": equal, **metrics_from_counts(above, equal)}
 
     def _set_batch(self, model: torch.nn.Module, sl: slice) -> dict[str, torch.Tensor]:
@@ -261,6 +288,21 @@ class Evaluator:
         self._check_finite(model, sl, scores, excl)
         return rank_counts(scores, target, excl)
 
+    def _chunked_counts(
+        self, model: torch.nn.Module, sl: slice, chunk: int
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """`_counts` of a full-ranking slice, scored `chunk` items at a time (`chunked`)."""
+        inputs = self._inputs(sl)
+        target = inputs.target
+        zeroed, excl = self._exclusions(inputs, lambda e: e == target[:, None], target.device)
+
+        def check(scores: torch.Tensor, columns: torch.Tensor, lo: int) -> None:
+            self._check_finite(model, sl, scores, columns, lo=lo)
+
+        scores = item_scorer(model, inputs.batch)
+        n = self.data.n_items + 1
+        return chunk_counts(scores, target, excl, zeroed, n, chunk, check)
+
     def _check_finite(
         self,
         model: torch.nn.Module,
@@ -268,25 +310,28 @@ class Evaluator:
         scores: torch.Tensor,
         excl: torch.Tensor | None,
         items: torch.Tensor | None = None,
+        lo: int = 0,
     ) -> None:
         """Refuse a non-finite score on any candidate (the target or another item): NaN
         compares false with everything, so it would rank below the target unseen. `excl`:
-        columns that are not candidates; `items`: each column's item (None: the column is
-        the item). A row's sum screens it (isfinite over [B, I] costs as much as the ranking);
-        only rows whose sum is not finite are checked score by score."""
-        first = 0 if excl is None else 1  # the padding column is never a candidate
+        columns that are not candidates (a column past the last: none); `items`: each
+        column's item (None: the column is item `lo` + column). A row's sum screens it
+        (isfinite over [B, I] costs as much as the ranking); only rows whose sum is not finite
+        are checked score by score."""
+        first = 1 if excl is not None and lo == 0 else 0  # padding is never a candidate
         screened = (~torch.isfinite(scores[:, first:].sum(1))).nonzero()[:, 0]
         if len(screened) == 0:
             return
         bad = ~torch.isfinite(scores[screened])
         bad[:, :first] = False
         if excl is not None:
+            bad = torch.cat([bad, torch.zeros_like(bad[:, :1])], dim=1)
             bad.scatter_(1, excl[screened], False)
         if not bool(bad.any()):
             return
         at, col = (int(v) for v in bad.nonzero()[0])
         row = int(screened[at])
-        item = col if items is None else int(items[row, col])
+        item = lo + col if items is None else int(items[row, col])
         value = float(scores[row, col])
         name = getattr(model, "name", "") or type(model).__name__
         raise ModelError(
@@ -304,16 +349,29 @@ class Evaluator:
         """(scores, columns that are not candidates) under the protocol's history rule for full
         ranking; `targets_in(items)` marks the history items that are targets, which stay
         candidates with their own scores."""
+        zeroed, excl = self._exclusions(inputs, targets_in, scores.device)
+        if zeroed is None:
+            return scores, excl
+        kept = scores.gather(1, zeroed).masked_fill(zeroed != 0, 0.0)
+        return scores.scatter(1, zeroed, kept), excl
+
+    def _exclusions(
+        self,
+        inputs: EvalInputs,
+        targets_in: Callable[[torch.Tensor], torch.Tensor],
+        device: torch.device,
+    ) -> tuple[torch.Tensor | None, torch.Tensor]:
+        """(history items scored 0 under the `zero` rule, else None; items that are not
+        candidates: padding, and the history under `all`/`window`), targets kept."""
         pad = pad_column(inputs.target)
         if self.protocol.history == "none":
-            return scores, pad
+            return None, pad
         hist = inputs.window if inputs.history is None else inputs.history
-        excl = hist.to(scores.device)
+        excl = hist.to(device)
         excl = excl.masked_fill(targets_in(excl), 0)
         if self.protocol.history == "zero":
-            zeroed = scores.gather(1, excl).masked_fill(excl != 0, 0.0)
-            return scores.scatter(1, excl, zeroed), pad
-        return scores, torch.cat([pad, excl], dim=1)
+            return excl, pad
+        return None, torch.cat([pad, excl], dim=1)
 
 
 def padded_index(starts: np.ndarray, ends: np.ndarray, width: int) -> np.ndarray:

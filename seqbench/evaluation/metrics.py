@@ -16,6 +16,7 @@ METRICS = (*(f"{m}@{k}" for m in ("HR", "NDCG") for k in KS), "MRR", "MRR@10")
 _WORDS = 255  # int64 words summed at once: each of their 8 byte lanes then stays <= 255
 _GROUP = 8 * _WORDS  # bool columns per summed group
 _TIE_CELLS = 1 << 22  # (row, place) cells of tied first-target distributions computed at once
+TARGET_NAN = "a model scored a target item NaN: its ranks would be meaningless"
 
 
 def rank_counts(
@@ -30,14 +31,9 @@ def rank_counts(
     """
     t = scores.gather(1, target[:, None])
     if bool(torch.isnan(t).any()):
-        raise ValueError("a model scored a target item NaN: its ranks would be meaningless")
-    rows, width = scores.shape
-    buf = torch.empty(rows, -(-width // _GROUP) * _GROUP, dtype=torch.bool, device=t.device)
-    buf[:, width:] = False  # the comparisons fill the rest
-    torch.gt(scores, t, out=buf[:, :width])
-    above = count_true(buf)
-    torch.eq(scores, t, out=buf[:, :width])
-    equal = count_true(buf) - 1
+        raise ValueError(TARGET_NAN)
+    above, equal = above_equal(scores, t)
+    equal -= 1
     if exclude is not None and exclude.numel():
         cols = exclude.sort(dim=1).values
         keep = cols != target[:, None]
@@ -46,6 +42,17 @@ def rank_counts(
         above -= ((s > t) & keep).sum(1)
         equal -= ((s == t) & keep).sum(1)
     return above, equal
+
+
+def above_equal(scores: torch.Tensor, t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(#columns scored above t, #columns equal to it) per row of scores [B, C], t [B, 1]."""
+    rows, width = scores.shape
+    buf = torch.empty(rows, -(-width // _GROUP) * _GROUP, dtype=torch.bool, device=t.device)
+    buf[:, width:] = False  # the comparisons fill the rest
+    torch.gt(scores, t, out=buf[:, :width])
+    above = count_true(buf)
+    torch.eq(scores, t, out=buf[:, :width])
+    return above, count_true(buf)
 
 
 def count_true(mask: torch.Tensor) -> torch.Tensor:

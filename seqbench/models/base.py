@@ -27,7 +27,7 @@ from seqbench.registry import Registry
 
 Batch = dict[str, torch.Tensor]
 #: the version of the calls below that the trainer makes (`models.contract` says what changed)
-CONTRACT_VERSION = 2
+CONTRACT_VERSION = 3
 #: a loss's named parts: detached tensors on the device (the trainer sums them there)
 Parts = dict[str, torch.Tensor]
 
@@ -147,6 +147,9 @@ class SeqModel(nn.Module):
     row_keys: ClassVar[tuple[str, ...]] = ()
     #: False for models whose scores ignore the history (popularity)
     reads_history: ClassVar[bool] = True
+    #: the model scores a range of items (`query(batch)`, `score_items(query, lo, hi)`; the
+    #: shared `item_scores.ItemDot`): the evaluator may rank a large catalogue in item chunks
+    item_ranges: ClassVar[bool] = False
     #: a plugin model's declared version (part of its run id with its source); '' for none
     version: ClassVar[str] = ""
     #: the registered model this one is a named preset of (its own Config defaults); '' none

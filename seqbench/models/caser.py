@@ -23,6 +23,7 @@ from seqbench.data.segments import segment_offsets
 from seqbench.data.sequences import NegativeSampler, gather_padded, iterate_rows, train_segments
 from seqbench.models.base import Batch, ModelConfig, Parts, SeqModel, register
 from seqbench.models.departures import Departure
+from seqbench.models.item_scores import ItemDot, ItemTable
 from seqbench.models.losses import LOSSES, Objective, ObjectiveFields, chunked_ce
 from seqbench.models.objective import draw_negatives, resolve_objective, score_objective
 from seqbench.models.pieces import NO_PLANS, Plans
@@ -100,7 +101,7 @@ def caser_windows(
 
 
 @register("caser")
-class Caser(SeqModel):
+class Caser(ItemDot, SeqModel):
     """Convolutional sequence embedding + user embedding; T next items per window."""
 
     paper = "Tang & Wang, Personalized Top-N Sequential Recommendation via CNN, WSDM 2018"
@@ -213,6 +214,8 @@ class Caser(SeqModel):
         loss = chunked_ce(lambda r: rows[r] @ out.T + bias, targets[valid] - 1, self.cfg.ce_chunk)
         return loss, {"ce": loss.detach()}
 
-    def score(self, batch: Batch) -> torch.Tensor:
-        x = self.represent(batch["seqs"], batch["users"])
-        return x @ self.out.weight.T + self.bias.weight.T
+    def query(self, batch: Batch) -> torch.Tensor:
+        return self.represent(batch["seqs"], batch["users"])
+
+    def score_table(self) -> ItemTable:
+        return ItemTable(self.out.weight, self.bias.weight[:, 0])

@@ -2,11 +2,14 @@
 (`call_loss`), their signatures checked before a run (`contract_problems`), and a model's own
 exception turned into one line naming the model, the method and the error (`ModelFailure`).
 
-Contract 2 (this release): `train_batches(data, gen)`, `loss(batch)`, `score(batch)`; a model
+Contract 3 (this release): `train_batches(data, gen)`, `loss(batch)`, `score(batch)`; a model
 that declares `piecewise = True` gets `loss(batch, plans)`, the host-planned cuts of the rows
-it encodes with `encode_rows` (as does one that `packs`, for `batching=packed`). Contract 1
-passed `plans` to every model although it documented `loss(batch)`: a model written to either
-keeps working.
+it encodes with `encode_rows` (as does one that `packs`, for `batching=packed`). Optional: a
+model that declares `item_ranges = True` has `query(batch)` and `score_items(query, lo, hi)`
+(scores of items lo..hi-1), which the evaluator calls (`item_scorer`) to rank a catalogue
+too large for one batch in chunks of items. Contract 1 passed `plans` to every model although
+it documented `loss(batch)`; contract 2 models have no `item_ranges`: every model written to
+an earlier contract keeps working.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import contextlib
 import inspect
 import os
 import types
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import torch
 
@@ -27,6 +30,7 @@ from seqbench.models.pieces import Plans
 CHANGES = {
     1: "loss(batch) documented, loss(batch, plans) called for every model",
     2: "loss(batch, plans) called only for piecewise models, loss(batch) for the others",
+    3: "optional item_ranges: query(batch) and score_items(query, lo, hi) rank in item chunks",
 }
 #: set to 1 (or pass `seqbench run --debug`) to see a model's traceback instead of one line
 DEBUG_ENV = "SEQBENCH_DEBUG"
@@ -53,14 +57,33 @@ def loss_args(cls: type[SeqModel]) -> tuple[str, ...]:
     return ("batch", "plans") if cls.piecewise or cls.packs else ("batch",)
 
 
+#: scores [b, hi - lo] of items lo..hi-1 for the batch's rows (all, or those `rows` picks)
+ItemScorer = Callable[[int, int, torch.Tensor | None], torch.Tensor]
+
+
+def item_scorer(model: SeqModel, batch: Batch) -> ItemScorer:
+    """The evaluator's calls for an `item_ranges` model: `query(batch)` once, then
+    `score_items(query, lo, hi)` per range of items (on the query's rows `rows`, or all)."""
+    query = model.query(batch)  # type: ignore[attr-defined]
+
+    def scores(lo: int, hi: int, rows: torch.Tensor | None = None) -> torch.Tensor:
+        picked = query if rows is None else query[rows]
+        return model.score_items(picked, lo, hi)  # type: ignore[attr-defined]
+
+    return scores
+
+
 #: method → (the arguments seqbench passes, how the signature should read)
 def _calls(cls: type[SeqModel]) -> dict[str, tuple[str, ...]]:
-    return {
+    calls = {
         "__init__": ("cfg", "data"),
         "train_batches": ("data", "gen"),
         "loss": loss_args(cls),
         "score": ("batch",),
     }
+    if cls.item_ranges:
+        calls.update(query=("batch",), score_items=("query", "lo", "hi"))
+    return calls
 
 
 def contract_problems(cls: type[SeqModel]) -> list[str]:

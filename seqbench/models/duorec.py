@@ -31,6 +31,7 @@ from seqbench.data.dataset import SeqDataset
 from seqbench.models.base import Batch, ModelConfig, Parts, SeqModel, register
 from seqbench.models.contrastive import nt_xent
 from seqbench.models.departures import Departure
+from seqbench.models.item_scores import ItemDot, ItemTable
 from seqbench.models.layers import SeqEmbedding, TransformerEncoder, causal_mask, fast_dropout
 from seqbench.models.losses import LossName, ObjectiveFields
 from seqbench.models.objective import next_item_objective, resolve_objective
@@ -76,7 +77,7 @@ class DuoRecConfig(ObjectiveFields, ModelConfig):
 
 
 @register("duorec")
-class DuoRec(SameTargetTraining, SeqModel):
+class DuoRec(ItemDot, SameTargetTraining, SeqModel):
     """Causal Transformer with CE at the last position and a contrastive regulariser."""
 
     paper = "Qiu et al., Contrastive Learning for Representation Degeneration, WSDM 2022"
@@ -194,5 +195,8 @@ class DuoRec(SameTargetTraining, SeqModel):
         cl = nt_xent(torch.stack(pair), cfg.tau, reduce="mean", cosine=cfg.sim == "cos")
         return ce + cfg.weight * cl, {name: ce.detach(), "cl": cl.detach()}
 
-    def score(self, batch: Batch) -> torch.Tensor:
-        return self.represent(batch["seqs"]) @ self.emb.item.weight.T
+    def query(self, batch: Batch) -> torch.Tensor:
+        return self.represent(batch["seqs"])
+
+    def score_table(self) -> ItemTable:
+        return ItemTable(self.emb.item.weight)

@@ -26,6 +26,7 @@ from seqbench.models.base import Batch, ModelConfig, Parts, SeqModel, register
 from seqbench.models.bounds import FRACTION, NON_NEGATIVE, POSITIVE, PROBABILITY, Bound
 from seqbench.models.contrastive import nt_xent
 from seqbench.models.departures import Departure
+from seqbench.models.item_scores import ItemDot, ItemTable
 from seqbench.models.layers import ResidualFFN, causal_key_mask, normal_init, pad_left, with_self
 from seqbench.models.losses import LossName, ObjectiveFields
 from seqbench.models.objective import next_item_objective, resolve_objective
@@ -148,7 +149,7 @@ def right_align(seqs: torch.Tensor, width: int) -> tuple[torch.Tensor, torch.Ten
 
 
 @register("fearec")
-class FEARec(SameTargetTraining, SeqModel):
+class FEARec(ItemDot, SameTargetTraining, SeqModel):
     """Hybrid frequency/time attention; CE plus contrastive and frequency regularisers."""
 
     paper = (
@@ -303,5 +304,8 @@ class FEARec(SameTargetTraining, SeqModel):
             parts["freq"] = reg.detach()
         return loss, parts
 
-    def score(self, batch: Batch) -> torch.Tensor:
-        return self.represent(batch["seqs"]) @ self.item.weight.T
+    def query(self, batch: Batch) -> torch.Tensor:
+        return self.represent(batch["seqs"])
+
+    def score_table(self) -> ItemTable:
+        return ItemTable(self.item.weight)

@@ -20,6 +20,7 @@ from seqbench.data.dataset import SeqDataset
 from seqbench.data.sequences import InstanceRule
 from seqbench.models.base import Batch, ModelConfig, Parts, SeqModel, register
 from seqbench.models.departures import Departure
+from seqbench.models.item_scores import ItemDot, ItemTable
 from seqbench.models.losses import LossName, ObjectiveFields
 from seqbench.models.objective import (
     NextItemTraining,
@@ -66,7 +67,7 @@ def right_align(seqs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 @register("gru4rec")
-class GRU4Rec(NextItemTraining, SeqModel):
+class GRU4Rec(ItemDot, NextItemTraining, SeqModel):
     """Recurrent next-item model; the hidden state after the last item scores all items."""
 
     paper = "Hidasi et al., Session-based Recommendations with RNNs, ICLR 2016"
@@ -138,7 +139,9 @@ class GRU4Rec(NextItemTraining, SeqModel):
         loss = next_item_objective(obj, self.cfg.ce_chunk, h[where], self.item.weight, flat)
         return loss, {obj.loss: loss.detach()}
 
-    def score(self, batch: Batch) -> torch.Tensor:
+    def query(self, batch: Batch) -> torch.Tensor:
         h, lengths = self.encode(batch["seqs"])
-        last = h[torch.arange(len(h), device=h.device), (lengths - 1).clamp(min=0)]
-        return last @ self.item.weight.T
+        return h[torch.arange(len(h), device=h.device), (lengths - 1).clamp(min=0)]
+
+    def score_table(self) -> ItemTable:
+        return ItemTable(self.item.weight)

@@ -27,6 +27,7 @@ from seqbench.data.sequences import InstanceRule, gather_padded
 from seqbench.models.base import Batch, ModelConfig, Parts, SeqModel, register
 from seqbench.models.bounds import POSITIVE, RATE, Bound
 from seqbench.models.departures import Departure
+from seqbench.models.item_scores import ItemDot, ItemTable
 from seqbench.models.layers import causal_key_mask
 from seqbench.models.losses import LossName, NegativesFrom, ObjectiveFields
 from seqbench.models.objective import NextItemTraining, next_item_objective, resolve_objective
@@ -107,7 +108,7 @@ class HSTULayer(nn.Module):
 
 
 @register("hstu")
-class HSTU(NextItemTraining, SeqModel):
+class HSTU(ItemDot, NextItemTraining, SeqModel):
     """HSTU layers over item + position embeddings; cosine scores, sampled softmax."""
 
     paper = (
@@ -249,5 +250,9 @@ class HSTU(NextItemTraining, SeqModel):
         loss = next_item_objective(obj, self.cfg.ce_chunk, h, self.item_table(), batch)
         return loss, {obj.loss: loss.detach()}
 
-    def score(self, batch: Batch) -> torch.Tensor:
-        return self.encode(batch["seqs"], batch.get("index"))[:, -1] @ self.item_table().T
+    def query(self, batch: Batch) -> torch.Tensor:
+        return self.encode(batch["seqs"], batch.get("index"))[:, -1]
+
+    def score_table(self) -> ItemTable:
+        """`item_table`'s unit rows, normalised per scored range."""
+        return ItemTable(self.item.weight, unit=True)

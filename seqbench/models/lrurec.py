@@ -22,6 +22,7 @@ from seqbench.data.sequences import InstanceRule
 from seqbench.models.base import Batch, ModelConfig, Parts, SeqModel, register
 from seqbench.models.bounds import RATE, Bound
 from seqbench.models.departures import Departure
+from seqbench.models.item_scores import ItemDot, ItemTable
 from seqbench.models.layers import linear_scan
 from seqbench.models.losses import LossName, ObjectiveFields
 from seqbench.models.objective import (
@@ -99,7 +100,7 @@ class LRUFFN(nn.Module):
 
 
 @register("lrurec")
-class LRURec(NextItemTraining, SeqModel):
+class LRURec(ItemDot, NextItemTraining, SeqModel):
     """Stacked linear recurrent units; the state after the last item scores all items."""
 
     paper = "Yue et al., Linear Recurrent Units for Sequential Recommendation, WSDM 2024"
@@ -187,5 +188,8 @@ class LRURec(NextItemTraining, SeqModel):
         loss = next_item_objective(obj, self.cfg.ce_chunk, h, weight, batch)
         return loss, {obj.loss: loss.detach()}
 
-    def score(self, batch: Batch) -> torch.Tensor:
-        return self.encode(batch["seqs"])[:, -1] @ self.item.weight.T + self.item_bias
+    def query(self, batch: Batch) -> torch.Tensor:
+        return self.encode(batch["seqs"])[:, -1]
+
+    def score_table(self) -> ItemTable:
+        return ItemTable(self.item.weight, self.item_bias)

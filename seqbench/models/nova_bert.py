@@ -162,9 +162,9 @@ class NovaBERT(BERT4RecBody):
         loss = self.cloze_loss(self.encode(batch["inputs"], batch["index"]), batch)
         return loss, {"cloze": loss.detach()}
 
-    def score(self, batch: Batch) -> torch.Tensor:
+    def query(self, batch: Batch) -> torch.Tensor:
         keep = -self.input_window
         seqs, index = batch["seqs"][:, keep:], batch["index"][:, keep:]
         inputs = torch.cat([seqs, torch.full_like(seqs[:, :1], self.mask_id)], dim=1)
         index = torch.cat([index, torch.zeros_like(index[:, :1])], dim=1)
-        return self.logits(self.encode(inputs, index)[:, -1])
+        return self.head(self.encode(inputs, index)[:, -1])

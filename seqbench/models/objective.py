@@ -12,6 +12,7 @@ import torch.nn.functional as F
 
 from seqbench.data.dataset import SeqDataset
 from seqbench.data.sequences import NextItemInstances
+from seqbench.models.item_scores import ItemDot, ItemTable
 from seqbench.models.losses import LOSSES, Objective, ObjectiveFields, full_ce, mean_terms
 from seqbench.models.pieces import NO_PLANS, Plans
 
@@ -128,7 +129,7 @@ class NextItemTraining:
         )
 
 
-class WindowNextItem(NextItemTraining):
+class WindowNextItem(ItemDot, NextItemTraining):
     """Next-item training and scoring of a model whose `encode(seqs)` gives outputs [B, T, d]
     of the window and whose item table `self.emb.item` scores them (BSARec, FMLP-Rec, LinRec)."""
 
@@ -143,8 +144,11 @@ class WindowNextItem(NextItemTraining):
         loss = next_item_objective(obj, self.cfg.ce_chunk, h, self.emb.item.weight, batch)
         return loss, {obj.loss: loss.detach()}
 
-    def score(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        return self.encode(batch["seqs"])[:, -1] @ self.emb.item.weight.T
+    def query(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        return self.encode(batch["seqs"])[:, -1]
+
+    def score_table(self) -> ItemTable:
+        return ItemTable(self.emb.item.weight)
 
 
 def dot_scores(h: torch.Tensor, weight: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:

@@ -19,7 +19,13 @@ from typing import Literal
 from seqbench.models.base import SeqModel
 from seqbench.models.contract import contract_problems
 from seqbench.testing.probe import Broken, Probe, Skipped
-from seqbench.testing.scoring import batch_independence, input_window, no_peeking, score_shape
+from seqbench.testing.scoring import (
+    batch_independence,
+    input_window,
+    item_ranges,
+    no_peeking,
+    score_shape,
+)
 from seqbench.testing.training import (
     beats_popularity,
     gradients,
@@ -78,6 +84,7 @@ CHECKS: dict[str, Callable[[Probe], str]] = {
     "batch independence": batch_independence,
     "no peeking": no_peeking,
     "input window": input_window,
+    "item ranges": item_ranges,
     "seed": seeding,
     "loss and gradients": gradients,
     "micro_key gradient": micro_gradient,

@@ -80,8 +80,11 @@ class Probe:
         """A model built for the training checks (its own init), in train mode."""
         return self.build(self.trains, seed, randomize=False, train="1", **sets).train()
 
-    def evaluator(self, model: SeqModel, data: SeqDataset | None = None) -> Evaluator:
-        return Evaluator(data or self.evals, "test", get_protocol("seqbench"), model.input_window)
+    def evaluator(
+        self, model: SeqModel, data: SeqDataset | None = None, item_chunk: int | None = None
+    ) -> Evaluator:
+        protocol, window = get_protocol("seqbench"), model.input_window
+        return Evaluator(data or self.evals, "test", protocol, window, item_chunk=item_chunk)
 
     def trains_weights(self, model: SeqModel) -> bool:
         """Whether the model is trained at all (popularity has no epochs and no weights)."""

@@ -1,5 +1,6 @@
 """The evaluation checks: `score`'s shape, scores that depend on a user's own history only,
-never on the held-out target, and exactly on the window the model declares."""
+never on the held-out target, and exactly on the window the model declares; a model that
+scores item ranges gives the same scores and ranks in chunks of items."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import math
 import numpy as np
 import torch
 
+from seqbench.models.contract import item_scorer
 from seqbench.testing.probe import MAX_LEN, TOLERANCE, Broken, Probe, Skipped, scores_of
 
 
@@ -102,3 +104,42 @@ def input_window(probe: Probe) -> str:
                     f"{window}: declare the window it reads"
                 )
     return f"reads exactly its {window} latest items (input_window)"
+
+
+def item_ranges(probe: Probe) -> str:
+    """An `item_ranges` model: the evaluator's calls (`item_scorer`) give `score`'s values in
+    chunks of 1 and 7 items and for a subset of rows (within TOLERANCE), and the evaluator
+    ranks every user in chunks of 7 items as in whole rows."""
+    if not probe.cls.item_ranges:
+        raise Skipped("scores whole rows only (item_ranges = False): ranked in user batches")
+    data = probe.evals
+    model = probe.build(data)
+    ev = probe.evaluator(model)
+    users, ends, _ = data.eval_split("test")
+    batch = ev.model_batch(users[:5], ends[:5])
+    n = data.n_items + 1
+    with torch.no_grad():
+        whole = model.score(batch).float()
+        scores = item_scorer(model, batch)
+        for chunk in (1, 7):
+            parts = [scores(lo, min(n, lo + chunk)).float() for lo in range(0, n, chunk)]
+            _close_ranges(torch.cat(parts, dim=1), whole, f"in chunks of {chunk} items")
+        rows = torch.tensor([3, 1])
+        _close_ranges(scores(0, n, rows).float(), whole[rows], "for rows 3 and 1 of 5")
+    ranks = ev.run(model)["rank"]
+    chunked = probe.evaluator(model, item_chunk=7).run(model)["rank"]
+    if not chunked.equals(ranks):
+        moved = int((chunked != ranks).sum())
+        raise Broken(f"{moved} users rank otherwise in chunks of 7 items than in whole rows")
+    return f"score_items(query(batch), lo, hi) == score's columns; same ranks of {len(ranks)}"
+
+
+def _close_ranges(got: torch.Tensor, whole: torch.Tensor, where: str) -> None:
+    if got.shape != whole.shape:
+        raise Broken(f"score_items gave {tuple(got.shape)} {where}, score {tuple(whole.shape)}")
+    diff = float((got - whole).abs().max())
+    if not math.isfinite(diff) or diff > TOLERANCE + TOLERANCE * float(whole.abs().max()):
+        raise Broken(
+            f"score_items differs from score by {diff:.2g} {where}: score a range as score "
+            "does (overriding score? override query/score_items too, or item_ranges = False)"
+        )

@@ -18,6 +18,7 @@ from seqbench.data.dataset import SeqDataset
 from seqbench.data.sequences import InstanceRule, NextItemInstances
 from seqbench.models.base import Batch, ModelConfig, Parts, SeqModel
 from seqbench.models.departures import Departure
+from seqbench.models.item_scores import ItemDot, ItemTable
 from seqbench.models.layers import (
     SeqEmbedding,
     TransformerEncoder,
@@ -70,7 +71,7 @@ SASREC_INSTANCES = Departure(
 )
 
 
-class SASRecBody(SeqModel):
+class SASRecBody(ItemDot, SeqModel):
     """SASRec's model, registered by its subclasses: a unidirectional Transformer scoring
     with the shared item embedding."""
 
@@ -143,7 +144,8 @@ class SASRecBody(SeqModel):
         h = self.encode_packed(batch["seqs"], plan, rows[0])
         return next_item_objective(obj, self.cfg.ce_chunk, h, table, items, rows[1:])
 
-    def score(self, batch: Batch) -> torch.Tensor:
-        seqs = batch["seqs"]
-        h = self.encode(seqs)[:, -1]
-        return h @ self.emb.item.weight.T
+    def query(self, batch: Batch) -> torch.Tensor:
+        return self.encode(batch["seqs"])[:, -1]
+
+    def score_table(self) -> ItemTable:
+        return ItemTable(self.emb.item.weight)

@@ -22,6 +22,7 @@ from seqbench.data.sequences import gather_padded, iterate_rows, slide_windows, 
 from seqbench.errors import ConfigError
 from seqbench.models.base import Batch, ModelConfig, Parts, SeqModel
 from seqbench.models.departures import Departure
+from seqbench.models.item_scores import ItemDot, ItemTable
 from seqbench.models.layers import SeqEmbedding, TransformerEncoder, key_padding_mask
 from seqbench.models.losses import LOSSES, Objective, ObjectiveFields, target_terms
 from seqbench.models.objective import dot_scores, draw_negatives, resolve_objective
@@ -130,7 +131,7 @@ CLOZE_LOSS = Departure(
 )
 
 
-class BERT4RecBody(SeqModel):
+class BERT4RecBody(ItemDot, SeqModel):
     """BERT4Rec's model, registered by its subclasses: a bidirectional encoder trained to fill
     masked items, scoring through an appended [mask]."""
 
@@ -184,12 +185,19 @@ class BERT4RecBody(SeqModel):
     def encode(self, seqs: torch.Tensor) -> torch.Tensor:
         return self.encoder(self.emb(seqs), seqs, key_padding_mask(seqs))
 
+    def head(self, h: torch.Tensor) -> torch.Tensor:
+        """The queries of hidden states [..., d]: the bert head's transform, or h (linear head)."""
+        return self.transform(h) if self.cfg.head == "bert" else h
+
+    def score_table(self) -> ItemTable:
+        """The bert head's item embedding and bias, or the linear head's own layer."""
+        if self.cfg.head == "bert":
+            return ItemTable(self.emb.item.weight, self.bias)
+        return ItemTable(self.out.weight, self.out.bias, fused=True)
+
     def logits(self, h: torch.Tensor) -> torch.Tensor:
         """Scores of items 0..N for hidden states [..., d] (column 0 = padding, never a target)."""
-        if self.cfg.head == "bert":
-            w = self.emb.item.weight[: self.n_items + 1]
-            return self.transform(h) @ w.T + self.bias
-        return self.out(h)
+        return self.score_items(self.head(h), 0, self.n_items + 1)
 
     def cloze_logits(self, h: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         """Softmax cross-entropy per masked position: over items 1..N, or 0..N (pad_logit)."""
@@ -210,10 +218,8 @@ class BERT4RecBody(SeqModel):
         negs = (negs[:, -t:] if negs.dim() > 2 else negs)[where]
         log_q = batch.get("cloze_log_q")
         log_q = (log_q[:, -t:] if log_q.dim() > 2 else log_q)[where] if log_q is not None else None
-        if self.cfg.head == "bert":
-            z, w, b = self.transform(h), self.emb.item.weight, self.bias
-        else:
-            z, w, b = h, self.out.weight, self.out.bias
+        z, table = self.head(h), self.score_table()
+        w, b = table.weight, table.bias
         pos = dot_scores(z, w, labels) + b[labels]
         neg = dot_scores(z, w, negs) + b[negs]
         hits = negs == (labels.unsqueeze(-1) if negs.dim() > 1 else labels)
@@ -267,8 +273,8 @@ class BERT4RecBody(SeqModel):
         """max_len − 1 history items: the last input column is the appended [mask]."""
         return self.cfg.max_len - 1
 
-    def score(self, batch: Batch) -> torch.Tensor:
+    def query(self, batch: Batch) -> torch.Tensor:
         """Append [mask] after the (at most max_len − 1) history items; its output scores items."""
         seqs = batch["seqs"][:, -self.input_window :]
         inputs = torch.cat([seqs, torch.full_like(seqs[:, :1], self.mask_id)], dim=1)
-        return self.logits(self.encode(inputs)[:, -1])
+        return self.head(self.encode(inputs)[:, -1])

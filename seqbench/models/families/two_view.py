@@ -106,7 +106,3 @@ class CL4SRecBody(SASRecBody):
             h = self.encode_rows(self.encode, batch["views"], plans.get("views"))
         cl = view_loss(h, self.cfg.cl_repr, self.cfg.tau)
         return rec + self.cfg.cl_weight * cl, {**parts, "cl": cl.detach()}
-
-    def score(self, batch: Batch) -> torch.Tensor:
-        h = self.encode(batch["seqs"])[:, -1]
-        return h @ self.emb.item.weight[: self.n_items + 1].T
