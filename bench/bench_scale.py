@@ -13,7 +13,10 @@ Writes a JSON record (--out) with every figure; results/bench/scale.md reports t
 `--reuse` runs 2-3 on --work's prepared data; `--protocol` sets the run's evaluation.
 `--yambda` writes a Yambda-50M-shaped flat listens.parquet of --rows listens and prepares it;
 `--catalogue N` writes a ratings.csv rating each of N movies once and measures full CE and
-sampled CE (dry runs) and a whole sampled-CE run over that catalogue.
+sampled CE (dry runs) and a whole sampled-CE run over that catalogue. `--eval-items N` times
+one full-ranking evaluation (`seqbench` preset) of `--eval-users` users of an untrained SASRec
+over N items, in a child process per path (peak RSS as above): users only (fewer users a batch,
+as a model without `item_ranges`) against item chunks (`evaluation.chunked`), alternated.
 
     python bench/bench_scale.py [--rows 20000000] [--threads 2] [--work DIR] [--out FILE]
 """
@@ -173,7 +176,13 @@ def main() -> None:
     ap.add_argument("--reuse", action="store_true", help="--work's prepared data, if there")
     ap.add_argument("--catalogue", type=int, default=0, help="instead: a catalogue this large")
     ap.add_argument("--yambda", action="store_true", help="--rows as a Yambda-50M-shaped file")
+    ap.add_argument("--eval-items", type=int, default=0, help="instead: evaluation over N items")
+    ap.add_argument("--eval-users", type=int, default=1024, help="users --eval-items ranks")
+    ap.add_argument("--repeats", type=int, default=1, help="--eval-items: runs of each path")
+    ap.add_argument("--eval-child", choices=("users", "items"), help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.eval_child:
+        return eval_child(args)
     work = args.work or Path(tempfile.mkdtemp(prefix="seqbench-scale-"))
     raw, data, runs = work / "raw", work / "data", work / "runs"
     raw.mkdir(parents=True, exist_ok=True)
@@ -184,6 +193,9 @@ def main() -> None:
     try:
         if args.catalogue:
             record.update(catalogue(args, seqbench, raw, data, runs, env, work))
+            return
+        if args.eval_items:
+            record.update(eval_paths(args, env, work))
             return
         if args.yambda:
             t = time.perf_counter()
@@ -243,6 +255,79 @@ def catalogue(
         out[name]["log_tail"] = (work / f"{name}.log").read_text()[-1500:]
         print(f"{name}: {out[name]['wall_s']} s, peak {out[name]['peak_rss_gib']} GiB")
     return out
+
+
+def eval_paths(args: argparse.Namespace, env: dict, work: Path) -> dict:
+    """Each path's child (`eval_child`) `--repeats` times, alternated: peak RSS, CPU seconds
+    and the evaluation's own; how many users rank otherwise in the item path."""
+    out: dict = {"items": args.eval_items, "users": args.eval_users, "runs": []}
+    child = [sys.executable, __file__, "--eval-items", str(args.eval_items)]
+    child += ["--eval-users", str(args.eval_users), "--threads", str(args.threads)]
+    for i in range(args.repeats):
+        for path in ("users", "items"):
+            ranks = work / f"ranks_{path}.npy"
+            cmd = [*child, "--eval-child", path, "--out", str(ranks)]
+            r = sampled(cmd, env, work / f"eval_{path}_{i}.log")
+            r.update(json.loads((work / f"eval_{path}_{i}.log").read_text().splitlines()[-1]))
+            del r["timeline"]
+            out["runs"].append({"path": path, **r})
+            print(f"{path}: {r}")
+    a, b = (np.load(work / f"ranks_{p}.npy") for p in ("users", "items"))
+    out["ranks_differ"] = int((a != b).sum())
+    print(f"users whose rank differs between the paths: {out['ranks_differ']} of {len(a)}")
+    return out
+
+
+def eval_child(args: argparse.Namespace) -> None:
+    """One full-ranking evaluation over `--eval-items` items: `--eval-users` users of 50
+    random items each, SASRec's defaults untrained; prints a JSON line of its figures."""
+    import torch
+
+    from seqbench.data.dataset import SeqDataset
+    from seqbench.evaluation.evaluator import Evaluator
+    from seqbench.evaluation.protocols import get_protocol
+    from seqbench.models.base import get_model, resolve_config
+
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    rng = np.random.default_rng(0)
+    users, per = args.eval_users, 50
+    inter = pd.DataFrame(
+        {
+            "user": np.repeat(np.arange(users), per),
+            "item": rng.integers(1, args.eval_items + 1, users * per),
+            "position": np.tile(np.arange(per), users),
+        }
+    )
+    card = {"stats": {"users": users, "items": args.eval_items}}
+    data = SeqDataset.from_frames("scale", inter, None, card)
+    cls = get_model("sasrec")
+    model = cls(resolve_config(cls, "ml-20m"), data).eval()
+    ev = Evaluator(data, "test", get_protocol("seqbench"), model.input_window)
+    scorer = model if args.eval_child == "items" else WholeRows(model)
+    size, chunk = ev.plan(scorer)
+    t, cpu = time.perf_counter(), time.process_time()
+    ranks = ev.run(scorer)["rank"].to_numpy()
+    np.save(args.out, ranks)
+    figures = {"eval_cpu_s": round(time.process_time() - cpu, 1), "batch_users": size}
+    figures.update(eval_wall_s=round(time.perf_counter() - t, 1), item_chunk=chunk)
+    print(json.dumps(figures))
+
+
+class WholeRows:
+    """A model's `score` alone (no `item_ranges`): the evaluator's user-bounded path."""
+
+    def __init__(self, model) -> None:
+        self.model, self.training = model, False
+
+    def score(self, batch: dict):
+        return self.model.score(batch)
+
+    def train(self, mode: bool = True):
+        return self
+
+    def eval(self):
+        return self
 
 
 def run_and_estimate(

@@ -12,8 +12,8 @@ import torch
 from seqbench.evaluation.metrics import TARGET_NAN, above_equal
 from seqbench.models.contract import ItemScorer
 
-#: raises for a non-finite candidate score: (the chunk's scores, its non-candidate columns
-#: [B, W] with W... marking the spare column `width`, the chunk's first item)
+#: raises for a non-finite candidate score: (the chunk's scores [B, w], its columns that are
+#: not candidates [B, W] (w: none), the chunk's first item)
 FiniteCheck = Callable[[torch.Tensor, torch.Tensor, int], None]
 
 
