@@ -147,9 +147,6 @@ class SeqModel(nn.Module):
     row_keys: ClassVar[tuple[str, ...]] = ()
     #: False for models whose scores ignore the history (popularity)
     reads_history: ClassVar[bool] = True
-    #: the model scores a range of items (`query(batch)`, `score_items(query, lo, hi)`; the
-    #: shared `item_scores.ItemDot`): the evaluator may rank a large catalogue in item chunks
-    item_ranges: ClassVar[bool] = False
     #: a plugin model's declared version (part of its run id with its source); '' for none
     version: ClassVar[str] = ""
     #: the registered model this one is a named preset of (its own Config defaults); '' none

@@ -81,7 +81,7 @@ def _calls(cls: type[SeqModel]) -> dict[str, tuple[str, ...]]:
         "loss": loss_args(cls),
         "score": ("batch",),
     }
-    if cls.item_ranges:
+    if getattr(cls, "item_ranges", False):  # optional (contract 3): `item_scores.ItemDot`
         calls.update(query=("batch",), score_items=("query", "lo", "hi"))
     return calls
 

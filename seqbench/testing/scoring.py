@@ -110,7 +110,7 @@ def item_ranges(probe: Probe) -> str:
     """An `item_ranges` model: the evaluator's calls (`item_scorer`) give `score`'s values in
     chunks of 1 and 7 items and for a subset of rows (within TOLERANCE), and the evaluator
     ranks every user in chunks of 7 items as in whole rows."""
-    if not probe.cls.item_ranges:
+    if not getattr(probe.cls, "item_ranges", False):
         raise Skipped("scores whole rows only (item_ranges = False): ranked in user batches")
     data = probe.evals
     model = probe.build(data)
