@@ -600,21 +600,22 @@ def render(res: dict[str, Any]) -> str:
     if "sasrec" in res:
         r = res["sasrec"]
         lines += [head.format("SASRec (Beauty settings)"), rule]
-        lines.append(row("seqbench `sasrec --set batching=micro`", r["seqbench"]))
         if "packed" in r:
-            lines.append(row("seqbench `sasrec --set batching=packed`", r["packed"]))
+            lines.append(row("seqbench `sasrec` (default: packed)", r["packed"]))
+        lines.append(row("seqbench `sasrec --set batching=micro`", r["seqbench"]))
         if "grouped" in r:
             lines.append(row("seqbench `sasrec --set batching=grouped`", r["grouped"]))
         lines.append(row("plain PyTorch", r["plain"]))
         lines += [
             "",
-            f"seqbench / plain: {r['speedup_targets_per_s']}× target positions/s, "
-            f"{r['speedup_cpu_per_epoch']}× less CPU per epoch"
-            + (
-                f"; with `batching=packed` {r['packed_speedup_cpu_per_epoch']}× less CPU"
+            (
+                f"seqbench `sasrec` (packed, the default since 0.3.0) / plain: "
+                f"{r['packed_speedup_cpu_per_epoch']}× less CPU per epoch; "
                 if "packed" in r
                 else ""
             )
+            + f"`batching=micro` (0.2.0's default): {r['speedup_targets_per_s']}× target "
+            f"positions/s, {r['speedup_cpu_per_epoch']}× less CPU per epoch"
             + (
                 f"; with `batching=grouped` {r['grouped_speedup_targets_per_s']}×."
                 if "grouped" in r
