@@ -290,9 +290,9 @@ def run(
     store = RunStore(runs_dir)
     committed = reusable(load_exported(path / RUN_FILES))
     if dry_run:
-        from_folder(p, store, committed)  # refuses what a study run would refuse
+        reused = from_folder(p, store, committed)  # refuses what a study run would refuse
         missing = show_plan(where, p, store, data_dir, committed)
-        refuse_older(p, store, from_folder(p, store, committed))  # before timing its steps
+        refuse_older(p, store, reused)  # before timing its steps
         show_estimates(p, statuses(p, store, committed), ctx)
         say(
             f"dry run: would train {missing} run(s) ({study.budget_text()}; precision "

@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 import torch
 
-from seqbench.evaluation.metrics import TARGET_NAN, above_equal
+from seqbench.evaluation.metrics import TARGET_NAN, above_equal, distinct_exclusions
 from seqbench.models.contract import ItemScorer
 
 #: raises for a non-finite candidate score: (the chunk's scores [B, w], its columns that are
@@ -53,9 +53,7 @@ class RangeCounts:
     target itself ignored, as `rank_counts`); the target's own column never counts."""
 
     def __init__(self, target: torch.Tensor, t: torch.Tensor, exclude: torch.Tensor) -> None:
-        cols = exclude.sort(dim=1).values
-        keep = cols != target[:, None]
-        keep[:, 1:] &= cols[:, 1:] != cols[:, :-1]
+        cols, keep = distinct_exclusions(exclude, target)
         self.exclude = cols
         self.items = torch.cat([cols, target[:, None]], dim=1)  # subtracted: these and the target
         self.keep = torch.cat([keep, torch.ones_like(keep[:, :1])], dim=1)

@@ -35,13 +35,22 @@ def rank_counts(
     above, equal = above_equal(scores, t)
     equal -= 1
     if exclude is not None and exclude.numel():
-        cols = exclude.sort(dim=1).values
-        keep = cols != target[:, None]
-        keep[:, 1:] &= cols[:, 1:] != cols[:, :-1]
+        cols, keep = distinct_exclusions(exclude, target)
         s = scores.gather(1, cols)
         above -= ((s > t) & keep).sum(1)
         equal -= ((s == t) & keep).sum(1)
     return above, equal
+
+
+def distinct_exclusions(
+    exclude: torch.Tensor, target: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(`exclude` [B, W] sorted per row, which of its entries to subtract): each excluded
+    column once, never the target's own."""
+    cols = exclude.sort(dim=1).values
+    keep = cols != target[:, None]
+    keep[:, 1:] &= cols[:, 1:] != cols[:, :-1]
+    return cols, keep
 
 
 def above_equal(scores: torch.Tensor, t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
