@@ -19,7 +19,7 @@ from torch import nn
 from seqbench.data.dataset import SeqDataset
 from seqbench.errors import ConfigError
 from seqbench.models.bounds import check_bounds
-from seqbench.models.departures import BATCHING, GBCE_NEGATIVES, PACKED_BATCHING, Departure
+from seqbench.models.departures import GBCE_NEGATIVES, Departure, batching_departure
 from seqbench.models.losses import Head, Objective, ObjectiveFields, refuse_unused
 from seqbench.models.pieces import NO_PLANS, Plans, RowPieces, encode_pieces, plan_rows
 from seqbench.models.releases import changed_defaults
@@ -167,7 +167,7 @@ class SeqModel(nn.Module):
     def declared_departures(cls) -> tuple[Departure, ...]:
         """The model's own departures, then batching's and (with the loss axis) gBCE's draws."""
         axis = (GBCE_NEGATIVES,) if "loss" in cls.ablations else ()
-        return (*cls.departures, *axis, PACKED_BATCHING if cls.packs_by_default else BATCHING)
+        return (*cls.departures, *axis, batching_departure(cls.packs, cls.packs_by_default))
 
     @property
     def input_window(self) -> int:

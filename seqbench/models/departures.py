@@ -8,7 +8,7 @@ sound choice (declared with `basis="fix"`) where the code has a defect such as l
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 Basis = Literal["paper", "code", "fix", "choice"]
@@ -57,6 +57,13 @@ BATCHING = Departure(
     "--set batching=grouped (length-grouped batches: faster, learns less per epoch)",
 )
 
+#: the batching of a model that packs on request only (`packs`, not `packs_by_default`: DuoRec)
+BATCHING_PACKS = replace(
+    BATCHING,
+    other=f"{BATCHING.other}; --set batching=packed (the same batches in one packed pass: the "
+    "same gradient, other float rounding and dropout draws, fused Adam)",
+)
+
 #: the batching of models that pack a batch (`SeqModel.packs`): packed by default since 0.3.0
 PACKED_BATCHING = Departure(
     "batch composition",
@@ -71,6 +78,14 @@ PACKED_BATCHING = Departure(
     "--set batching=micro (0.2.0's default: the same batches as length-sorted micro-batches, "
     "the same gradient, 1.5-1.8x slower); --set batching=grouped (length-grouped batches)",
 )
+
+
+def batching_departure(packs: bool, packs_by_default: bool) -> Departure:
+    """The batch-composition row of a model: packed by default, packing on request, or not."""
+    if packs_by_default:
+        return PACKED_BATCHING
+    return BATCHING_PACKS if packs else BATCHING
+
 
 #: gBCE's draws: declared on every model with the loss axis (`SeqModel.declared_departures`)
 GBCE_NEGATIVES = Departure(
