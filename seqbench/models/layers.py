@@ -184,8 +184,8 @@ class MultiHeadAttention(nn.Module):
         (projections over all N items at once, attention block by block)."""
         p = self.dropout if self.training else 0.0
         if isinstance(mask, Buckets):
-            qkv = torch.cat([self.q(query), self.k(key), self.v(value)], 1)
-            return self.out(packed_attention(qkv, mask, self.heads, p, self.fast))
+            q, k, v = self.q(query), self.k(key), self.v(value)
+            return self.out(packed_attention(q, k, v, mask, self.heads, p, self.fast))
         q, k, v = self.split(self.q(query)), self.split(self.k(key)), self.split(self.v(value))
         o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)
         b, _, t, _ = o.shape

@@ -59,7 +59,8 @@ def bucket_masks(
             .mul_(tril)
             .add_(torch.eye(width, device=ids.device))
         )
-        masks.append(reads.clamp_(max=1.0).log_()[:, None])  # 1 → 0, 0 → −inf
+        # 1 → 0, 0 → −inf as 1 − 1/x: exactly log's values, without its slow path at 0
+        masks.append(torch.rsub(reads.clamp_(max=1.0).reciprocal_(), 1.0)[:, None])
         begin += rows * width
     return Buckets(blocks, tuple(masks), spread, real, spread.clamp(max=max(len(ids) - 1, 0)))
 
@@ -98,25 +99,29 @@ class TakeBack(torch.autograd.Function):
 
 
 def packed_attention(
-    qkv: torch.Tensor, buckets: Buckets, heads: int, p: float, fast: bool
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    buckets: Buckets,
+    heads: int,
+    p: float,
+    fast: bool,
 ) -> torch.Tensor:
-    """Attention of projected packed items qkv [N, 3d] → [N, d]: laid out in blocks (one
-    gather), one attention per block (`fast`: written out, its dropout from `int_dropout`;
-    else scaled_dot_product_attention), the items' outputs gathered back."""
-    d = qkv.shape[1] // 3
-    laid = LayOut.apply(qkv, buckets.take, buckets.real)
-    outs = []
+    """Attention of projected packed items q, k, v [N, d] → [N, d]: each laid out in blocks
+    (one gather; no concatenated [N, 3d] copy, whose backward stacks and copies), one attention
+    per block (`fast`: written out, its dropout from `int_dropout`; else
+    scaled_dot_product_attention), the items' outputs gathered back."""
+    d = q.shape[1]
     sizes = [rows * width for rows, width in buckets.blocks]
-    for (rows, width), mask, block in zip(
-        buckets.blocks, buckets.masks, laid.split(sizes), strict=True
-    ):
-        view = block.view(rows, width, 3, heads, d // heads)
-        q, k, v = view.permute(2, 0, 3, 1, 4).unbind(0)
+    laid = [LayOut.apply(x, buckets.take, buckets.real).split(sizes) for x in (q, k, v)]
+    outs = []
+    for (rows, width), mask, *qkv in zip(buckets.blocks, buckets.masks, *laid, strict=True):
+        bq, bk, bv = (x.view(rows, width, heads, d // heads).transpose(1, 2) for x in qkv)
         if fast:
-            w = (q @ k.transpose(-2, -1)).mul_(q.shape[-1] ** -0.5).add_(mask)
+            w = (bq @ bk.transpose(-2, -1)).mul_(bq.shape[-1] ** -0.5).add_(mask)
             w = torch.softmax(w, -1)
-            o = int_dropout(w, p) @ v
+            o = int_dropout(w, p) @ bv
         else:
-            o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)
+            o = F.scaled_dot_product_attention(bq, bk, bv, attn_mask=mask, dropout_p=p)
         outs.append(o.transpose(1, 2).reshape(rows * width, d))
     return TakeBack.apply(torch.cat(outs), buckets.real, buckets.spread)
