@@ -355,16 +355,27 @@ def test_resume_restores_theta_exactly(data: SeqDataset, tmp_path: Path) -> None
 
 # ---------------------------------------------------------------- training (acceptance 2)
 
-#: (ablation setting, extra --set): one window per user gives fewer steps per epoch
+#: (ablation setting, extra --set): one window per user gives fewer steps per epoch; the
+#: default run trains the default, one window per user and the loss axis (about 20 s each on
+#: two CI cores), `-m slow` the other ablations too
+ABLATIONS = [
+    ({}, {}, False),
+    ({"window": "off"}, {"batch_size": "16", "epochs": "40"}, False),
+    ({"loss": "bce"}, {}, False),
+    ({"augment": "cloze"}, {}, True),
+    ({"augment": "dropout"}, {}, True),
+    ({"augment": "none"}, {}, True),
+    ({"reweight": "static"}, {"theta": "0.1"}, True),
+    ({"reweight": "static"}, {"theta": "0.5"}, True),
+]
 SETTINGS = [
-    ({}, {}),
-    ({"window": "off"}, {"batch_size": "16", "epochs": "40"}),
-    ({"augment": "cloze"}, {}),
-    ({"augment": "dropout"}, {}),
-    ({"augment": "none"}, {}),
-    ({"reweight": "static"}, {"theta": "0.1"}),
-    ({"reweight": "static"}, {"theta": "0.5"}),
-    ({"loss": "bce"}, {}),
+    pytest.param(
+        ablate,
+        extra,
+        id=",".join(f"{k}={v}" for k, v in {**ablate, **extra}.items()),
+        marks=[pytest.mark.slow] if slow else [],
+    )
+    for ablate, extra, slow in ABLATIONS
 ]
 
 
@@ -378,7 +389,6 @@ def popularity_ndcg(data: SeqDataset, tmp_path_factory: pytest.TempPathFactory) 
 @pytest.mark.parametrize(
     ("ablate", "extra"),
     SETTINGS,
-    ids=[",".join(f"{k}={v}" for k, v in {**a, **e}.items()) for a, e in SETTINGS],
 )
 def test_every_ablation_trains_and_beats_popularity(
     data: SeqDataset,
