@@ -197,3 +197,11 @@ def test_models_command_says_the_batching_default(name: str, packs: bool, capsys
     assert ("each in one packed pass (since seqbench 0.3.0)" in flat) == packs
     assert ("--set batching=micro (0.2.0's default" in flat) == packs
     assert ("batching=packed" in flat) is False
+
+
+def test_the_installed_package_has_the_version_run_ids_hash() -> None:
+    """pip's metadata (what `pip show seqbench` and bug reports quote) reads the version from
+    seqbench.__version__, so the two cannot drift apart (they did: 0.2.0 vs 0.3.0)."""
+    from importlib.metadata import version
+
+    assert version("seqbench") == __version__
