@@ -24,6 +24,7 @@ Needs the prepared dataset (``seqbench prepare beauty --raw-dir ../shared/data/s
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import sys
 from pathlib import Path
@@ -86,7 +87,8 @@ def profile_part(part: str, dataset: str, data_dir: str | None, warmup: int, ste
     name, sets = PARTS[part]
     data = load_dataset(dataset, data_dir)
     model, opt = build(name, data, sets)
-    batches = list(model.train_batches(data, torch.Generator().manual_seed(0)))
+    epoch = model.train_batches(data, torch.Generator().manual_seed(0))
+    batches = list(itertools.islice(epoch, warmup + steps))  # not the whole epoch
     step = seqbench_step(model, opt, None)
     for b in batches[:warmup]:
         step(b)

@@ -1,11 +1,13 @@
-"""bench/bench_speed.py's plain PyTorch SASRec is a correct reference: causal, its loss is the
-sampled BCE computed by hand, and it trains on the same instances as seqbench's sasrec."""
+"""bench/bench_speed.py's plain PyTorch SASRec is a correct reference (causal, hand-computed
+sampled BCE, seqbench's instances), and an epoch is counted and timed without being held."""
 
 from __future__ import annotations
 
+import gc
 import importlib.util
 import math
 import sys
+import weakref
 from pathlib import Path
 from types import ModuleType
 
@@ -114,3 +116,44 @@ def test_plain_rows_are_seqbench_instances(bench: ModuleType) -> None:
     rows, _ = next_item_instances(data, 8)
     torch.testing.assert_close(seqs, rows["seqs"])
     torch.testing.assert_close(targets, rows["targets"])
+
+
+class Box:
+    """A batch stand-in that a weak set can track."""
+
+
+def test_an_epoch_is_counted_without_being_held(bench: ModuleType) -> None:
+    """Every batch is built (the generator runs to its end) but only the first `keep` live on."""
+    live: weakref.WeakSet[Box] = weakref.WeakSet()
+    built = []
+
+    def epoch(n: int):
+        for i in range(n):
+            box = Box()
+            live.add(box)
+            built.append(i)
+            yield box
+
+    first, n = bench.first_and_count(epoch(10), 3)
+    gc.collect()
+    assert n == 10 and built == list(range(10))
+    assert len(first) == 3 and set(live) == set(first)
+    first, n = bench.first_and_count(epoch(2), 5)
+    assert n == 2 and len(first) == 2
+
+
+def test_measure_runs_only_warmup_and_steps_and_extrapolates_the_counted_epoch(
+    bench: ModuleType,
+) -> None:
+    calls = []
+
+    def step(batch: int) -> int:
+        calls.append(batch)
+        return 7
+
+    row = bench.measure(step, [10, 11, 12, 13], 1, 3, 0.5, 2.0, epoch_batches=1000)
+    assert calls == [10, 11, 12, 13]
+    assert row["steps"] == 3 and row["targets"] == 21 and row["epoch_batches"] == 1000
+    # epoch = measured build + 1000 steps at the timed CPU per step (both rounded in the row)
+    assert row["epoch_cpu_s"] == pytest.approx(2.0 + 1000 * row["cpu_s_per_step"], abs=0.06)
+    assert row["epoch_cpu_s"] >= 2.0
