@@ -430,7 +430,10 @@ def part_model(part: str, data: SeqDataset, warmup: int, steps: int) -> dict[str
 def part_modern(data: SeqDataset, warmup: int, steps: int) -> dict[str, Any]:
     """SASRec and the #37 baselines at `data`'s defaults in one run; CPU per step and per
     epoch as ratios to SASRec's."""
-    rows = {n: bench_seqbench(n, data, {}, warmup, steps, "fp32") for n in ("sasrec", *MODERN)}
+    rows = {}
+    for name in ("sasrec", *MODERN):
+        print(f"[modern] {name} …", file=sys.stderr, flush=True)
+        rows[name] = bench_seqbench(name, data, {}, warmup, steps, "fp32")
     ref = rows["sasrec"]
     for r in rows.values():
         r["cpu_step_vs_sasrec"] = round(r["cpu_s_per_step"] / ref["cpu_s_per_step"], 2)
