@@ -196,7 +196,7 @@ def test_models_command_says_the_batching_default(name: str, packs: bool, capsys
     flat = " ".join(capsys.readouterr().out.split())
     assert ("each in one packed pass (since seqbench 0.3.0)" in flat) == packs
     assert ("--set batching=micro (0.2.0's default" in flat) == packs
-    assert ("batching=packed" in flat) is False
+    assert ("--set batching=packed" in flat) is False  # the default is not offered as a switch
 
 
 def test_the_installed_package_has_the_version_run_ids_hash() -> None:
@@ -205,3 +205,21 @@ def test_the_installed_package_has_the_version_run_ids_hash() -> None:
     from importlib.metadata import version
 
     assert version("seqbench") == __version__
+
+
+@pytest.mark.parametrize("name", [*PACKING, "bert4rec", "stosa"])
+def test_the_model_card_shows_the_batching_a_run_gets(name: str, capsys) -> None:
+    """`seqbench models NAME` prints this release's default (packed for the SASRec family
+    since 0.3.0), the one a run resolves, not the config class's field default; the list
+    shows it where it differs from the shared default (micro)."""
+    batching = resolve_config(get_model(name), "beauty").batching
+
+    def shown(text: str, end: str) -> set[str]:
+        defaults = text.split("defaults:", 1)[1].split(end, 1)[0]
+        return {w.split("=", 1)[1] for w in defaults.split() if w.startswith("batching=")}
+
+    main(["models", name])
+    assert shown(capsys.readouterr().out, "ablation axes:") == {batching}
+    main(["models"])
+    block = ("\n" + capsys.readouterr().out).split(f"\n{name} — ", 1)[1]
+    assert shown(block, "\n\n") == ({batching} if batching != "micro" else set())
