@@ -12,7 +12,12 @@ from dataclasses import dataclass
 
 from seqbench.models.base import register
 from seqbench.models.departures import Departure
-from seqbench.models.families.causal import SASREC_INSTANCES, SASRecBody, SASRecConfig
+from seqbench.models.families.causal import (
+    SASREC_ATTENTION,
+    SASREC_INSTANCES,
+    SASRecBody,
+    SASRecConfig,
+)
 from seqbench.models.losses import LossName
 
 
@@ -51,6 +56,7 @@ class GSASRec(SASRecBody):
     }
     departures = (
         SASREC_INSTANCES,
+        SASREC_ATTENTION,
         Departure(
             "training objective",
             "gBCE with K = 256 uniform negatives and t = 0.75 (β from α = K/(|I|−1))",

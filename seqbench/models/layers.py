@@ -216,6 +216,8 @@ class TransformerBlock(nn.Module):
         self.ln1 = nn.LayerNorm(d)
         self.ln2 = nn.LayerNorm(d)
         self.drop = Dropout(dropout)
+        #: the sasrec layout's dropout on the attention's output (SASRec's `attn_out_dropout`)
+        self.attn_drop = Dropout(dropout)
         self.norm = norm
 
     def forward(
@@ -233,7 +235,7 @@ class TransformerBlock(nn.Module):
             x = x + self.drop(self.attn(hs, hs, h, mask))
             return x + self.drop(self.ffn(self.ln2(x)))
         q = self.ln1(x)
-        x = q + self.drop(self.attn(q, src, x, mask))
+        x = q + self.attn_drop(self.attn(q, src, x, mask))
         x = self.ln2(x)
         return x + self.drop(self.ffn(x))
 

@@ -9,7 +9,12 @@ from __future__ import annotations
 
 from seqbench.models.base import register
 from seqbench.models.departures import Departure
-from seqbench.models.families.causal import SASREC_INSTANCES, SASRecBody, SASRecConfig
+from seqbench.models.families.causal import (
+    SASREC_ATTENTION,
+    SASREC_INSTANCES,
+    SASRecBody,
+    SASRecConfig,
+)
 
 LOSS_AXIS = Departure(
     "training objective",
@@ -33,7 +38,7 @@ class SASRec(SASRecBody):
 
     paper = "Kang & McAuley, Self-Attentive Sequential Recommendation, ICDM 2018"
     Config = SASRecConfig
-    departures = (LOSS_AXIS, SASREC_INSTANCES)
+    departures = (LOSS_AXIS, SASREC_INSTANCES, SASREC_ATTENTION)
     dataset_defaults = {
         "beauty": {"dropout": 0.5, "max_len": 50},
         "toys": {"dropout": 0.5, "max_len": 50},

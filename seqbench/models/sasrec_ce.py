@@ -12,7 +12,12 @@ from dataclasses import dataclass
 
 from seqbench.models.base import register
 from seqbench.models.departures import Departure
-from seqbench.models.families.causal import SASREC_INSTANCES, SASRecBody, SASRecConfig
+from seqbench.models.families.causal import (
+    SASREC_ATTENTION,
+    SASREC_INSTANCES,
+    SASRecBody,
+    SASRecConfig,
+)
 from seqbench.models.losses import LossName
 
 
@@ -47,6 +52,7 @@ class SASRecCE(SASRecBody):
     }
     departures = (
         SASREC_INSTANCES,
+        SASREC_ATTENTION,
         Departure(
             "training objective",
             "softmax cross-entropy over all items at every target position",

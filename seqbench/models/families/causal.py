@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 
 import torch
 import torch.nn.functional as F
+from torch import nn
 
 from seqbench.data.dataset import SeqDataset
 from seqbench.data.sequences import InstanceRule, NextItemInstances
@@ -42,6 +43,8 @@ class SASRecConfig(ObjectiveFields, ModelConfig):
     quiet: ClassVar[dict[str, Any]] = {
         **ObjectiveFields.objective_quiet,
         "instances": "all_positions",
+        "attn_proj": True,
+        "attn_out_dropout": True,
     }
 
     d: int = 50
@@ -53,10 +56,27 @@ class SASRecConfig(ObjectiveFields, ModelConfig):
     adam_beta2: float = 0.98
     #: which sub-sequences are trained on (seqbench.data.sequences.instance_ranges)
     instances: InstanceRule = "all_positions"
+    #: an output projection W_o after attention (the paper and kang205/SASRec have none)
+    attn_proj: bool = True
+    #: a dropout on the attention's output, beside the one on its weights (neither code has it)
+    attn_out_dropout: bool = True
 
     def validate(self) -> None:
         self.validate_objective()
 
+
+#: SASRec's attention block as seqbench has built it since 0.1.0 (declared 2026-12-02)
+SASREC_ATTENTION = Departure(
+    "attention block",
+    "S = Attention(ÊW^Q, ÊW^K, ÊW^V), dropout on the attention weights, no output projection",
+    "kang205/SASRec: as the paper; the PyTorch port SASRec+ uses (pmixer, via "
+    "antklen/sasrec-bert4rec-recsys23) adds an output projection, no output dropout",
+    "an output projection W_o and a dropout on the attention's output besides the weights' "
+    "(kept as the default while committed numbers depend on it)",
+    "paper",
+    "attn_proj",
+    "--set attn_proj=false (no W_o), --set attn_out_dropout=false (the paper's block: both)",
+)
 
 #: SASRec's training instances (also CL4SRec's, which has no code of its own)
 SASREC_INSTANCES = Departure(
@@ -88,6 +108,11 @@ class SASRecBody(ItemDot, SeqModel):
         self.encoder = TransformerEncoder(
             cfg.d, cfg.heads, cfg.layers, cfg.dropout, cfg.d, "relu", "sasrec", final_norm=True
         )
+        for block in self.encoder.blocks:
+            if not cfg.attn_proj:
+                block.attn.out = nn.Identity()
+            if not cfg.attn_out_dropout:
+                block.attn_drop = nn.Identity()
         self._train: NextItemInstances | None = None
         self._objective, self._popularity = resolve_objective(cfg, data)
         if cfg.batching == "packed":

@@ -1,0 +1,66 @@
+"""SASRec's attention block switches (`attn_proj`, `attn_out_dropout`): off, the block is the
+paper's S = softmax(QKᵀ/√d)V added to the normalised queries, with no output projection.
+Oracle: the block written out row by row from the model's own parameters."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from seqbench.models.base import get_model, resolve_config
+from seqbench.testing.probe import train_data
+
+
+@pytest.fixture(scope="module")
+def data():
+    return train_data()
+
+
+def build(data, batching: str, **sets: str):
+    cls = get_model("sasrec")
+    small = {"d": "16", "heads": "1", "dropout": "0.3", "batching": batching}
+    cfg = resolve_config(cls, "synthetic", {**small, **sets})
+    torch.manual_seed(0)
+    return cls(cfg, data)
+
+
+def paper_states(model, items: torch.Tensor) -> torch.Tensor:
+    """The last layer's states [L, d] of one row's items: the paper's block (no W_o)."""
+    emb, d, n = model.emb, model.cfg.d, len(items)
+    x = emb.item.weight[items] * math.sqrt(d) + emb.pos.weight[model.cfg.max_len - n :]
+    causal = torch.ones(n, n, dtype=torch.bool).tril()
+    for block in model.encoder.blocks:
+        q = F.layer_norm(x, (d,), block.ln1.weight, block.ln1.bias)
+        a = block.attn
+        qs, ks, vs = (inp @ lin.weight.T + lin.bias for inp, lin in ((q, a.q), (x, a.k), (x, a.v)))
+        w = torch.softmax((qs @ ks.T / math.sqrt(d)).masked_fill(~causal, float("-inf")), -1)
+        x = F.layer_norm(q + w @ vs, (d,), block.ln2.weight, block.ln2.bias)
+        f = block.ffn
+        x = x + torch.relu(x @ f.lin1.weight.T + f.lin1.bias) @ f.lin2.weight.T + f.lin2.bias
+    final = model.encoder.final
+    return F.layer_norm(x, (d,), final.weight, final.bias)
+
+
+@pytest.mark.parametrize("batching", ["micro", "packed"])
+def test_without_projection_the_block_is_the_papers(data, batching: str) -> None:
+    model = build(data, batching, attn_proj="false", attn_out_dropout="false").eval()
+    seqs = torch.tensor([[0, 0, 3, 5, 7], [2, 4, 6, 8, 9]])
+    with torch.no_grad():
+        h = model.encode(seqs)
+        for row, seq in zip(h, seqs, strict=True):
+            items = seq[seq != 0]
+            torch.testing.assert_close(row[-len(items) :], paper_states(model, items))
+    assert not any("attn.out" in n for n, _ in model.named_parameters())
+
+
+def test_the_defaults_keep_the_projection_and_the_output_dropout(data) -> None:
+    """The defaults (and so every committed run) keep W_o and the output dropout; the second
+    switch removes only the dropout."""
+    on = build(data, "micro", dropout="0.5")
+    assert any("attn.out" in n for n, _ in on.named_parameters())
+    assert isinstance(on.encoder.blocks[0].attn_drop, torch.nn.Dropout)
+    off = build(data, "micro", dropout="0.5", attn_out_dropout="false")
+    assert isinstance(off.encoder.blocks[0].attn_drop, torch.nn.Identity)
