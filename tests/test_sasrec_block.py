@@ -64,3 +64,16 @@ def test_the_defaults_keep_the_projection_and_the_output_dropout(data) -> None:
     assert isinstance(on.encoder.blocks[0].attn_drop, torch.nn.Dropout)
     off = build(data, "micro", dropout="0.5", attn_out_dropout="false")
     assert isinstance(off.encoder.blocks[0].attn_drop, torch.nn.Identity)
+
+
+@pytest.mark.parametrize("name", ["cl4srec", "coserec"])
+def test_the_switches_are_refused_where_the_block_is_not_sasrecs(name: str) -> None:
+    """CL4SRec's and CoSeRec's default s3rec layout has post-LN blocks: a switch that would be
+    silently ignored there is a one-line error; the sasrec layout takes it."""
+    from seqbench.errors import ConfigError
+
+    cls = get_model(name)
+    with pytest.raises(ConfigError, match="layout=sasrec"):
+        resolve_config(cls, "synthetic", {"attn_out_dropout": "false"})
+    cfg = resolve_config(cls, "synthetic", {"attn_out_dropout": "false", "layout": "sasrec"})
+    assert cfg.attn_out_dropout is False

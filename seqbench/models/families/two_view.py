@@ -47,6 +47,11 @@ class CL4SRecConfig(ContrastiveFields, SASRecConfig):
                 "batching=packed: the sasrec layout's flattened views read the padding outputs "
                 "(its final LayerNorm's bias): use cl_repr=last or batching=micro"
             )
+        if self.layout == "s3rec" and not (self.attn_proj and self.attn_out_dropout):
+            raise ConfigError(
+                "attn_proj and attn_out_dropout switch SASRec's attention block: the s3rec "
+                "layout's post-LN blocks do not have it (use layout=sasrec)"
+            )
 
 
 class CL4SRecBody(SASRecBody):
