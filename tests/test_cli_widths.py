@@ -23,7 +23,7 @@ from seqbench.cli.data import STAT_HEADERS, stat_cells, stats_card
 from seqbench.cli.fit import fit, share
 from seqbench.cli.run import show_result
 from seqbench.data.registry import dataset_names, get_spec
-from seqbench.models.base import MODELS, ModelConfig, field_choices, get_model
+from seqbench.models.base import MODELS, ModelConfig, field_choices, get_model, resolve_config
 from seqbench.models.departures import BASIS_TEXT
 from seqbench.runs.store import RunStore
 
@@ -160,7 +160,7 @@ def test_model_list_reads_at_width(
             f"{a}=" + "|".join(map(str, field_choices(cls.Config, a) or ("<value>",)))
             for a in cls.ablations
         ]
-        cfg = dataclasses.asdict(cls.Config())
+        cfg = dataclasses.asdict(resolve_config(cls, "any"))  # this release's, as runs get
         defaults = " ".join(f"{k}={v}" for k, v in cfg.items() if base.get(k) != v)
         block = f"{name} — {cls.paper} ablation axes: {', '.join(axes) or '-'} defaults: {defaults}"
         assert flat(block) in shown, name
