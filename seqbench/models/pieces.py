@@ -49,13 +49,9 @@ def split_points(lengths: np.ndarray, overhead: int) -> list[int]:
     return ends[::-1]
 
 
-def widths(seqs: torch.Tensor) -> torch.Tensor:
-    """Columns from each row's first non-padding item to the end (0 for an all-padding row)."""
-    return torch.from_numpy(row_widths(seqs.cpu().numpy())).to(seqs.device)
-
-
 def row_widths(seqs: np.ndarray) -> np.ndarray:
-    """`widths` of a host array [B, T] (int64)."""
+    """Columns from each row's first non-padding item to the end (0 for an all-padding row), of
+    a host array [B, T] (int64)."""
     real = seqs != 0
     return np.where(real.any(1), seqs.shape[1] - real.argmax(1), 0).astype(np.int64)
 
