@@ -77,3 +77,75 @@ def test_the_switches_are_refused_where_the_block_is_not_sasrecs(name: str) -> N
         resolve_config(cls, "synthetic", {"attn_out_dropout": "false"})
     cfg = resolve_config(cls, "synthetic", {"attn_out_dropout": "false", "layout": "sasrec"})
     assert cfg.attn_out_dropout is False
+
+
+def left_states(model, items: torch.Tensor) -> torch.Tensor:
+    """The last layer's states [L, d] with positions counted from the row's first item, the
+    default block written out (W_o, no dropout at eval)."""
+    emb, d, n = model.emb, model.cfg.d, len(items)
+    x = emb.item.weight[items] * math.sqrt(d) + emb.pos.weight[:n]
+    causal = torch.ones(n, n, dtype=torch.bool).tril()
+    for block in model.encoder.blocks:
+        q = F.layer_norm(x, (d,), block.ln1.weight, block.ln1.bias)
+        a = block.attn
+        qs, ks, vs = (inp @ lin.weight.T + lin.bias for inp, lin in ((q, a.q), (x, a.k), (x, a.v)))
+        w = torch.softmax((qs @ ks.T / math.sqrt(d)).masked_fill(~causal, float("-inf")), -1)
+        x = F.layer_norm(q + (w @ vs) @ a.out.weight.T + a.out.bias, (d,), block.ln2.weight,
+                         block.ln2.bias)  # fmt: skip
+        f = block.ffn
+        x = x + torch.relu(x @ f.lin1.weight.T + f.lin1.bias) @ f.lin2.weight.T + f.lin2.bias
+    final = model.encoder.final
+    return F.layer_norm(x, (d,), final.weight, final.bias)
+
+
+@pytest.mark.parametrize("batching", ["micro", "packed"])
+def test_left_positions_count_from_each_rows_first_item(data, batching: str) -> None:
+    """positions=left: a row's i-th item takes position embedding i whatever its padding (the
+    PyTorch port's right-padded rows), at evaluation and in the packed training pass."""
+    model = build(data, batching, positions="left").eval()
+    seqs = torch.tensor([[0, 0, 3, 5, 7], [2, 4, 6, 8, 9]])
+    with torch.no_grad():
+        h = model.encode(seqs)
+        for row, seq in zip(h, seqs, strict=True):
+            items = seq[seq != 0]
+            torch.testing.assert_close(row[-len(items) :], left_states(model, items))
+        if batching == "packed":
+            plan = model.plan_rows({"seqs": seqs})["seqs"]
+            packed = model.encode_packed(seqs, plan)
+            torch.testing.assert_close(packed, h[seqs != 0])
+
+
+def test_pmixer_init_draws_the_ports_distributions(data) -> None:
+    """init=pmixer: N(0, 0.02²) for embeddings, FFN and output projections, zero biases and
+    padding row, q/k/v uniform within Xavier's bound over the fused [3d, d] matrix. Oracle:
+    the distributions' moments (scipy's KS test) on a model wide enough to measure them."""
+    from scipy import stats
+
+    cls = get_model("sasrec_ce")
+    cfg = resolve_config(cls, "synthetic", {"d": "128", "init": "pmixer"})
+    torch.manual_seed(0)
+    model = cls(cfg, data)
+    d, block = 128, model.encoder.blocks[0]
+    normal = [model.emb.item.weight[1:], model.emb.pos.weight, block.ffn.lin1.weight,
+              block.attn.out.weight]  # fmt: skip
+    for w in normal:
+        assert stats.kstest(w.detach().flatten().numpy(), "norm", args=(0, 0.02)).pvalue > 1e-3
+    bound = math.sqrt(6 / (4 * d))
+    for lin in (block.attn.q, block.attn.k, block.attn.v):
+        w = lin.weight.detach().flatten().numpy()
+        assert stats.kstest(w, "uniform", args=(-bound, 2 * bound)).pvalue > 1e-3
+    for lin in (block.attn.q, block.attn.out, block.ffn.lin1, block.ffn.lin2):
+        assert not lin.bias.any()
+    assert not model.emb.item.weight[0].any()
+    default = cls(resolve_config(cls, "synthetic", {"d": "128"}), data)
+    assert default.encoder.blocks[0].ffn.lin1.weight.std() > 0.04  # PyTorch's default, wider
+
+
+@pytest.mark.parametrize("name", ["cl4srec", "coserec"])
+def test_init_and_positions_are_refused_in_the_s3rec_layout(name: str) -> None:
+    from seqbench.errors import ConfigError
+
+    cls = get_model(name)
+    for key, value in (("init", "pmixer"), ("positions", "left")):
+        with pytest.raises(ConfigError, match="layout=sasrec"):
+            resolve_config(cls, "synthetic", {key: value})

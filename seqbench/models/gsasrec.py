@@ -14,6 +14,7 @@ from seqbench.models.base import register
 from seqbench.models.departures import Departure
 from seqbench.models.families.causal import (
     SASREC_ATTENTION,
+    SASREC_INIT,
     SASREC_INSTANCES,
     SASRecBody,
     SASRecConfig,
@@ -57,6 +58,7 @@ class GSASRec(SASRecBody):
     departures = (
         SASREC_INSTANCES,
         SASREC_ATTENTION,
+        SASREC_INIT,
         Departure(
             "training objective",
             "gBCE with K = 256 uniform negatives and t = 0.75 (β from α = K/(|I|−1))",

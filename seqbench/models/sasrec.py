@@ -11,6 +11,7 @@ from seqbench.models.base import register
 from seqbench.models.departures import Departure
 from seqbench.models.families.causal import (
     SASREC_ATTENTION,
+    SASREC_INIT,
     SASREC_INSTANCES,
     SASRecBody,
     SASRecConfig,
@@ -38,7 +39,7 @@ class SASRec(SASRecBody):
 
     paper = "Kang & McAuley, Self-Attentive Sequential Recommendation, ICDM 2018"
     Config = SASRecConfig
-    departures = (LOSS_AXIS, SASREC_INSTANCES, SASREC_ATTENTION)
+    departures = (LOSS_AXIS, SASREC_INSTANCES, SASREC_ATTENTION, SASREC_INIT)
     dataset_defaults = {
         "beauty": {"dropout": 0.5, "max_len": 50},
         "toys": {"dropout": 0.5, "max_len": 50},

@@ -14,6 +14,7 @@ from seqbench.models.base import register
 from seqbench.models.departures import Departure
 from seqbench.models.families.causal import (
     SASREC_ATTENTION,
+    SASREC_INIT,
     SASREC_INSTANCES,
     SASRecBody,
     SASRecConfig,
@@ -53,6 +54,7 @@ class SASRecCE(SASRecBody):
     departures = (
         SASREC_INSTANCES,
         SASREC_ATTENTION,
+        SASREC_INIT,
         Departure(
             "training objective",
             "softmax cross-entropy over all items at every target position",

@@ -7,9 +7,10 @@ extends it; each registers its own class in its model file.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import torch
 import torch.nn.functional as F
@@ -21,11 +22,13 @@ from seqbench.models.base import Batch, ModelConfig, Parts, SeqModel
 from seqbench.models.departures import Departure
 from seqbench.models.item_scores import ItemDot, ItemTable
 from seqbench.models.layers import (
+    MultiHeadAttention,
     SeqEmbedding,
     TransformerEncoder,
     causal_mask,
     check_items,
     fast_dropout,
+    normal_init,
 )
 from seqbench.models.losses import LOSSES, Objective, ObjectiveFields
 from seqbench.models.objective import (
@@ -45,6 +48,8 @@ class SASRecConfig(ObjectiveFields, ModelConfig):
         "instances": "all_positions",
         "attn_proj": True,
         "attn_out_dropout": True,
+        "init": "seqbench",
+        "positions": "right",
     }
 
     d: int = 50
@@ -60,6 +65,12 @@ class SASRecConfig(ObjectiveFields, ModelConfig):
     attn_proj: bool = True
     #: a dropout on the attention's output, beside the one on its weights (neither code has it)
     attn_out_dropout: bool = True
+    #: seqbench: truncated N(0, 0.02²) embeddings, PyTorch's default linear layers; pmixer:
+    #: the PyTorch port's (`pmixer_init`), which SASRec+ trains
+    init: Literal["seqbench", "pmixer"] = "seqbench"
+    #: right: position embeddings counted from the window's right end (kang205/SASRec);
+    #: left: from each row's first item (the PyTorch port's right-padded rows)
+    positions: Literal["right", "left"] = "right"
 
     def validate(self) -> None:
         self.validate_objective()
@@ -91,6 +102,36 @@ SASREC_INSTANCES = Departure(
 )
 
 
+#: SASRec's initialisation and position counting (switches since 2026-12-02)
+SASREC_INIT = Departure(
+    "initialisation and positions",
+    "silent",
+    "kang205/SASRec: Xavier-uniform weights, positions from the window's right end; the "
+    "PyTorch port SASRec+ trains (pmixer): N(0, 0.02²) linear/embedding weights, zero "
+    "biases, Xavier-uniform q/k/v, positions from each row's first item",
+    "truncated N(0, 0.02²) embeddings, PyTorch's default linear layers, positions from the "
+    "window's right end",
+    "choice",
+    "init",
+    "--set init=pmixer (the PyTorch port's init), --set positions=left (its positions)",
+)
+
+
+def pmixer_init(model: nn.Module) -> None:
+    """The PyTorch SASRec port's init (pmixer, as SASRec+ trains it): N(0, 0.02²) linear and
+    embedding weights with zero biases and padding row, the query/key/value projections
+    Xavier-uniform over their fused [3d, d] matrix (`nn.MultiheadAttention`'s in_proj)."""
+    model.apply(normal_init)
+    for m in model.modules():
+        if isinstance(m, nn.Embedding) and m.padding_idx is not None:
+            with torch.no_grad():
+                m.weight[m.padding_idx].zero_()
+        if isinstance(m, MultiHeadAttention):
+            bound = math.sqrt(6 / (4 * m.q.in_features))
+            for lin in (m.q, m.k, m.v):
+                nn.init.uniform_(lin.weight, -bound, bound)
+
+
 class SASRecBody(ItemDot, SeqModel):
     """SASRec's model, registered by its subclasses: a unidirectional Transformer scoring
     with the shared item embedding."""
@@ -104,7 +145,10 @@ class SASRecBody(ItemDot, SeqModel):
 
     def __init__(self, cfg: SASRecConfig, data: SeqDataset) -> None:
         super().__init__(cfg, data)
-        self.emb = SeqEmbedding(data.n_items + 1, cfg.d, cfg.max_len, cfg.dropout, scale=True)
+        self.emb = SeqEmbedding(
+            data.n_items + 1, cfg.d, cfg.max_len, cfg.dropout, scale=True,
+            from_left=cfg.positions == "left",
+        )  # fmt: skip
         self.encoder = TransformerEncoder(
             cfg.d, cfg.heads, cfg.layers, cfg.dropout, cfg.d, "relu", "sasrec", final_norm=True
         )
@@ -113,6 +157,8 @@ class SASRecBody(ItemDot, SeqModel):
                 block.attn.out = nn.Identity()
             if not cfg.attn_out_dropout:
                 block.attn_drop = nn.Identity()
+        if cfg.init == "pmixer":
+            pmixer_init(self)
         self._train: NextItemInstances | None = None
         self._objective, self._popularity = resolve_objective(cfg, data)
         if cfg.batching == "packed":

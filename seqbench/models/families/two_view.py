@@ -47,10 +47,12 @@ class CL4SRecConfig(ContrastiveFields, SASRecConfig):
                 "batching=packed: the sasrec layout's flattened views read the padding outputs "
                 "(its final LayerNorm's bias): use cl_repr=last or batching=micro"
             )
-        if self.layout == "s3rec" and not (self.attn_proj and self.attn_out_dropout):
+        sasrec_only = not (self.attn_proj and self.attn_out_dropout)
+        sasrec_only |= self.init != "seqbench" or self.positions != "right"
+        if self.layout == "s3rec" and sasrec_only:
             raise ConfigError(
-                "attn_proj and attn_out_dropout switch SASRec's attention block: the s3rec "
-                "layout's post-LN blocks do not have it (use layout=sasrec)"
+                "attn_proj, attn_out_dropout, init and positions switch SASRec's blocks: the "
+                "s3rec layout's post-LN blocks do not have them (use layout=sasrec)"
             )
 
 
