@@ -59,8 +59,8 @@ def test_micro_asked_for_is_the_0_2_0_run_but_for_the_version(name: str) -> None
     """Micro is bitwise the arithmetic 0.2.0 ran: only the version differs in the identity."""
     asked = RunRequest(name, "beauty", sets={"batching": "micro"}).identify("0" * 64)
     before = RunRequest(name, "beauty", release="0.2.0").identify("0" * 64)
-    assert before.spec.identity()["version"] == "0.2.0" and __version__ == "0.3.0"
-    assert asked.spec.identity() == {**before.spec.identity(), "version": "0.3.0"}
+    assert before.spec.identity()["version"] == "0.2.0"
+    assert asked.spec.identity() == {**before.spec.identity(), "version": __version__}
     packed = RunRequest(name, "beauty").identify("0" * 64)
     assert packed.spec.identity()["config"] == {**asked.spec.config, "batching": "packed"}
 
@@ -181,7 +181,9 @@ def test_a_pinned_study_refuses_to_train_what_it_lacks(
         err = capsys.readouterr().err.strip()
         assert len(err.splitlines()) == 1, err
         assert f"{pinned}/study.yaml: seqbench 0.2.0 made these runs (2 not found" in err
-        assert err.endswith("this is 0.3.0: remove `seqbench:` to re-run them all under 0.3.0")
+        assert err.endswith(
+            f"this is {__version__}: remove `seqbench:` to re-run them all under {__version__}"
+        )
     assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").rglob("metrics.json"))
 
 

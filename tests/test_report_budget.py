@@ -101,3 +101,15 @@ def test_a_table_without_comparisons_says_nothing_was_tested(tmp_path: Path) -> 
     assert not any("correction over" in n for n in alone)
     pair = table_notes(tmp_path, "sasrec", "bert4rec")
     assert any("Holm's step-down correction" in n and "table's 1 comparison" in n for n in pair)
+
+
+def test_a_part_trained_last_epoch_counts_as_its_share(tmp_path: Path) -> None:
+    """A run its time budget stopped inside epoch 3 (a quarter of its steps) shows 2.25
+    epochs, and its CPU s/epoch divides by 2.25: (4 + 4 + 1) / 2.25 = 4.0."""
+    a = write_run(tmp_path, "a", "sasrec", "beauty", ranks(10, 1, 50), settings={"epochs": 9})
+    edit(a, epochs_run=3, best_epoch=2, last_epoch_share=0.25, stopped="budget")
+    cpu, share = [4.0, 4.0, 1.0], [None, None, 0.25]  # share: only where an epoch was cut
+    frame = pd.DataFrame({"epoch": [1, 2, 3], "cpu_seconds": cpu, "share": share})
+    frame.to_parquet(a / "history.parquet")
+    listing = next(n for n in table_notes(tmp_path, "sasrec") if "Budget on" in n)
+    assert "2.25 epochs (best 2)" in listing and "4.0 CPU s/epoch" in listing

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 
 from seqbench.cli import main
 from seqbench.data.dataset import SeqDataset
@@ -161,3 +162,24 @@ def test_budget_cut_run_is_not_served_for_an_unbudgeted_request(synthetic_frames
     assert execute(req, ctx, budget, data=data)[1]
     full, cached = execute(req, ctx, data=data)
     assert not cached and full.epochs_run == 3 and full.stopped == "max_epochs"
+
+
+def test_a_budget_ends_the_epoch_part_way(synthetic_frames, tmp_path):
+    """A time budget that ends inside an epoch stops after the step that reaches it: the run
+    validates and tests those weights and records the share of the epoch's steps it trained
+    (oracle: the epoch's batch count, from the model's own batch builder)."""
+    inter, items = synthetic_frames
+    data = SeqDataset.from_frames("synthetic", inter, items, {"checksum": "share"})
+    sets = {"d": "8", "epochs": "3", "batch_size": "8"}
+    req = RunRequest("sasrec", "synthetic", sets=sets)
+    ctx = RunContext(runs_dir=tmp_path)
+    cut, _ = execute(req, ctx, RunOptions(max_minutes=1e-9), data=data)
+    run = req.resolve(data, "cpu")
+    model = run.model_cls(run.cfg, data)
+    steps = sum(1 for _ in model.train_batches(data, torch.Generator().manual_seed(0)))
+    assert steps > 2
+    assert cut.stopped == "budget" and cut.epochs_run == 1 and cut.best_epoch == 1
+    assert cut.last_epoch_share == pytest.approx(1 / steps)
+    assert cut.epochs_trained == pytest.approx(1 / steps)
+    assert cut.epochs_shown == f"{1 / steps:.2f}"
+    assert 0.0 <= cut.test["NDCG@10"] <= 1.0 and cut.valid

@@ -347,7 +347,9 @@ def test_a_model_may_run_on_some_datasets_and_a_dataset_has_its_own_budget(tmp_p
     assert got == sorted(want)
     assert study.tables[0].ci
     assert study.budget_text() == (
-        "every model at most 15 minutes of training per run (epochs: each model's own count); "
+        "every model at most 15 minutes of training per run (epochs: each model's own count; "
+        "the time ends an epoch part-way, whose share the epoch count gives: 2.31 = two epochs "
+        "and 31% of the third); "
         "on B: every model at most 100 epochs (and the study's 15-minute cap) (one budget for "
         "all models on a dataset)"
     )

@@ -204,7 +204,7 @@ def show_result(m: RunResult, cached: bool, store: RunStore) -> None:
         table.add_row(k, f"{m.valid[k]:.4f}", f"{m.test[k]:.4f}")
     console.print(table)
     say(
-        f"run {m.run_id} · best epoch {m.best_epoch}/{m.epochs_run} ({m.stopped}) · "
+        f"run {m.run_id} · best epoch {m.best_epoch}/{m.epochs_shown} ({m.stopped}) · "
         f"{show_precision(m)}{show_device(m)}"
         f"train {m.train_seconds:.1f}s · eval {m.eval_seconds:.2f}s · "
         f"{show_threads(m)} · {m.params:,} params · {store.final(m.run_id)}"
@@ -275,7 +275,7 @@ def runs(
         table.add_row(
             f"{r.run_id}\n{r.protocol}" + (f" · {ablate}" if ablate else "") + origin,
             str(r.seed),
-            f"{r.result.best_epoch}/{r.result.epochs_run}",
+            f"{r.result.best_epoch}/{r.result.epochs_shown}",
             f"{r.test['HR@10']:.4f}",
             f"{r.test['NDCG@10']:.4f}",
         )

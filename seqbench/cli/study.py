@@ -124,7 +124,7 @@ def run_cell(
     so the id, one long word, needs no column of its own."""
     if status in ("done", IN_FOLDER) and run_id is not None:
         m = store.load_result(run_id) if status == "done" else committed[run_id].result
-        status = f"{status} · {m.epochs_run} epochs (best {m.best_epoch})"
+        status = f"{status} · {m.epochs_shown} epochs (best {m.best_epoch})"
     return status if run_id is None else f"{status}\n{run_id}"
 
 

@@ -12,7 +12,7 @@ from seqbench import __version__
 from seqbench.errors import ConfigError
 
 #: the releases a study may state as the one that made its runs (`seqbench: 0.2.0`)
-RELEASES = ("0.2.0", "0.3.0")
+RELEASES = ("0.2.0", "0.3.0", "0.4.0")
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+import pandas as pd
+
 from seqbench.report.select import Run
 
 #: what a budget cell shows, in order; "CPU s/epoch" only where a run's history records it
@@ -29,13 +31,16 @@ def cap(run: Run) -> str | None:
 
 
 def cpu_per_epoch(run: Run) -> float | None:
-    """Mean training CPU seconds per epoch from the run's history (None when not recorded)."""
+    """Training CPU seconds per epoch from the run's history, a part-trained last epoch
+    counted as its share (None when not recorded)."""
     if not run.has_history:
         return None
     history = run.history
     if "cpu_seconds" not in history or history.empty:
         return None
-    return float(history["cpu_seconds"].mean())
+    last = history["share"].iloc[-1] if "share" in history else None
+    epochs = len(history) - 1 + (1.0 if last is None or pd.isna(last) else float(last))
+    return float(history["cpu_seconds"].sum()) / epochs
 
 
 def has_cpu(runs: Iterable[Run]) -> bool:
@@ -57,7 +62,8 @@ def cells(runs: Sequence[Run]) -> dict[str, str]:
     cpu = [c for c in map(cpu_per_epoch, runs) if c is not None]
     return {
         "Epochs (best)": _joined(
-            f"{r.result.epochs_run} ({r.result.best_epoch})" if trained(r) else "none" for r in runs
+            f"{r.result.epochs_shown} ({r.result.best_epoch})" if trained(r) else "none"
+            for r in runs
         ),
         "Train s": _seconds(sum(float(r.result.train_seconds) for r in runs) / len(runs)),
         CPU_FIELD: _seconds(sum(cpu) / len(cpu)) if cpu else "–",
@@ -78,7 +84,7 @@ def phrases(runs: Sequence[Run], shown: Sequence[str]) -> dict[str, str]:
     """The budget fields of one model on one dataset as words, for a note line."""
     c = cells(runs)
     epochs = _joined(
-        f"{r.result.epochs_run} epoch{'' if r.result.epochs_run == 1 else 's'} "
+        f"{r.result.epochs_shown} epoch{'' if r.result.epochs_shown == '1' else 's'} "
         f"(best {r.result.best_epoch})"
         if trained(r)
         else "not trained"

@@ -266,6 +266,7 @@ def _train_and_test(
         ablate=dict(run.spec.ablate),
         best_epoch=result.best_epoch,
         epochs_run=len(result.history),
+        last_epoch_share=result.history[-1].get("share", 1.0) if result.history else 1.0,
         stopped=result.stopped,
         budget_minutes=options.max_minutes,
         valid=result.valid,

@@ -197,6 +197,9 @@ class RunResult:
     #: the resolved training objective (loss, K, sampling, |I|; gBCE's t, α, β); None for
     #: models without a loss axis and runs stored before it
     objective: Objective | None = None
+    #: the share of its last epoch's steps a run trained before its time budget ended (1.0:
+    #: every epoch whole)
+    last_epoch_share: float = 1.0
 
     def to_json(self) -> dict[str, Any]:
         """The stored form: every field under its own name (an objective's `negatives_from`
@@ -228,6 +231,18 @@ class RunResult:
     def evaluated(self, protocol: str, test: dict[str, float]) -> RunResult:
         """This run with test metrics measured under another protocol (a re-evaluation)."""
         return dataclasses.replace(self, protocol=protocol, test=dict(test))
+
+    @property
+    def epochs_trained(self) -> float:
+        """Epochs trained, the last one's share included (2.31: two epochs and 31% of one)."""
+        return self.epochs_run - 1 + self.last_epoch_share if self.epochs_run else 0.0
+
+    @property
+    def epochs_shown(self) -> str:
+        """`epochs_trained` as tables print it: whole epochs as an integer."""
+        if self.last_epoch_share == 1.0:
+            return str(self.epochs_run)
+        return f"{self.epochs_trained:.2f}"
 
     @property
     def trained(self) -> bool:

@@ -262,7 +262,7 @@ def run_lines(out: StudyOutput) -> list[str]:
         m = run.result
         lines.append(
             head + f"| [`{run.run_id}`]({RUN_FILES}/{run.run_id}/) "
-            f"| {m.epochs_run} ({m.best_epoch}) | {m.stopped} "
+            f"| {m.epochs_shown} ({m.best_epoch}) | {m.stopped} "
             f"| {float(m.train_seconds):,.0f} | {int(m.params):,} |"
         )
     return lines

@@ -93,7 +93,8 @@ class Budget:
         if self.minutes is not None:
             return (
                 f"every model at most {self.minutes:g} minutes of training per run "
-                "(epochs: each model's own count)"
+                "(epochs: each model's own count; the time ends an epoch part-way, whose "
+                "share the epoch count gives: 2.31 = two epochs and 31% of the third)"
             )
         return "every model its own configured epoch count (the paper's), early stopping"
 

@@ -120,12 +120,14 @@ def lr_factor(step: int, total: int, warmup: float, schedule: str) -> float:
 
 @dataclass(frozen=True)
 class Clock:
-    """An epoch's start (wall and CPU seconds, less those of a checkpoint it resumed from)
-    and when it pauses to checkpoint."""
+    """An epoch's start (wall and CPU seconds, less those of a checkpoint it resumed from),
+    when it pauses to checkpoint, and when the run's time budget ends (host clock; None:
+    no budget)."""
 
     t0: float
     c0: float
     pauses: Pauses
+    deadline: float | None = None
 
 
 def move_sum(value: torch.Tensor | float, device: torch.device) -> torch.Tensor | float:
@@ -209,8 +211,12 @@ class Trainer:
         minutes = self.options.checkpoint_minutes
         pauses = Pauses(None if minutes is None else minutes * 60)
         try:
+            budget = self.options.max_minutes
             for epoch in range(p.start, cfg.epochs + 1):
                 if opt is None or feed is None:
+                    break
+                if budget is not None and p.seconds / 60 >= budget:
+                    stopped = "budget"  # resumed after its budget's last epoch
                     break
                 with pauses:
                     feed, gen_state = self._fit_epoch(epoch, opt, feed, gen, scaler, p, pauses)
@@ -219,7 +225,6 @@ class Trainer:
                 if p.bad >= cfg.patience and epoch >= cfg.min_epochs:
                     stopped = "early"
                     break
-                budget = self.options.max_minutes
                 if budget is not None and p.seconds / 60 >= budget:
                     stopped = "budget"
                     break
@@ -251,11 +256,13 @@ class Trainer:
         meanwhile; None after the last epoch) and the generator's state after this epoch."""
         cfg, sel = self.cfg, self.protocol.select
         t0, c0 = time.perf_counter(), time.process_time() - (p.mid or {}).get("cpu", 0.0)
-        parts = self._epoch(epoch, opt, feed, scaler, p, Clock(t0, c0, pauses))
+        budget = self.options.max_minutes
+        deadline = None if budget is None else t0 + budget * 60 - p.seconds
+        parts = self._epoch(epoch, opt, feed, scaler, p, Clock(t0, c0, pauses, deadline))
         p.seconds += time.perf_counter() - t0
         feed.close()
         gen_state = feed.gen_state
-        feed = self._feed(gen) if epoch < cfg.epochs else None
+        feed = self._feed(gen) if epoch < cfg.epochs and "share" not in parts else None
         # CPU seconds of this epoch's training: robust to other load on the machine
         cpu = time.process_time() - c0
         row: dict[str, Any] = {"epoch": epoch, "seconds": p.seconds, "cpu_seconds": cpu}
@@ -291,7 +298,8 @@ class Trainer:
         self, epoch: int, opt, feed: EpochFeed, scaler, p: Progress, clock: Clock
     ) -> dict[str, float]:
         """Train one epoch's steps from `feed` (from a mid-epoch checkpoint's step on): the
-        mean loss and parts over its steps; checkpoints when `clock.pauses` says so."""
+        mean loss and parts over its steps; checkpoints when `clock.pauses` says so. The time
+        budget ends it after the step that reaches `clock.deadline` (`share`: the steps done)."""
         model, cfg = self.model, self.cfg
         model.train()
         steps = feed.steps()
@@ -301,6 +309,7 @@ class Trainer:
         watch = FiniteWatch(self.device)
         self.observer.on_epoch_start(epoch, steps)
         clock.pauses.stepping = True
+        done = steps
         for step, pieces in enumerate(feed, feed.skip):
             for group in opt.param_groups:
                 group["lr"] = cfg.lr * lr_factor(
@@ -313,12 +322,17 @@ class Trainer:
             if step % LOG_EVERY == 0:
                 watch.check(epoch)
                 self.observer.on_step(step + 1, float(value))
+            late = clock.deadline is not None and time.perf_counter() >= clock.deadline
+            if late and step + 1 < steps:
+                done = step + 1
+                break
             if clock.pauses.due() and step + 1 < steps:
                 watch.check(epoch)
                 self._save_mid(epoch, step + 1, opt, feed, sums, p, clock)
         clock.pauses.stepping = False
         watch.check(epoch)
-        return {k: float(v) / max(1, steps) for k, v in sums.items()}
+        means = {k: float(v) / max(1, done) for k, v in sums.items()}
+        return means if done == steps else {**means, "share": done / steps}
 
     def _save_mid(
         self, epoch: int, step: int, opt, feed: EpochFeed, sums: dict, p: Progress, clock: Clock
