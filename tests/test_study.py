@@ -119,6 +119,15 @@ def test_expansion_is_datasets_models_points_seeds() -> None:
     minutes = plan(parse_study({**raw, "budget": {"minutes": 5}}, "s.yaml"), need_data=False)
     assert {r.epochs for r in minutes.requests} == {None}
     assert parse_study({**raw, "budget": {"minutes": 5}}, "s").budget == Budget(minutes=5.0)
+    # a study made by 0.2.0 says how its release applied the cap (at epoch ends), one made
+    # now how this one does (part-way through an epoch)
+    old = parse_study({**raw, "budget": {"minutes": 5}, "seqbench": "0.2.0"}, "s")
+    assert "the cap checked at each epoch's end" in old.budget_text()
+    assert "the time ends an epoch part-way" in minutes_text(raw)
+
+
+def minutes_text(raw: dict) -> str:
+    return parse_study({**raw, "budget": {"minutes": 5}}, "s").budget_text()
 
 
 def test_readme_block_replaced_prose_kept() -> None:

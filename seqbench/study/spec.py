@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING, Any
 from seqbench import __version__
 from seqbench.errors import ConfigError
 from seqbench.machine import check_precision, known_precision
+from seqbench.models.releases import release_key
 from seqbench.study.papers import TableSpec
 from seqbench.study.values import Point, scalar
 from seqbench.training.context import Tracking
@@ -56,6 +57,8 @@ if TYPE_CHECKING:
     import torch
 
 STUDY_FILE = "study.yaml"
+#: the release from which a minutes budget ends an epoch part-way (before: at its end)
+PART_WAY = release_key("0.4.0")
 DEFAULT_FORMATS = ("markdown", "latex", "html")
 
 
@@ -87,14 +90,22 @@ class Budget:
             raise ConfigError(f"{at}: epochs must be a positive integer or default, got {epochs!r}")
         return cls(epochs=epochs)
 
-    def describe(self) -> str:
+    def describe(self, release: str | None = None) -> str:
+        """The budget in words, as `release` (None: this one) applied it: since 0.4.0 the
+        time ends an epoch part-way, before it at the first epoch's end past the cap."""
         if self.epochs is not None:
             return f"every model at most {self.epochs} epoch{'s' if self.epochs != 1 else ''}"
         if self.minutes is not None:
+            if release_key(release or __version__) < PART_WAY:
+                how = "the cap checked at each epoch's end, so the last epoch may pass it"
+            else:
+                how = (
+                    "the time ends an epoch part-way, whose share the epoch count gives: "
+                    "2.31 = two epochs and 31% of the third"
+                )
             return (
                 f"every model at most {self.minutes:g} minutes of training per run "
-                "(epochs: each model's own count; the time ends an epoch part-way, whose "
-                "share the epoch count gives: 2.31 = two epochs and 31% of the third)"
+                f"(epochs: each model's own count; {how})"
             )
         return "every model its own configured epoch count (the paper's), early stopping"
 
@@ -204,9 +215,9 @@ class Study:
         """The study's budget in words, then each dataset's own."""
         own = {label: self.dataset_budget[d] for label, d in self.datasets.items() if d in
                self.dataset_budget}  # fmt: skip
-        text = self.budget.describe()
+        text = self.budget.describe(self.release)
         for label, b in own.items():
-            text += f"; on {label}: {b.describe()}"
+            text += f"; on {label}: {b.describe(self.release)}"
             if self.budget.minutes is not None and b.minutes is None:
                 text += f" (and the study's {self.budget.minutes:g}-minute cap)"
         whom = "on a dataset" if own else "of the study"
