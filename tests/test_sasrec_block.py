@@ -27,32 +27,44 @@ def build(data, batching: str, **sets: str):
     return cls(cfg, data)
 
 
-def paper_states(model, items: torch.Tensor) -> torch.Tensor:
-    """The last layer's states [L, d] of one row's items: the paper's block (no W_o)."""
+def block_states(model, items: torch.Tensor, proj: bool, left: bool) -> torch.Tensor:
+    """The last layer's states [L, d] of one row's items, the block written out: W_o after
+    attention where `proj` (the paper's block has none), positions from the row's first item
+    where `left`, else ending at max_len - 1."""
     emb, d, n = model.emb, model.cfg.d, len(items)
-    x = emb.item.weight[items] * math.sqrt(d) + emb.pos.weight[model.cfg.max_len - n :]
+    pos = emb.pos.weight[:n] if left else emb.pos.weight[model.cfg.max_len - n :]
+    x = emb.item.weight[items] * math.sqrt(d) + pos
     causal = torch.ones(n, n, dtype=torch.bool).tril()
     for block in model.encoder.blocks:
         q = F.layer_norm(x, (d,), block.ln1.weight, block.ln1.bias)
         a = block.attn
         qs, ks, vs = (inp @ lin.weight.T + lin.bias for inp, lin in ((q, a.q), (x, a.k), (x, a.v)))
         w = torch.softmax((qs @ ks.T / math.sqrt(d)).masked_fill(~causal, float("-inf")), -1)
-        x = F.layer_norm(q + w @ vs, (d,), block.ln2.weight, block.ln2.bias)
+        o = (w @ vs) @ a.out.weight.T + a.out.bias if proj else w @ vs
+        x = F.layer_norm(q + o, (d,), block.ln2.weight, block.ln2.bias)
         f = block.ffn
         x = x + torch.relu(x @ f.lin1.weight.T + f.lin1.bias) @ f.lin2.weight.T + f.lin2.bias
     final = model.encoder.final
     return F.layer_norm(x, (d,), final.weight, final.bias)
 
 
-@pytest.mark.parametrize("batching", ["micro", "packed"])
-def test_without_projection_the_block_is_the_papers(data, batching: str) -> None:
-    model = build(data, batching, attn_proj="false", attn_out_dropout="false").eval()
+def encoded_as_written(model, proj: bool, left: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """Encode two rows (one padded) and check each real item's state against `block_states`;
+    returns the rows and their states."""
     seqs = torch.tensor([[0, 0, 3, 5, 7], [2, 4, 6, 8, 9]])
     with torch.no_grad():
         h = model.encode(seqs)
         for row, seq in zip(h, seqs, strict=True):
             items = seq[seq != 0]
-            torch.testing.assert_close(row[-len(items) :], paper_states(model, items))
+            want = block_states(model, items, proj=proj, left=left)
+            torch.testing.assert_close(row[-len(items) :], want)
+    return seqs, h
+
+
+@pytest.mark.parametrize("batching", ["micro", "packed"])
+def test_without_projection_the_block_is_the_papers(data, batching: str) -> None:
+    model = build(data, batching, attn_proj="false", attn_out_dropout="false").eval()
+    encoded_as_written(model, proj=False, left=False)
     assert not any("attn.out" in n for n, _ in model.named_parameters())
 
 
@@ -79,36 +91,13 @@ def test_the_switches_are_refused_where_the_block_is_not_sasrecs(name: str) -> N
     assert cfg.attn_out_dropout is False
 
 
-def left_states(model, items: torch.Tensor) -> torch.Tensor:
-    """The last layer's states [L, d] with positions counted from the row's first item, the
-    default block written out (W_o, no dropout at eval)."""
-    emb, d, n = model.emb, model.cfg.d, len(items)
-    x = emb.item.weight[items] * math.sqrt(d) + emb.pos.weight[:n]
-    causal = torch.ones(n, n, dtype=torch.bool).tril()
-    for block in model.encoder.blocks:
-        q = F.layer_norm(x, (d,), block.ln1.weight, block.ln1.bias)
-        a = block.attn
-        qs, ks, vs = (inp @ lin.weight.T + lin.bias for inp, lin in ((q, a.q), (x, a.k), (x, a.v)))
-        w = torch.softmax((qs @ ks.T / math.sqrt(d)).masked_fill(~causal, float("-inf")), -1)
-        x = F.layer_norm(q + (w @ vs) @ a.out.weight.T + a.out.bias, (d,), block.ln2.weight,
-                         block.ln2.bias)  # fmt: skip
-        f = block.ffn
-        x = x + torch.relu(x @ f.lin1.weight.T + f.lin1.bias) @ f.lin2.weight.T + f.lin2.bias
-    final = model.encoder.final
-    return F.layer_norm(x, (d,), final.weight, final.bias)
-
-
 @pytest.mark.parametrize("batching", ["micro", "packed"])
 def test_left_positions_count_from_each_rows_first_item(data, batching: str) -> None:
     """positions=left: a row's i-th item takes position embedding i whatever its padding (the
     PyTorch port's right-padded rows), at evaluation and in the packed training pass."""
     model = build(data, batching, positions="left").eval()
-    seqs = torch.tensor([[0, 0, 3, 5, 7], [2, 4, 6, 8, 9]])
+    seqs, h = encoded_as_written(model, proj=True, left=True)
     with torch.no_grad():
-        h = model.encode(seqs)
-        for row, seq in zip(h, seqs, strict=True):
-            items = seq[seq != 0]
-            torch.testing.assert_close(row[-len(items) :], left_states(model, items))
         if batching == "packed":
             plan = model.plan_rows({"seqs": seqs})["seqs"]
             packed = model.encode_packed(seqs, plan)
