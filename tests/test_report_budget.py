@@ -55,6 +55,24 @@ def test_different_caps_and_devices_are_named(tmp_path: Path) -> None:
     )
 
 
+def test_equal_minutes_with_unreached_epoch_caps_is_an_equal_budget(tmp_path: Path) -> None:
+    """One time cap for all, epoch caps that differ: equal while no run stopped at its epoch
+    cap (time or early stopping ended each), different once one did."""
+    a = write_run(tmp_path, "a", "sasrec", "beauty", ranks(10, 1, 50), settings={"epochs": 20})
+    b = write_run(tmp_path, "b", "bert4rec", "beauty", ranks(5, 1, 50), settings={"epochs": 50})
+    edit(a, budget_minutes=15, stopped="early")
+    edit(b, budget_minutes=15, stopped="budget")
+    caps = "at most 20 epochs or 15 min for sasrec; at most 50 epochs or 15 min for bert4rec"
+    equal = (
+        f"Equal budget: every trained model had at most 15 min of training; the epoch caps "
+        f"differ ({caps}) but no run reached its cap."
+    )
+    assert equal in table_notes(tmp_path, "sasrec", "bert4rec")
+    edit(a, stopped="max_epochs")
+    different = f"Different budgets: {caps} — these models were not compared at equal budget."
+    assert different in table_notes(tmp_path, "sasrec", "bert4rec")
+
+
 def test_cpu_seconds_per_epoch_from_history_or_left_out(tmp_path: Path) -> None:
     a = write_run(tmp_path, "a", "sasrec", "beauty", ranks(10, 1, 50), settings={"epochs": 2})
     pd.DataFrame({"epoch": [1, 2], "cpu_seconds": [2.0, 4.0]}).to_parquet(a / "history.parquet")

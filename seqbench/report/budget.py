@@ -126,6 +126,8 @@ def equality_note(groups: Cells) -> str:
     caps: dict[str, list[str]] = {}
     devices: dict[str, list[str]] = {}
     untrained: list[str] = []
+    minutes: set[float | None] = set()
+    capped = False
     for label, _, runs in groups:
         for r in runs:
             c = cap(r)
@@ -134,12 +136,19 @@ def equality_note(groups: Cells) -> str:
                 continue
             caps.setdefault(c, []).append(label)
             devices.setdefault(f"{r.result.device} ×{r.result.threads}", []).append(label)
+            minutes.add(r.result.budget_minutes or None)
+            capped = capped or r.result.stopped == "max_epochs"
     if not caps:
         return "No model of this table was trained."
+    listed = "; ".join(f"at most {c} for {_joined(sorted(ls))}" for c, ls in caps.items())
     if len(caps) == 1:
         text = f"Equal budget: every trained model had at most {next(iter(caps))}."
+    elif len(minutes) == 1 and None not in minutes and not capped:
+        text = (
+            f"Equal budget: every trained model had at most {next(iter(minutes)):g} min of"
+            f" training; the epoch caps differ ({listed}) but no run reached its cap."
+        )
     else:
-        listed = "; ".join(f"at most {c} for {_joined(sorted(ls))}" for c, ls in caps.items())
         text = f"Different budgets: {listed} — these models were not compared at equal budget."
     if len(devices) > 1:
         listed = "; ".join(f"{d} for {_joined(sorted(ls))}" for d, ls in devices.items())
