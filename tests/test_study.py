@@ -266,7 +266,10 @@ def test_render_only_writes_the_block_and_keeps_earlier_files(
     (root / "metrics" / "old.json").write_text("{}")
     main(["study", "run", str(root), "--render-only", "--data-dir", str(tmp_path / "none"),
           "--runs-dir", str(folder["runs"])])  # fmt: skip
-    assert "0 of 2 runs in the store" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "0 of 2 runs in the store" in err
+    # without the prepared data no run id can be planned: the store was not searched
+    assert f"not prepared under {tmp_path / 'none'}/: synthetic;" in " ".join(err.split())
     readme = (root / "README.md").read_text()
     assert "Runs finished: 0 of 2," in readme
     assert "| sasrec | synthetic | 0 | not run yet |" in readme

@@ -38,6 +38,7 @@ from seqbench.cli.fit import fit
 from seqbench.cli.report import split_list, write_output
 from seqbench.cli.run import duration
 from seqbench.cli.sweep import SweepDisplay
+from seqbench.data.dataset import dataset_path
 from seqbench.errors import ConfigError
 from seqbench.report.render import FORMATS, format_for
 from seqbench.report.significance import SignificanceOptions
@@ -173,8 +174,11 @@ def study_tracking(study: Study, track: str | None, track_to: str | None) -> Tra
     return tracking_for(own.tracker, track_to or own.to)
 
 
-def print_rendering(title: str, where: str, done: Rendering) -> None:
-    """What `--render-only` wrote, and each table it kept as it was (with why)."""
+def print_rendering(
+    title: str, where: str, done: Rendering, unprepared: list[str], data_dir: str | None
+) -> None:
+    """What `--render-only` wrote, each table it kept as it was (with why), and the datasets
+    whose stored runs it could not look for (a run id needs the prepared data's checksum)."""
     found = sum(r is not None for r in done.output.runs)
     console_err.print(
         f"{title}: {found} of {len(done.output.runs)} runs in the store or the folder; "
@@ -182,6 +186,14 @@ def print_rendering(title: str, where: str, done: Rendering) -> None:
         soft_wrap=True,
         markup=False,
     )
+    if unprepared and found < len(done.output.runs):
+        console_err.print(
+            f"not prepared under {dataset_path(unprepared[0], data_dir).parent}/: "
+            f"{', '.join(unprepared)}; their runs were looked for in {where}/metrics/ only, "
+            "not in the run store (prepare them, or pass --data-dir)",
+            soft_wrap=True,
+            markup=False,
+        )
     for table, why in done.kept.items():
         console_err.print(
             f"table {table} kept as it was (and the README block): {'; '.join(why)}",
@@ -271,7 +283,13 @@ def run(
     where = display_path(path)
     if render_only:  # trains nothing: no device to check the precision against
         p = plan(with_precision(study, precision), data_dir=data_dir, need_data=False)
-        print_rendering(study.title, where, render_study(p, path, runs_dir, data_dir))
+        unprepared = [
+            name
+            for name in dict.fromkeys(study.datasets.values())
+            if not (dataset_path(name, data_dir) / "card.json").is_file()
+        ]
+        done = render_study(p, path, runs_dir, data_dir)
+        print_rendering(study.title, where, done, unprepared, data_dir)
         return
     ctx = api.context(
         device=device,
