@@ -49,8 +49,15 @@ def has_cpu(runs: Iterable[Run]) -> bool:
 
 
 def _joined(values: Iterable[str]) -> str:
-    """Distinct values in first-seen order (seeds of one cell usually agree)."""
-    return ", ".join(dict.fromkeys(values))
+    """One value when the seeds of a cell agree, else every seed's value in seed order (so
+    two seeds that agree are not read as one)."""
+    listed = list(values)
+    return listed[0] if len(set(listed)) == 1 else ", ".join(listed)
+
+
+def _names(labels: Iterable[str]) -> str:
+    """Model names, each once, sorted."""
+    return ", ".join(sorted(set(labels)))
 
 
 def _seconds(value: float) -> str:
@@ -140,7 +147,7 @@ def equality_note(groups: Cells) -> str:
             capped = capped or r.result.stopped == "max_epochs"
     if not caps:
         return "No model of this table was trained."
-    listed = "; ".join(f"at most {c} for {_joined(sorted(ls))}" for c, ls in caps.items())
+    listed = "; ".join(f"at most {c} for {_names(ls)}" for c, ls in caps.items())
     if len(caps) == 1:
         text = f"Equal budget: every trained model had at most {next(iter(caps))}."
     elif len(minutes) == 1 and None not in minutes and not capped:
@@ -151,8 +158,8 @@ def equality_note(groups: Cells) -> str:
     else:
         text = f"Different budgets: {listed} — these models were not compared at equal budget."
     if len(devices) > 1:
-        listed = "; ".join(f"{d} for {_joined(sorted(ls))}" for d, ls in devices.items())
+        listed = "; ".join(f"{d} for {_names(ls)}" for d, ls in devices.items())
         text += f" Devices/threads differ: {listed}."
     if untrained:
-        text += f" Not trained (no budget): {_joined(sorted(untrained))}."
+        text += f" Not trained (no budget): {_names(untrained)}."
     return text
