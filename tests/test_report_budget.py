@@ -136,27 +136,13 @@ def test_a_part_trained_last_epoch_counts_as_its_share(tmp_path: Path) -> None:
 def test_seeds_that_agree_in_part_are_all_listed(tmp_path: Path) -> None:
     """Three seeds whose epochs read 3, 2.5, 3 list all three in seed order (a set would show
     two and read as two seeds); three that agree are said once."""
-    for seed, share in enumerate([1.0, 0.5, 1.0]):
-        run = write_run(
-            tmp_path,
-            f"s{seed}",
-            "sasrec",
-            "beauty",
-            ranks(10, 1, 50),
-            seed=seed,
-            settings={"epochs": 9},
-        )
-        edit(run, epochs_run=3, best_epoch=2, last_epoch_share=share, stopped="budget")
-        b = write_run(
-            tmp_path,
-            f"b{seed}",
-            "bert4rec",
-            "beauty",
-            ranks(5, 1, 50),
-            seed=seed,
-            settings={"epochs": 9},
-        )
-        edit(b, epochs_run=4, best_epoch=4, stopped="budget")
+    shares = {"sasrec": (3, 2, [1.0, 0.5, 1.0]), "bert4rec": (4, 4, [1.0, 1.0, 1.0])}
+    for model, (epochs, best, seed_shares) in shares.items():
+        for seed, share in enumerate(seed_shares):
+            run = write_run(
+                tmp_path, f"{model}{seed}", model, "beauty", ranks(10, 1, 50), seed=seed
+            )
+            edit(run, epochs_run=epochs, best_epoch=best, last_epoch_share=share)
     listing = next(n for n in table_notes(tmp_path, "sasrec", "bert4rec") if "Budget on" in n)
     assert "sasrec 3 epochs (best 2), 2.50 epochs (best 2), 3 epochs (best 2)," in listing
     assert "bert4rec 4 epochs (best 4)," in listing
