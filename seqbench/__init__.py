@@ -20,4 +20,4 @@ CLI's commands share (`seqbench.api.run`, `runs`, `report`). `machine` is the ma
 folder or a paper's table (its specs are the YAML files of seqbench/papers/).
 """
 
-__version__ = "0.4.0"
+__version__ = "0.5.0"

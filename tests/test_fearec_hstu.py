@@ -69,10 +69,11 @@ def test_fearec_delay_aggregation_matches_a_loop() -> None:
         np.testing.assert_allclose(got[b].numpy(), want, rtol=1e-9, atol=1e-12)
 
 
-def test_hstu_position_bias_is_indexed_by_relative_position(data) -> None:
-    model = build("hstu", data, time_bias="false")
+def test_hstu_shared_position_bias_is_indexed_by_relative_position(data) -> None:
+    """0.4.0's tables (`bias_tables=shared`): one position table for every layer."""
+    model = build("hstu", data, time_bias="false", bias_tables="shared")
     seqs = torch.tensor([[0, 0, 3, 4, 5], [1, 2, 3, 4, 5]])
-    rab = model.bias(seqs, None)[:, 0]
+    rab = model.bias(*model.relations(seqs, None))[:, 0]
     w, n = model.pos_bias.detach(), model.cfg.max_len
     for i in range(5):
         for j in range(i + 1):
@@ -81,8 +82,39 @@ def test_hstu_position_bias_is_indexed_by_relative_position(data) -> None:
                 assert rab[0, i, j] == w[n - 1 + j - i]
 
 
+def test_hstu_each_layer_reads_its_own_tables_and_a_constant_without_timestamps(data) -> None:
+    """The default (the code's): layer l's bias is its own position table at j − i plus its own
+    time table at bucket 0 for every pair when the data has no timestamps (the code's zero
+    timestamps), written out as loops."""
+    untimed = dataclasses.replace(data, timestamps=None)
+    model = build("hstu", untimed)
+    seqs = torch.tensor([[0, 0, 3, 4, 5], [1, 2, 3, 4, 5]])
+    rel, buckets = model.relations(seqs, None)
+    n, tables = model.cfg.max_len, set()
+    for layer in model.layers:
+        rab = layer.bias(rel, buckets)[:, 0]
+        w, c = layer.pos_bias.detach(), layer.time_bias.detach()[0]
+        tables.add(layer.pos_bias.data_ptr())
+        for i in range(5):
+            for j in range(i + 1):
+                assert rab[1, i, j] == w[n - 1 + j - i] + c
+                if j >= 2:
+                    assert rab[0, i, j] == w[n - 1 + j - i] + c
+    assert len(tables) == len(model.layers) == 2
+    assert not hasattr(model, "pos_bias")
+    off = build("hstu", untimed, time_bias="false")
+    assert off.relations(seqs, None)[1] is None
+    assert off.unused_parameters() == {"layers.0.time_bias", "layers.1.time_bias"}
+
+
 @pytest.mark.parametrize(
-    ("name", "sets"), [("fearec", {}), ("fearec", {"delays": "batch"}), ("hstu", {})]
+    ("name", "sets"),
+    [
+        ("fearec", {}),
+        ("fearec", {"delays": "batch"}),
+        ("hstu", {}),
+        ("hstu", {"bias_tables": "shared"}),
+    ],
 )
 def test_scores_are_the_same_with_batch_size_1_and_4096(data, name, sets) -> None:
     model = build(name, data, **sets)

@@ -2,10 +2,12 @@
 
 Each layer (meta-recsys/generative-recommenders, research/modeling/sequential/hstu.py):
 u, v, q, k = SiLU(LN(x)·W); A = SiLU(q·kᵀ + rab)/n on the causal keys; out = x +
-W_o·drop(u ⊙ LN(A·v)), with rab a learned relative-position bias plus, on data with
-timestamps, a learned bias per log-bucket of the time between query and key. The user state is
-L2-normalised and scored by cosine against L2-normalised item embeddings; training is sampled
-softmax at every position (128 uniform negatives, temperature 0.05), as its ML-1M config.
+W_o·drop(u ⊙ LN(A·v)), with rab each layer's own learned relative-position bias plus its
+learned bias per log-bucket of the time between query and key (on data without timestamps
+every pair falls in bucket 0, as with the code's zero timestamps: a learned constant per
+layer). The user state is L2-normalised and scored by cosine against L2-normalised item
+embeddings; training is sampled softmax at every position (128 uniform negatives,
+temperature 0.05), as its ML-1M config.
 The code's query time is the timestamp of the item the position predicts (the target's);
 here it is the query's own item's, so no score reads a timestamp the model may not see.
 """
@@ -41,7 +43,7 @@ TIME_BUCKETS, TIME_DIVISOR = 128, 0.301
 class HSTUConfig(ObjectiveFields, ModelConfig):
     """The authors' ML-1M config (configs/ml-1m/hstu-sampled-softmax-n128-large-h100.gin)."""
 
-    quiet: ClassVar[dict[str, Any]] = {"instances": "all_positions"}
+    quiet: ClassVar[dict[str, Any]] = {"instances": "all_positions", "bias_tables": "shared"}
     bounds: ClassVar[dict[str, Bound]] = {
         "temperature": POSITIVE,
         "linear_dropout": RATE,
@@ -68,8 +70,12 @@ class HSTUConfig(ObjectiveFields, ModelConfig):
     patience: int = 101
     #: softmax temperature of the cosine scores in training (ranking ignores it)
     temperature: float = 0.05
-    #: relative time bias where the data has timestamps (position bias always)
+    #: relative time bias (position bias always); without timestamps, per_layer tables add
+    #: bucket 0 (the code's zero timestamps), shared ones add nothing
     time_bias: bool = True
+    #: per_layer: each layer its own position and time bias tables (the code; the default from
+    #: 0.5.0, `models/releases.py`); shared: one position table for every layer (0.4.0)
+    bias_tables: Literal["shared", "per_layer"] = "shared"
 
     def validate(self) -> None:
         self.validate_objective()
@@ -93,6 +99,17 @@ class HSTULayer(nn.Module):
         self.out = nn.Linear(h * cfg.dv, cfg.d)
         nn.init.xavier_uniform_(self.out.weight)
         self.drop = nn.Dropout(cfg.linear_dropout)
+        if cfg.bias_tables == "per_layer":
+            self.pos_bias = nn.Parameter(torch.empty(2 * cfg.max_len - 1).normal_(0.0, 0.02))
+            self.time_bias = nn.Parameter(torch.empty(TIME_BUCKETS + 1).normal_(0.0, 0.02))
+
+    def bias(self, rel: torch.Tensor, buckets: torch.Tensor | None) -> torch.Tensor:
+        """This layer's rab [B, 1, T, T] from relative positions and time buckets [B, T, T]
+        (None: no time term; per_layer tables only)."""
+        rab = self.pos_bias[rel]
+        if buckets is not None:
+            rab = rab + self.time_bias[buckets]
+        return rab[:, None]
 
     def forward(self, x: torch.Tensor, keep: torch.Tensor, rab: torch.Tensor) -> torch.Tensor:
         """x [B, T, d]; keep [B, 1, T, T] the causal non-padding keys; rab [B, 1, T, T]."""
@@ -173,18 +190,24 @@ class HSTU(ItemDot, NextItemTraining, SeqModel):
         Departure(
             "relative attention bias",
             "position and time biases",
-            "a learned bias per relative position and per log time bucket (128 buckets)",
-            "as the code; data without timestamps get the position bias alone",
+            "each layer its own learned bias per relative position and per log time bucket "
+            "(128 buckets); zero timestamps put every pair in bucket 0: a learned constant "
+            "per layer",
+            "as the code (since 0.5.0; 0.4.0 shared one position table across the layers and "
+            "added no time term without timestamps: slower early learning, "
+            "results/modern_code_hstu)",
             "code",
             "time_bias",
-            "--ablate time_bias=false (position bias only)",
+            "--ablate time_bias=false (position bias only), --set bias_tables=shared (0.4.0)",
         ),
         Departure(
             "implementation",
             "fused kernels (fbgemm, Triton) on jagged tensors",
             "research code: dense masked attention on padded rows, fbgemm jagged ops",
             "pure PyTorch on left-padded rows; positions count from the first item as the "
-            "code's right-padded rows do; padding keys masked",
+            "code's right-padded rows do; padding keys masked; tables of max_len rows and A "
+            "divided by max_len (the code: max_len + 11); the position embedding drawn "
+            "truncated-normal, std √(1/d) (the code re-draws it Xavier-normal)",
             "choice",
         ),
     )
@@ -198,15 +221,20 @@ class HSTU(ItemDot, NextItemTraining, SeqModel):
         nn.init.trunc_normal_(self.pos.weight, std=std, a=-2 * std, b=2 * std)
         self.drop = nn.Dropout(cfg.dropout)
         self.layers = nn.ModuleList(HSTULayer(cfg) for _ in range(cfg.layers))
-        self.pos_bias = nn.Parameter(torch.empty(2 * cfg.max_len - 1).normal_(0.0, 0.02))
+        self.per_layer = cfg.bias_tables == "per_layer"
         self.use_time = cfg.time_bias and data.timestamps is not None
-        self.time_bias = nn.Parameter(torch.empty(TIME_BUCKETS + 1).normal_(0.0, 0.02))
+        if not self.per_layer:
+            self.pos_bias = nn.Parameter(torch.empty(2 * cfg.max_len - 1).normal_(0.0, 0.02))
+            self.time_bias = nn.Parameter(torch.empty(TIME_BUCKETS + 1).normal_(0.0, 0.02))
         stamps = np.zeros(1) if data.timestamps is None else data.timestamps
         times = np.concatenate([[0], stamps]).astype(np.int64)
         self.register_buffer("times", torch.from_numpy(times), persistent=False)
         self._objective, self._popularity = resolve_objective(cfg, data)
 
     def unused_parameters(self) -> frozenset[str]:
+        if self.per_layer:
+            off = not self.cfg.time_bias
+            return frozenset(f"layers.{i}.time_bias" for i in range(len(self.layers)) if off)
         return frozenset() if self.use_time else frozenset({"time_bias"})
 
     def train_batches(self, data: SeqDataset, gen: torch.Generator) -> Iterator[Batch]:
@@ -218,16 +246,26 @@ class HSTU(ItemDot, NextItemTraining, SeqModel):
             batch["index"] = torch.from_numpy(gather_padded(flat, s, e, width))
             yield batch
 
-    def bias(self, seqs: torch.Tensor, index: torch.Tensor | None) -> torch.Tensor:
-        """rab [B, 1, T, T]: position bias by i − j plus, with timestamps, the time bias."""
+    def relations(
+        self, seqs: torch.Tensor, index: torch.Tensor | None
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Relative positions n − 1 + j − i and time buckets [B, T, T] (None: no time term;
+        zeros without timestamps under per_layer tables, the code's zero timestamps)."""
         n = self.cfg.max_len
-        real = seqs != 0
-        pos = (real.cumsum(1) - 1).clamp_min(0)
-        rel = (pos[:, None, :] - pos[:, :, None]) + n - 1  # n − 1 + j − i
-        rab = self.pos_bias[rel.clamp(0, 2 * n - 2)]
+        pos = ((seqs != 0).cumsum(1) - 1).clamp_min(0)
+        rel = ((pos[:, None, :] - pos[:, :, None]) + n - 1).clamp(0, 2 * n - 2)
         if self.use_time and index is not None:
             ts = self.times[index]
-            rab = rab + self.time_bias[time_buckets(ts[:, :, None] - ts[:, None, :])]
+            return rel, time_buckets(ts[:, :, None] - ts[:, None, :])
+        if self.per_layer and self.cfg.time_bias:
+            return rel, torch.zeros_like(rel)
+        return rel, None
+
+    def bias(self, rel: torch.Tensor, buckets: torch.Tensor | None) -> torch.Tensor:
+        """The shared tables' rab [B, 1, T, T] (`bias_tables=shared`)."""
+        rab = self.pos_bias[rel]
+        if buckets is not None:
+            rab = rab + self.time_bias[buckets]
         return rab[:, None]
 
     def encode(self, seqs: torch.Tensor, index: torch.Tensor | None) -> torch.Tensor:
@@ -236,9 +274,10 @@ class HSTU(ItemDot, NextItemTraining, SeqModel):
         pos = (real.cumsum(1) - 1).clamp_min(0)
         x = self.item(seqs) * math.sqrt(self.cfg.d) + self.pos(pos)
         x = self.drop(x) * real[..., None]
-        keep, rab = causal_key_mask(seqs).to(x.dtype), self.bias(seqs, index)
+        keep, (rel, buckets) = causal_key_mask(seqs).to(x.dtype), self.relations(seqs, index)
+        shared = None if self.per_layer else self.bias(rel, buckets)
         for layer in self.layers:
-            x = layer(x, keep, rab)
+            x = layer(x, keep, layer.bias(rel, buckets) if shared is None else shared)
         return F.normalize(x, dim=-1, eps=1e-6)
 
     def item_table(self) -> torch.Tensor:

@@ -12,7 +12,7 @@ from seqbench import __version__
 from seqbench.errors import ConfigError
 
 #: the releases a study may state as the one that made its runs (`seqbench: 0.2.0`)
-RELEASES = ("0.2.0", "0.3.0", "0.4.0")
+RELEASES = ("0.2.0", "0.3.0", "0.4.0", "0.5.0")
 
 
 @dataclass(frozen=True)
@@ -34,6 +34,13 @@ CHANGES = (
         "packed",
         lambda cls: cls.packs_by_default,
         "the models that pack by default (`packs_by_default`)",
+    ),
+    DefaultChange(
+        "0.5.0",
+        "bias_tables",
+        "per_layer",
+        lambda cls: "bias_tables" in getattr(cls.Config, "__dataclass_fields__", {}),
+        "HSTU (each layer its own relative attention bias, as the authors' code)",
     ),
 )
 
