@@ -157,3 +157,20 @@ def test_fearec_trains_under_the_code_delays_and_each_regulariser(data) -> None:
         assert ("freq" in parts) == (model.cfg.freq_reg > 0)
         assert ("cl" in parts) == (model.cfg.contrast != "none")
         loss.backward()
+
+
+def test_hstu_position_embedding_is_drawn_as_the_code_redraws_it(data) -> None:
+    """0.5.0: N(0, 2 / (max_len + 11 + d)), the code's Xavier-normal draw for its
+    (max_len + 11)-row table (scipy's KS test); pos_init=truncated: 0.4.0's N(0, 1/d) cut at 2σ."""
+    from scipy import stats
+
+    cls = get_model("hstu")
+    sets = {"d": "16", "max_len": "40", "layers": "2", "dqk": "4", "dv": "4"}
+    torch.manual_seed(0)
+    model = cls(resolve_config(cls, "synthetic", sets), data)
+    w = model.pos.weight.detach().flatten().numpy()
+    std = (2 / (40 + 11 + 16)) ** 0.5
+    assert stats.kstest(w, stats.norm(scale=std).cdf).pvalue > 1e-3
+    old = cls(resolve_config(cls, "synthetic", {**sets, "pos_init": "truncated"}), data)
+    w = old.pos.weight.detach().flatten().numpy()
+    assert abs(w).max() <= 2 * 0.25 and stats.kstest(w, stats.norm(scale=std).cdf).pvalue < 1e-3

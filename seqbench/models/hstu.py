@@ -43,7 +43,11 @@ TIME_BUCKETS, TIME_DIVISOR = 128, 0.301
 class HSTUConfig(ObjectiveFields, ModelConfig):
     """The authors' ML-1M config (configs/ml-1m/hstu-sampled-softmax-n128-large-h100.gin)."""
 
-    quiet: ClassVar[dict[str, Any]] = {"instances": "all_positions", "bias_tables": "shared"}
+    quiet: ClassVar[dict[str, Any]] = {
+        "instances": "all_positions",
+        "bias_tables": "shared",
+        "pos_init": "truncated",
+    }
     bounds: ClassVar[dict[str, Bound]] = {
         "temperature": POSITIVE,
         "linear_dropout": RATE,
@@ -76,6 +80,9 @@ class HSTUConfig(ObjectiveFields, ModelConfig):
     #: per_layer: each layer its own position and time bias tables (the code; the default from
     #: 0.5.0, `models/releases.py`); shared: one position table for every layer (0.4.0)
     bias_tables: Literal["shared", "per_layer"] = "shared"
+    #: the position embedding's init: xavier, the code's Xavier-normal draw for its
+    #: (max_len + 11)-row table (the default from 0.5.0); truncated, N(0, 1/d) cut at 2σ (0.4.0)
+    pos_init: Literal["truncated", "xavier"] = "truncated"
 
     def validate(self) -> None:
         self.validate_objective()
@@ -194,11 +201,20 @@ class HSTU(ItemDot, NextItemTraining, SeqModel):
             "(128 buckets); zero timestamps put every pair in bucket 0: a learned constant "
             "per layer",
             "as the code (since 0.5.0; 0.4.0 shared one position table across the layers and "
-            "added no time term without timestamps: slower early learning, "
-            "results/modern_code_hstu)",
+            "added no time term without timestamps)",
             "code",
             "time_bias",
             "--ablate time_bias=false (position bias only), --set bias_tables=shared (0.4.0)",
+        ),
+        Departure(
+            "position embedding init",
+            "silent",
+            "HSTU.reset_params re-draws it Xavier-normal: std √(2 / (max_len + 11 + d)), "
+            "0.088 at its ML-1M config",
+            "as the code (since 0.5.0; 0.4.0 drew N(0, 1/d) truncated at 2σ, std 0.12)",
+            "code",
+            "pos_init",
+            "--set pos_init=truncated (0.4.0)",
         ),
         Departure(
             "implementation",
@@ -206,8 +222,7 @@ class HSTU(ItemDot, NextItemTraining, SeqModel):
             "research code: dense masked attention on padded rows, fbgemm jagged ops",
             "pure PyTorch on left-padded rows; positions count from the first item as the "
             "code's right-padded rows do; padding keys masked; tables of max_len rows and A "
-            "divided by max_len (the code: max_len + 11); the position embedding drawn "
-            "truncated-normal, std √(1/d) (the code re-draws it Xavier-normal)",
+            "divided by max_len (the code: max_len + 11, a LayerNorm follows)",
             "choice",
         ),
     )
@@ -217,8 +232,11 @@ class HSTU(ItemDot, NextItemTraining, SeqModel):
         self.item = nn.Embedding(data.n_items + 1, cfg.d, padding_idx=0)
         nn.init.trunc_normal_(self.item.weight, std=0.02, a=-0.04, b=0.04)
         self.pos = nn.Embedding(cfg.max_len, cfg.d)
-        std = math.sqrt(1.0 / cfg.d)
-        nn.init.trunc_normal_(self.pos.weight, std=std, a=-2 * std, b=2 * std)
+        if cfg.pos_init == "xavier":
+            nn.init.normal_(self.pos.weight, 0.0, math.sqrt(2.0 / (cfg.max_len + 11 + cfg.d)))
+        else:
+            std = math.sqrt(1.0 / cfg.d)
+            nn.init.trunc_normal_(self.pos.weight, std=std, a=-2 * std, b=2 * std)
         self.drop = nn.Dropout(cfg.dropout)
         self.layers = nn.ModuleList(HSTULayer(cfg) for _ in range(cfg.layers))
         self.per_layer = cfg.bias_tables == "per_layer"

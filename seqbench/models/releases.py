@@ -42,6 +42,13 @@ CHANGES = (
         lambda cls: "bias_tables" in getattr(cls.Config, "__dataclass_fields__", {}),
         "HSTU (each layer its own relative attention bias, as the authors' code)",
     ),
+    DefaultChange(
+        "0.5.0",
+        "pos_init",
+        "xavier",
+        lambda cls: "pos_init" in getattr(cls.Config, "__dataclass_fields__", {}),
+        "HSTU (the position embedding drawn as the authors' code re-draws it)",
+    ),
 )
 
 
