@@ -221,6 +221,17 @@ class FEARec(ItemDot, SameTargetTraining, SeqModel):
             "code",
         ),
         Departure(
+            "padding rows and widths",
+            "silent",
+            "a padding query of the time branch reads the real keys before it; the CE also "
+            "scores the padding item; the feed-forward is 256 wide whatever d",
+            "a padding query reads itself (its output, like the code's, reaches real positions "
+            "only through the next layer's frequency branch); CE over items 1..N; the "
+            "feed-forward 4·d wide (256 at the default d = 64); not yet aligned, within the "
+            "seed spread at one epoch (results/modern_code_fearec)",
+            "choice",
+        ),
+        Departure(
             "training instances",
             "silent",
             "RecBole's prefixes: every prefix of a training sequence an instance, its one "
