@@ -31,8 +31,8 @@ def test_the_dry_run_shows_the_readme_run_and_trains_nothing(
     )
     out = " ".join(capsys.readouterr().out.split())
     # the README's `seqbench run sasrec --dataset synthetic`: its run id (0.2.0: 146939c68174,
-    # 0.3.0: 7d720aa7564b) and parameter count
-    assert "run synthetic-sasrec-cdb38e43d79c" in out and "48,150 parameters" in out
+    # 0.3.0: 7d720aa7564b, 0.4.0: cdb38e43d79c) and parameter count
+    assert "run synthetic-sasrec-71a28d4961f3" in out and "48,150 parameters" in out
     assert " batching=packed " in out  # sasrec's default since 0.3.0
     # 1,000 synthetic users, batch_size=32: ceil(1000 / 32) = 32 steps
     assert "per epoch: 32 steps · 1,000 sequences" in out
