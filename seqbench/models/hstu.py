@@ -94,7 +94,23 @@ def time_buckets(dt: torch.Tensor) -> torch.Tensor:
     return b.long().clamp(0, TIME_BUCKETS)
 
 
-class HSTULayer(nn.Module):
+class RelativeBias:
+    """The owner of a position table `pos_bias` and a time table `time_bias`: the model
+    (`bias_tables=shared`) or each layer (`per_layer`)."""
+
+    pos_bias: nn.Parameter
+    time_bias: nn.Parameter
+
+    def bias(self, rel: torch.Tensor, buckets: torch.Tensor | None) -> torch.Tensor:
+        """rab [B, 1, T, T] from relative positions and time buckets [B, T, T] (None: no
+        time term)."""
+        rab = self.pos_bias[rel]
+        if buckets is not None:
+            rab = rab + self.time_bias[buckets]
+        return rab[:, None]
+
+
+class HSTULayer(RelativeBias, nn.Module):
     """x + W_o·drop(u ⊙ LN(SiLU(q·kᵀ + rab)/n · v)), u, v, q, k = SiLU(LN(x)·W_uvqk)."""
 
     def __init__(self, cfg: HSTUConfig) -> None:
@@ -110,14 +126,6 @@ class HSTULayer(nn.Module):
             self.pos_bias = nn.Parameter(torch.empty(2 * cfg.max_len - 1).normal_(0.0, 0.02))
             self.time_bias = nn.Parameter(torch.empty(TIME_BUCKETS + 1).normal_(0.0, 0.02))
 
-    def bias(self, rel: torch.Tensor, buckets: torch.Tensor | None) -> torch.Tensor:
-        """This layer's rab [B, 1, T, T] from relative positions and time buckets [B, T, T]
-        (None: no time term; per_layer tables only)."""
-        rab = self.pos_bias[rel]
-        if buckets is not None:
-            rab = rab + self.time_bias[buckets]
-        return rab[:, None]
-
     def forward(self, x: torch.Tensor, keep: torch.Tensor, rab: torch.Tensor) -> torch.Tensor:
         """x [B, T, d]; keep [B, 1, T, T] the causal non-padding keys; rab [B, 1, T, T]."""
         cfg, (b, t, _) = self.cfg, x.shape
@@ -132,7 +140,7 @@ class HSTULayer(nn.Module):
 
 
 @register("hstu")
-class HSTU(ItemDot, NextItemTraining, SeqModel):
+class HSTU(RelativeBias, ItemDot, NextItemTraining, SeqModel):
     """HSTU layers over item + position embeddings; cosine scores, sampled softmax."""
 
     paper = (
@@ -278,13 +286,6 @@ class HSTU(ItemDot, NextItemTraining, SeqModel):
         if self.per_layer and self.cfg.time_bias:
             return rel, torch.zeros_like(rel)
         return rel, None
-
-    def bias(self, rel: torch.Tensor, buckets: torch.Tensor | None) -> torch.Tensor:
-        """The shared tables' rab [B, 1, T, T] (`bias_tables=shared`)."""
-        rab = self.pos_bias[rel]
-        if buckets is not None:
-            rab = rab + self.time_bias[buckets]
-        return rab[:, None]
 
     def encode(self, seqs: torch.Tensor, index: torch.Tensor | None) -> torch.Tensor:
         """L2-normalised user states [B, T, d]."""

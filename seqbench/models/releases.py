@@ -27,6 +27,11 @@ class DefaultChange:
     models: str
 
 
+def has_field(model_cls: type, name: str) -> bool:
+    """Whether the model's config has the field (a change that applies to the models that do)."""
+    return name in getattr(model_cls.Config, "__dataclass_fields__", {})
+
+
 CHANGES = (
     DefaultChange(
         "0.3.0",
@@ -39,14 +44,14 @@ CHANGES = (
         "0.5.0",
         "bias_tables",
         "per_layer",
-        lambda cls: "bias_tables" in getattr(cls.Config, "__dataclass_fields__", {}),
+        lambda cls: has_field(cls, "bias_tables"),
         "HSTU (each layer its own relative attention bias, as the authors' code)",
     ),
     DefaultChange(
         "0.5.0",
         "pos_init",
         "xavier",
-        lambda cls: "pos_init" in getattr(cls.Config, "__dataclass_fields__", {}),
+        lambda cls: has_field(cls, "pos_init"),
         "HSTU (the position embedding drawn as the authors' code re-draws it)",
     ),
 )
