@@ -26,7 +26,7 @@ def one_config(runs: Sequence[Run], what: str) -> tuple[list[Run], str | None]:
     """
 
     def identity(r: Run) -> dict:
-        return {**r.settings, "version": r.result.version}
+        return {**r.settings, "revision": r.config.get("revision")}
 
     groups: dict[str, list[Run]] = {}
     for r in runs:

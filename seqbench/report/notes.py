@@ -50,15 +50,12 @@ def derived_departures(run: Run) -> list[str] | None:
     if default is None:
         patience = run.protocol_spec.get("patience")
         layer = {} if patience is None else {"patience": patience}
-        release = run.config.get("version")
-        default = dataclasses.asdict(
-            resolve_config(cls, run.dataset, protocol=layer, release=release)
-        )
+        default = dataclasses.asdict(resolve_config(cls, run.dataset, protocol=layer))
     return switched(cls.declared_departures(), run.settings, default)
 
 
 def origins_note(runs: Sequence[Run]) -> str | None:
-    """Where each plugin model of the table came from (module, source hash, version), if any:
+    """Where each plugin model of the table came from (class, source hash), if any:
     a reader can tell an outside model from seqbench's and which code made its numbers."""
     found = sorted({(r.model, r.origin) for r in runs if r.origin})
     if not found:

@@ -145,7 +145,6 @@ def _runs(study: Study, m: StudyModel, dataset: str, budget: Budget) -> list[Stu
                     protocol=protocol,
                     epochs=budget.epochs,
                     precision=study.precision,
-                    release=study.seqbench,
                 )
                 out.append(StudyRun(m, label, dataset, sets, ablate, req, plabel))
     return out
