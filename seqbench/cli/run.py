@@ -328,5 +328,5 @@ def migrate(
         if not dry_run:
             apply_moves(moving)
     if rename_in:
-        changed = rename_ids([Path(p) for p in rename_in], renamed, dry_run)
+        changed = rename_ids([Path(p) for p in rename_in], renamed, dry_run, roots)
         say(f"run ids replaced in {len(changed)} file(s)" + (" (dry run)" * dry_run))

@@ -57,7 +57,6 @@ from seqbench.study.run import (
     Rendering,
     StudyResult,
     from_folder,
-    refuse_older,
     render_study,
     run_study,
 )
@@ -308,9 +307,8 @@ def run(
     store = RunStore(runs_dir)
     committed = reusable(load_exported(path / RUN_FILES))
     if dry_run:
-        reused = from_folder(p, store, committed)  # refuses what a study run would refuse
+        from_folder(p, store, committed)  # refuses what a study run would refuse
         missing = show_plan(where, p, store, data_dir, committed)
-        refuse_older(p, store, reused)  # before timing its steps
         show_estimates(p, statuses(p, store, committed), ctx)
         say(
             f"dry run: would train {missing} run(s) ({study.budget_text()}; precision "

@@ -280,14 +280,22 @@ def apply_moves(moves: Iterable[Move], log: Callable[[str], None] = lambda s: No
 TEXT_SUFFIXES = (".md", ".yaml", ".yml", ".txt", ".json", ".jsonl", ".csv", ".html", ".tex", ".py")
 
 
-def rename_ids(paths: Iterable[Path], renamed: dict[str, str], dry_run: bool = False) -> list[Path]:
-    """Replace each old run id by its new one in the text files under `paths` (a run id is
-    dataset-model-12 hex digits, so one never matches inside another); the files changed."""
+def rename_ids(
+    paths: Iterable[Path],
+    renamed: dict[str, str],
+    dry_run: bool = False,
+    stores: Iterable[Path] = (),
+) -> list[Path]:
+    """Replace each old run id by its new one in the text files under `paths`, outside the
+    run `stores` (whose records keep the old id); the files changed."""
+    skip = [s.resolve() for s in stores]
     files = [
         f
         for p in paths
         for f in ([p] if p.is_file() else sorted(p.rglob("*")))
-        if f.is_file() and f.suffix in TEXT_SUFFIXES
+        if f.is_file()
+        and f.suffix in TEXT_SUFFIXES
+        and not any(f.resolve().is_relative_to(s) for s in skip)
     ]
     pattern = re.compile("|".join(map(re.escape, sorted(renamed, key=len, reverse=True))))
     changed = []
