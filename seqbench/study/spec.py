@@ -85,13 +85,14 @@ class Budget:
         return cls(epochs=epochs)
 
     def describe(self) -> str:
-        """The budget in words (a time cap ends an epoch part-way)."""
+        """The budget in words (a time cap ends an epoch part-way since seqbench 0.4.0)."""
         if self.epochs is not None:
             return f"every model at most {self.epochs} epoch{'s' if self.epochs != 1 else ''}"
         if self.minutes is not None:
             how = (
                 "the time ends an epoch part-way, whose share the epoch count gives: "
-                "2.31 = two epochs and 31% of the third"
+                "2.31 = two epochs and 31% of the third; runs made before seqbench 0.4.0 "
+                "(`version` in their metrics.json) ended at the first epoch's end past it"
             )
             return (
                 f"every model at most {self.minutes:g} minutes of training per run "
