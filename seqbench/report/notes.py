@@ -74,7 +74,7 @@ def seeds_note(cells: Iterable[tuple[str, str, int]]) -> str | None:
 
 def entry_seeds(entries: Sequence[Entry]) -> list[tuple[str, str, int]]:
     """(label, dataset, number of seeds) of every cell of the entries."""
-    return [(e.label, d, len(rs)) for e in entries for d, rs in e.runs.items()]
+    return [(e.label, d, len({r.seed for r in rs})) for e in entries for d, rs in e.runs.items()]
 
 
 def measured_notes(seeds: Iterable[tuple[str, str, int]], runs: Sequence[Run]) -> list[str]:
