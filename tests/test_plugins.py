@@ -97,7 +97,10 @@ def test_editing_the_plugin_changes_its_run_id(tmp_path: Path, monkeypatch) -> N
     file.write_text(file.read_text() + "# a comment\n")
     after = RunRequest("edited_mlp", "synthetic").resolve(data)
     assert before.run_id != after.run_id
-    assert before.spec.code == {"class": "EditedMlp", "source_sha256": before.spec.code["source_sha256"]}
+    assert before.spec.code == {
+        "class": "EditedMlp",
+        "source_sha256": before.spec.code["source_sha256"],
+    }
     assert "code" not in RunRequest("sasrec", "synthetic").resolve(data).spec.identity()
 
 

@@ -85,9 +85,8 @@ def show_plan(
     committed = committed or {}
     rows = statuses(p, store, committed)
     precision = f" · precision {study.precision}" if study.precision != "fp32" else ""
-    made = f" · runs of seqbench {study.seqbench}" if study.seqbench else ""
     table = Table(
-        title=f"{study.title} · protocol {study.protocol} · {study.budget_text()}{precision}{made}"
+        title=f"{study.title} · protocol {study.protocol} · {study.budget_text()}{precision}"
     )
     for col in ("model", "dataset", "seed", "run"):
         table.add_column(col, justify="right" if col == "seed" else "left")

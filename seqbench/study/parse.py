@@ -135,6 +135,12 @@ def _plugins(raw: Any, where: str) -> tuple[str, ...]:
 def parse_study(raw: Any, where: str) -> Study:
     """A study from its YAML document; every mistake is a one-line ConfigError naming `where`
     (the file) and the key."""
+    if isinstance(raw, dict) and "seqbench" in raw:
+        raise ConfigError(
+            f"{where}: seqbench: a study no longer names a release (run ids hash each model's "
+            "revision, not the version): remove the field; `seqbench runs migrate` re-keys "
+            "runs stored before"
+        )
     spec = mapping(raw, where, STUDY_KEYS)
     for key in ("datasets", "budget", "models", "tables"):
         if key not in spec:
@@ -156,12 +162,6 @@ def parse_study(raw: Any, where: str) -> Study:
     evaluate = name_list(spec["evaluate"], f"{where}: evaluate") if "evaluate" in spec else ()
     _protocols(evaluate, f"{where}: evaluate")
     threads, workers = _counts(spec, where)
-    if "seqbench" in spec:
-        raise ConfigError(
-            f"{where}: seqbench: a study no longer names a release (run ids hash each model's "
-            "revision, not the version): remove the field; `seqbench runs migrate` re-keys "
-            "runs stored before"
-        )
     return Study(
         where=where,
         title=str(spec.get("title", Path(where).parent.name or where)),
