@@ -4,6 +4,7 @@ failures a new user met on a fresh clone, each reproduced through the CLI."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -165,3 +166,27 @@ QUIET_02 = {
     "attn_proj": True, "attn_out_dropout": True, "init": "seqbench", "positions": "right",
     "negatives_from": "default",
 }  # fmt: skip
+
+
+def test_the_readmes_reproduce_commands_dry_run_on_a_fresh_clone(
+    data_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    """README "Reproduce a committed result": each study's dry run, with no data prepared and
+    an empty run store, exits 0 and finds the folder's runs (what it would train is what
+    `study show` calls missing)."""
+    repo = Path(__file__).resolve().parents[1]
+    text = (repo / "README.md").read_text()
+    block = text[text.index("### Reproduce a committed result") :].split("\n## ")[0]
+    folders = list(dict.fromkeys(re.findall(r"seqbench study (?:run|show) (results/\S+)", block)))
+    assert "results/stosa" in folders and len(folders) >= 9
+    monkeypatch.setenv("SEQBENCH_RUNS", str(tmp_path / "runs"))
+    monkeypatch.chdir(repo)
+    for folder in folders:
+        capsys.readouterr()
+        main(["study", "show", folder])
+        shown = " ".join(capsys.readouterr().out.split())
+        main(["study", "run", folder, "--dry-run"])  # raises SystemExit on a non-zero exit
+        out = " ".join(capsys.readouterr().out.split())
+        would = int(re.search(r"would train (\d+) run", out).group(1))
+        missing = re.search(r"trains the (\d+) missing", shown)
+        assert would == (int(missing.group(1)) if missing else 0), folder
