@@ -194,6 +194,7 @@ class Study:
     dataset_seeds: dict[str, tuple[int, ...]] = field(default_factory=dict)
     #: dataset name -> its own budget (`dataset_budget`), else the study's
     dataset_budget: dict[str, Budget] = field(default_factory=dict)
+
     def budget_text(self) -> str:
         """The study's budget in words, then each dataset's own."""
         own = {label: self.dataset_budget[d] for label, d in self.datasets.items() if d in

@@ -43,7 +43,6 @@ from seqbench.models.pieces import NO_PLANS, Plans, RowPieces, pack
 class SASRecConfig(ObjectiveFields, ModelConfig):
     """SASRec paper defaults (Amazon); ML-1M overrides in dataset_defaults."""
 
-
     d: int = 50
     layers: int = 2
     heads: int = 1
