@@ -361,8 +361,8 @@ def test_a_model_may_run_on_some_datasets_and_a_dataset_has_its_own_budget(tmp_p
     assert study.budget_text() == (
         "every model at most 15 minutes of training per run (epochs: each model's own count; "
         "the time ends an epoch part-way, whose share the epoch count gives: 2.31 = two epochs "
-        "and 31% of the third; runs made before seqbench 0.4.0 (`version` in their "
-        "metrics.json) ended at the first epoch's end past it); "
+        "and 31% of the third; runs made before seqbench 0.4.0 (the `version` their "
+        "metrics record) ended at the first epoch's end past it); "
         "on B: every model at most 100 epochs (and the study's 15-minute cap) (one budget for "
         "all models on a dataset)"
     )

@@ -92,7 +92,7 @@ class Budget:
             how = (
                 "the time ends an epoch part-way, whose share the epoch count gives: "
                 "2.31 = two epochs and 31% of the third; runs made before seqbench 0.4.0 "
-                "(`version` in their metrics.json) ended at the first epoch's end past it"
+                "(the `version` their metrics record) ended at the first epoch's end past it"
             )
             return (
                 f"every model at most {self.minutes:g} minutes of training per run "
