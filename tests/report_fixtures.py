@@ -78,8 +78,9 @@ def write_run(
         "protocol": get_protocol(protocol).to_dict(),
         "seed": seed,
         "data_checksum": checksum,
-        "version": "0.1.0",
-        "ablate": ablate or {},
+        "revision": 1,
+        "precision": "fp32",
+        "device": "cpu",
         "run_id": run_id,
     }
     curve = curve or [0.01, 0.02, 0.03]

@@ -73,11 +73,11 @@ def test_readme_commands_with_a_plugin_model(tmp_path: Path, env: dict[str, str]
     assert "run synthetic-my_mlp-" in outputs["run"]
     table = outputs["report"]
     assert "| sasrec | my_mlp |" in table.replace(" Improv. |", "").replace("|  |", "|")
-    assert "Outside models: my_mlp from plugin seqbench_plugin_my_mlp (source" in table
+    assert "Outside models: my_mlp from plugin MyMlp (source" in table
     folder = (tmp_path / "mystudy" / "README.md").read_text()
     assert "my_mlp" in folder and "sasrec" in folder
     listing = seqbench(["runs"], tmp_path, env).stdout
-    assert "plugin seqbench_plugin_my_mlp" in listing
+    assert "plugin MyMlp (source" in listing
 
 
 def test_editing_the_plugin_changes_its_run_id(tmp_path: Path, monkeypatch) -> None:
@@ -97,7 +97,10 @@ def test_editing_the_plugin_changes_its_run_id(tmp_path: Path, monkeypatch) -> N
     file.write_text(file.read_text() + "# a comment\n")
     after = RunRequest("edited_mlp", "synthetic").resolve(data)
     assert before.run_id != after.run_id
-    assert before.spec.code["module"] == "seqbench_plugin_edited_mlp"
+    assert before.spec.code == {
+        "class": "EditedMlp",
+        "source_sha256": before.spec.code["source_sha256"],
+    }
     assert "code" not in RunRequest("sasrec", "synthetic").resolve(data).spec.identity()
 
 
@@ -163,3 +166,33 @@ def test_a_plugin_file_reaches_ray_tasks(tmp_path: Path, env) -> None:
     assert proc.returncode == 0, proc.stderr
     listing = seqbench(["runs", "--model", "my_mlp"], tmp_path, env).stdout
     assert listing.count("plugin seqbench_plugin_my_mlp") == 2, (proc.stdout, listing)
+
+
+def test_a_plugin_by_path_and_by_module_is_one_run_id(tmp_path: Path, env) -> None:
+    """The same file loaded as `--plugin ./poplast.py` and as `--plugin poplast` (on
+    PYTHONPATH) is one model: one run id, so a second seed-0 run is found, not counted twice."""
+    (tmp_path / "poplast.py").write_text(
+        "from seqbench.models.base import register\n"
+        "from seqbench.models.popularity import Popularity\n\n\n"
+        '@register("poplast")\nclass PopLast(Popularity):\n    """Popularity, as a plugin."""\n'
+    )
+    env = {**env, "PYTHONPATH": f"{REPO}{os.pathsep}{tmp_path}", "COLUMNS": "80"}
+    sb = [sys.executable, "-m", "seqbench"]
+    prep = subprocess.run([*sb, "prepare", "synthetic"], env=env, cwd=tmp_path, capture_output=True)
+    assert prep.returncode == 0, prep.stderr
+    ids = []
+    for spec in ("./poplast.py", "poplast"):
+        proc = subprocess.run(
+            [*sb, "run", "poplast", "--plugin", spec, "-d", "synthetic"],
+            env=env, cwd=tmp_path, capture_output=True, text=True,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        ids.append(proc.stdout.strip().splitlines()[-1].rsplit("/", 1)[-1])
+    assert ids[0] == ids[1] and ids[0].startswith("synthetic-poplast-")
+    assert len(list((tmp_path / "runs").glob("synthetic-poplast-*"))) == 1
+    report = subprocess.run(
+        [*sb, "report", "--plugin", "poplast", "-d", "synthetic"],
+        env=env, cwd=tmp_path, capture_output=True, text=True,
+    )  # fmt: skip
+    assert report.returncode == 0, report.stderr
+    assert "2 seeds" not in report.stdout and "PopLast (source" in report.stdout

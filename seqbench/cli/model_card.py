@@ -12,7 +12,6 @@ from rich.text import Text
 
 from seqbench.models.base import MODELS, ModelConfig, SeqModel, field_choices, get_model
 from seqbench.models.departures import BASIS_TEXT, Departure
-from seqbench.models.releases import changed_defaults
 
 #: the label column of a block: the longest label, its colon and a space
 LABEL_WIDTH = len("authors' code: ")
@@ -23,7 +22,8 @@ def print_model_card(name: str, console: Console) -> None:
     seqbench, switch)."""
     cls = get_model(name)
     console.print(f"[bold]{cls.name}[/bold] — {escape(cls.paper)}")
-    defaults = release_defaults(cls)
+    defaults = dataclasses.asdict(cls.Config())
+    console.print(f"revision: {cls.revision} (its run ids hash it; it moves with its numbers)")
     console.print("defaults: " + " ".join(f"{k}={v}" for k, v in defaults.items()))
     for dataset, values in cls.dataset_defaults.items():
         if values:
@@ -39,12 +39,6 @@ def print_model_card(name: str, console: Console) -> None:
     for d in cls.declared_departures():
         console.print()
         print_block(console, departure_heading(d), departure_lines(d))
-
-
-def release_defaults(cls: type[SeqModel]) -> dict:
-    """The model's defaults in this release: its config class's, then the defaults a release
-    has changed since (`releases`: batching=packed for the SASRec family since 0.3.0)."""
-    return {**dataclasses.asdict(cls.Config()), **changed_defaults(cls)}
 
 
 def axes_text(cls: type[SeqModel]) -> str:
@@ -76,7 +70,7 @@ def print_model_list(console: Console) -> None:
     base = dataclasses.asdict(ModelConfig())
     for i, name in enumerate(MODELS.names()):
         cls = MODELS.get(name)
-        cfg = {k: v for k, v in release_defaults(cls).items() if base.get(k) != v}
+        cfg = {k: v for k, v in dataclasses.asdict(cls.Config()).items() if base.get(k) != v}
         axes = axes_text(cls)
         if i:
             console.print()

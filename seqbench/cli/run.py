@@ -252,8 +252,13 @@ def models(
     print_model_list(console)
 
 
-@app.command()
+runs_app = typer.Typer(help="The run store: list its runs (`seqbench runs`), or re-key them.")
+app.add_typer(runs_app, name="runs")
+
+
+@runs_app.callback(invoke_without_command=True)
 def runs(
+    ctx: typer.Context,
     model: Annotated[str | None, typer.Option(help="only this model")] = None,
     dataset: Annotated[
         str | None, typer.Option("--dataset", "-d", help="only this dataset")
@@ -264,6 +269,8 @@ def runs(
     """List stored runs with their test metrics; the run id (dataset-model-hash) comes with its
     protocol and ablations (and a plugin model's origin) beneath it, so the table fits an
     80-column terminal."""
+    if ctx.invoked_subcommand is not None:
+        return
     table = Table(title="runs")
     table.add_column("run id\nprotocol · ablate")
     for col in ("seed", "epoch", "HR@10", "NDCG@10"):
@@ -286,3 +293,40 @@ def runs(
         console_err.print(f"[red]error:[/red] {escape(str(d))}", highlight=False, soft_wrap=True)
     if damaged:
         raise typer.Exit(1)
+
+
+@runs_app.command("migrate")
+def migrate(
+    stores: Annotated[
+        list[str] | None,
+        typer.Argument(help="run stores or study metrics/ folders (default: the run store)"),
+    ] = None,
+    rename_in: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--rename-in",
+            help="text files or folders whose old run ids are replaced by the new (repeatable)",
+        ),
+    ] = None,
+    dry_run: Annotated[bool, typer.Option(help="say what would move; write nothing")] = False,
+    runs_dir: RunsDir = None,
+    plugin: Plugins = None,
+) -> None:
+    """Re-key runs stored by seqbench <= 0.5.0 (ids that hashed the version) from each run's
+    recorded spec: nothing is re-trained, no number changes, the old id stays in the record;
+    refused as a whole on any collision."""
+    from pathlib import Path
+
+    from seqbench.runs.migrate import apply_moves, plan_store, rename_ids
+
+    roots = [Path(s) for s in stores or [str(RunStore(runs_dir).root)]]
+    plans = {root: plan_store(root) for root in roots}  # every store planned before a write
+    renamed = {m.old_id: m.new_id for moves in plans.values() for m in moves}
+    for root, moves in plans.items():
+        moving = [m for m in moves if m.moves]
+        say(f"{root}: {len(moves)} run(s), {len(moving)} re-keyed" + (" (dry run)" * dry_run))
+        if not dry_run:
+            apply_moves(moving)
+    if rename_in:
+        changed = rename_ids([Path(p) for p in rename_in], renamed, dry_run, roots)
+        say(f"run ids replaced in {len(changed)} file(s)" + (" (dry run)" * dry_run))

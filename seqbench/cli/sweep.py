@@ -258,7 +258,7 @@ def sweep(
     show_summary(outcome.results, protocol, time.perf_counter() - t0)
     say(
         f"sweep {outcome.name} · manifest {outcome.manifest} · "
-        f"`seqbench report --sweep {outcome.name}`"
+        f"`{definition.report_command(outcome.name)}`"
     )
     if any(r.status == "failed" for r in outcome.results):
         sys.exit(1)

@@ -22,7 +22,7 @@ code's setting for its published runs) or cosine.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal
+from typing import Literal
 
 import torch
 import torch.nn.functional as F
@@ -65,12 +65,6 @@ class DuoRecConfig(ObjectiveFields, ModelConfig):
     epochs: int = 50
     #: prefixes: every prefix of a training sequence is an instance; last: only the whole one
     instances: Literal["prefixes", "last"] = "prefixes"
-    quiet: ClassVar[dict[str, Any]] = {
-        **ObjectiveFields.objective_quiet,
-        "loss": "ce",
-        "ce_chunk": 0,
-        "instances": "prefixes",
-    }
 
     def validate(self) -> None:
         self.validate_objective()

@@ -38,7 +38,6 @@ from seqbench.models.same_target import SameTargetTraining
 class FEARecConfig(ObjectiveFields, ModelConfig):
     """The authors' Beauty run (sudaada/FEARec fearec.sh, seq.yaml, FEARec.yaml)."""
 
-    quiet: ClassVar[dict[str, Any]] = {"instances": "prefixes"}
     bounds: ClassVar[dict[str, Bound]] = {
         "global_ratio": FRACTION,
         "spatial_ratio": PROBABILITY,

@@ -7,10 +7,9 @@ reads the device (CUDA-safe). Negatives' scores are [..., K] (a [...] tensor is 
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal
+from typing import Any, Literal
 
 import torch
 import torch.nn.functional as F
@@ -71,15 +70,6 @@ class ObjectiveFields:
     #: loss's own, `Loss.negatives_from`)
     negatives_from: NegativesFrom = "default"
 
-    #: the fields' values that leave them out of a run id (runs stored before the axis): each
-    #: field's default here, but `negatives_from` (see `identity_omits`); set below the class
-    objective_quiet: ClassVar[dict[str, Any]]
-
-    def identity_omits(self) -> set[str]:
-        """Fields left out of the run id: `negatives_from` wherever it resolves to draws outside
-        the user's items, which every run stored before the switch made (so their ids stay)."""
-        return {"negatives_from"} if self.resolved_negatives_from() == "unseen" else set()
-
     def resolved_negatives_from(self) -> str:
         """'all' or 'unseen': the switch, or the loss's default where it is 'default'."""
         if self.negatives_from != "default":
@@ -100,11 +90,6 @@ class ObjectiveFields:
             raise ConfigError(
                 f"negatives_from must be default, all or unseen, got {self.negatives_from!r}"
             )
-
-
-ObjectiveFields.objective_quiet = {
-    f.name: f.default for f in dataclasses.fields(ObjectiveFields) if f.name != "negatives_from"
-}
 
 
 @dataclass(frozen=True)

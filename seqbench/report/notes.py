@@ -50,15 +50,12 @@ def derived_departures(run: Run) -> list[str] | None:
     if default is None:
         patience = run.protocol_spec.get("patience")
         layer = {} if patience is None else {"patience": patience}
-        release = run.config.get("version")
-        default = dataclasses.asdict(
-            resolve_config(cls, run.dataset, protocol=layer, release=release)
-        )
+        default = dataclasses.asdict(resolve_config(cls, run.dataset, protocol=layer))
     return switched(cls.declared_departures(), run.settings, default)
 
 
 def origins_note(runs: Sequence[Run]) -> str | None:
-    """Where each plugin model of the table came from (module, source hash, version), if any:
+    """Where each plugin model of the table came from (class, source hash), if any:
     a reader can tell an outside model from seqbench's and which code made its numbers."""
     found = sorted({(r.model, r.origin) for r in runs if r.origin})
     if not found:
@@ -77,7 +74,7 @@ def seeds_note(cells: Iterable[tuple[str, str, int]]) -> str | None:
 
 def entry_seeds(entries: Sequence[Entry]) -> list[tuple[str, str, int]]:
     """(label, dataset, number of seeds) of every cell of the entries."""
-    return [(e.label, d, len(rs)) for e in entries for d, rs in e.runs.items()]
+    return [(e.label, d, len({r.seed for r in rs})) for e in entries for d, rs in e.runs.items()]
 
 
 def measured_notes(seeds: Iterable[tuple[str, str, int]], runs: Sequence[Run]) -> list[str]:

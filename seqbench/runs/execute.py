@@ -38,6 +38,7 @@ from seqbench.models.base import (
 from seqbench.models.contract import check_contract, model_failures
 from seqbench.models.departures import switched
 from seqbench.plugins import origin
+from seqbench.runs.identity import ablation_of
 from seqbench.runs.options import RunOptions
 from seqbench.runs.result import RunResult
 from seqbench.runs.store import RunFolder, RunSpec, RunStore
@@ -63,9 +64,6 @@ class RunRequest:
     protocol: str = "seqbench"
     epochs: int | None = None
     precision: str = "fp32"
-    #: the seqbench release whose defaults and run ids it takes (None: this one; an older
-    #: release's runs are read from a store, never trained: `execute` refuses)
-    release: str | None = None
 
     def overrides(self) -> dict[str, Value]:
         """The --set layer of the config: --set key=value pairs, and --epochs as epochs=N."""
@@ -93,10 +91,9 @@ class RunRequest:
         protocol = get_protocol(self.protocol)
         sets = self.overrides()
         layer = protocol_settings(protocol)
-        cfg = resolve_config(cls, self.dataset, sets, self.ablate, layer, self.release)
+        cfg = resolve_config(cls, self.dataset, sets, self.ablate, layer)
         values = dataclasses.asdict(cfg)
-        default = resolve_config(cls, self.dataset, protocol=layer, release=self.release)
-        default = dataclasses.asdict(default)
+        default = dataclasses.asdict(resolve_config(cls, self.dataset, protocol=layer))
         spec = RunSpec(
             model=self.model,
             dataset=self.dataset,
@@ -104,10 +101,9 @@ class RunRequest:
             protocol=protocol.to_dict(),
             seed=self.seed,
             data_checksum=checksum,
-            ablate={k: str(v) for k, v in self.ablate.items()},
+            revision=cls.revision,
             precision=self.precision,
             device=device,
-            version=self.release or __version__,
             default_config=default,
             departures=switched(cls.declared_departures(), values, default),
             code=None if (found := origin(cls)) is None else found.identity(),
@@ -138,6 +134,11 @@ class ResolvedRun:
     @property
     def run_id(self) -> str:
         return self.spec.run_id
+
+    @property
+    def ablation(self) -> dict[str, str]:
+        """The ablation the run is (its axes off the default config), not how it was asked."""
+        return ablation_of(self.spec.config, self.spec.default_config, self.model_cls.ablations)
 
 
 def default_dataset(data_root: str | Path | None = None) -> str:
@@ -185,11 +186,6 @@ def execute(
             if stored.stopped != "budget" or stored.budget_minutes == options.max_minutes:
                 return stored, True
             force = True
-        if run.spec.version != __version__:  # its arithmetic is another release's
-            raise ConfigError(
-                f"run {run_id} is a seqbench {run.spec.version} run, not in the run store: "
-                f"seqbench {__version__} cannot train it as {run.spec.version} did"
-            )
         if checked.temporal:  # leave-one-out runs print what they always printed
             ctx.observer.on_log(checked.summary())
         work = store.start(run.spec, fresh=force)
@@ -263,7 +259,7 @@ def _train_and_test(
         dataset=request.dataset,
         protocol=run.protocol.name,
         seed=request.seed,
-        ablate=dict(run.spec.ablate),
+        ablate=run.ablation,
         best_epoch=result.best_epoch,
         epochs_run=len(result.history),
         last_epoch_share=result.history[-1].get("share", 1.0) if result.history else 1.0,
@@ -281,7 +277,7 @@ def _train_and_test(
         threads=threads.threads,
         threads_reason=threads.reason,
         data_checksum=data.checksum,
-        version=run.spec.version,
+        version=__version__,
         gpu_peak_mb=gpu_peak_mb(dev),
         compiled=ctx.compile,
         objective=model.objective(),

@@ -46,7 +46,7 @@ def load_model(store: RunStore, run_id: str, data: SeqDataset, device: torch.dev
             f"in this seqbench's {spec['model']}: re-run the model (`seqbench run`)"
         )
     seed_everything(int(spec["seed"]))
-    model = cls(cls.Config.from_identity(spec["config"]), data)
+    model = cls(cls.Config(**spec["config"]), data)
     best = RunFolder(store.final(run_id)).best
     try:
         model.load_state_dict(torch.load(best, map_location="cpu", weights_only=True))

@@ -76,6 +76,7 @@ CHECKS: dict[type | str, tuple[Any, str]] = {
     "metrics": (_is_metrics, "a mapping of metric names to numbers"),
     "names": (_is_names, "a mapping of names to values"),
     "objective": (_is_objective, "null or the objective's fields (loss, negatives, ...)"),
+    "revision": (lambda v: _is_int(v) or isinstance(v, str), "an integer or a string"),
 }
 
 
@@ -308,13 +309,20 @@ CONFIG_KINDS: dict[str, type | str] = {
     "protocol": "names",
     "seed": int,
     "data_checksum": str,
-    "version": str,
+    "revision": "revision",
+    "precision": str,
+    "device": str,
 }
 
 
 def read_config(path: Path) -> dict[str, Any]:
-    """A run's recorded identity, checked field by field and for its version."""
+    """A run's recorded identity, checked field by field (one stored under the id scheme of
+    seqbench <= 0.5.0, which hashed the version, is named with the command that re-keys it)."""
     obj = load_json(path)
+    if "revision" not in obj and isinstance(obj.get("version"), str):
+        raise ResultError(
+            f"{path}: stored by seqbench {obj['version']} under its old run id: re-key the "
+            f"store with `seqbench runs migrate {path.parent.parent}` (nothing is re-trained)"
+        )
     check_fields(obj, CONFIG_KINDS, path)
-    check_version(obj, path)
     return obj

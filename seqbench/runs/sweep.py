@@ -49,6 +49,18 @@ class SweepDefinition:
     budget_minutes: float | None = None
     precision: str = "fp32"
 
+    def report_command(self, name: str) -> str:
+        """The `seqbench report` command whose layout fits what the sweep varied: one grid key
+        a sensitivity table, ablations alone an ablation table, else the overall table."""
+        varied = [k for k, v in self.grid.items() if len(v) > 1]
+        if len(varied) == 1 and self.search is None:
+            layout = f" --layout sensitivity --param {varied[0]}"
+        elif self.ablate and not varied and self.search is None:
+            layout = " --layout ablation"
+        else:
+            layout = ""
+        return f"seqbench report --sweep {name}{layout}"
+
     def __post_init__(self) -> None:
         if self.budget_epochs is not None and self.budget_minutes is not None:
             raise ConfigError("give --budget-epochs or --budget-minutes, not both")

@@ -290,7 +290,7 @@ def readme_block(out: StudyOutput, folder: str) -> str:
         + s.precision_clause()
         + ".",
         f"- Runs finished: {n_done} of {len(out.runs)}, each one's files under "
-        f"`{RUN_FILES}/<run_id>/` (seqbench {s.release}).",
+        f"`{RUN_FILES}/<run_id>/`.",
         "- Re-create (trains only what the run store lacks, then rewrites this folder):",
         "",
         "```",

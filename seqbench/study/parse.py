@@ -12,7 +12,6 @@ from seqbench.data.registry import get_spec as dataset_spec
 from seqbench.errors import ConfigError, DataError
 from seqbench.evaluation.protocols import get_protocol
 from seqbench.machine import known_precision
-from seqbench.models.releases import check_release
 from seqbench.plugins import PluginError, load_plugins
 from seqbench.runs.tracking import TRACKERS
 from seqbench.study.spec import STUDY_FILE, Budget, Study, StudyModel, model_protocols
@@ -136,6 +135,12 @@ def _plugins(raw: Any, where: str) -> tuple[str, ...]:
 def parse_study(raw: Any, where: str) -> Study:
     """A study from its YAML document; every mistake is a one-line ConfigError naming `where`
     (the file) and the key."""
+    if isinstance(raw, dict) and "seqbench" in raw:
+        raise ConfigError(
+            f"{where}: seqbench: a study no longer names a release (run ids hash each model's "
+            "revision, not the version): remove the field; `seqbench runs migrate` re-keys "
+            "runs stored before"
+        )
     spec = mapping(raw, where, STUDY_KEYS)
     for key in ("datasets", "budget", "models", "tables"):
         if key not in spec:
@@ -157,7 +162,6 @@ def parse_study(raw: Any, where: str) -> Study:
     evaluate = name_list(spec["evaluate"], f"{where}: evaluate") if "evaluate" in spec else ()
     _protocols(evaluate, f"{where}: evaluate")
     threads, workers = _counts(spec, where)
-    raw_release = spec.get("seqbench")
     return Study(
         where=where,
         title=str(spec.get("title", Path(where).parent.name or where)),
@@ -178,7 +182,6 @@ def parse_study(raw: Any, where: str) -> Study:
         protocols=axis,
         dataset_seeds=dataset_seeds,
         dataset_budget=_per_dataset(spec, "dataset_budget", datasets, where, parse_budget),
-        seqbench=None if raw_release is None else check_release(raw_release, f"{where}: seqbench"),
     )
 
 

@@ -23,8 +23,6 @@ what is missing and `output` writes the folder.
                                     # to: FOLDER}), as `seqbench run --track … --track-to …`
     prepare: {beauty: seqbench prepare beauty --raw-dir ../shared/data/s3rec}   # optional
     plugins: [my_model.py]          # outside models: modules or files beside it (optional)
-    seqbench: 0.2.0                 # the release that made the runs: their ids and defaults
-                                    # (optional; runs it lacks are refused: remove it to re-run)
     models:
       sasrec: {sets: {patience: 100}}
       stosa: {}                     # label: {model, sets, ablate, seeds, protocol, datasets};
@@ -45,10 +43,8 @@ import itertools
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from seqbench import __version__
 from seqbench.errors import ConfigError
 from seqbench.machine import check_precision, known_precision
-from seqbench.models.releases import release_key
 from seqbench.study.papers import TableSpec
 from seqbench.study.values import Point, scalar
 from seqbench.training.context import Tracking
@@ -57,8 +53,6 @@ if TYPE_CHECKING:
     import torch
 
 STUDY_FILE = "study.yaml"
-#: the release from which a minutes budget ends an epoch part-way (before: at its end)
-PART_WAY = release_key("0.4.0")
 DEFAULT_FORMATS = ("markdown", "latex", "html")
 
 
@@ -90,19 +84,16 @@ class Budget:
             raise ConfigError(f"{at}: epochs must be a positive integer or default, got {epochs!r}")
         return cls(epochs=epochs)
 
-    def describe(self, release: str | None = None) -> str:
-        """The budget in words, as `release` (None: this one) applied it: since 0.4.0 the
-        time ends an epoch part-way, before it at the first epoch's end past the cap."""
+    def describe(self) -> str:
+        """The budget in words (a time cap ends an epoch part-way since seqbench 0.4.0)."""
         if self.epochs is not None:
             return f"every model at most {self.epochs} epoch{'s' if self.epochs != 1 else ''}"
         if self.minutes is not None:
-            if release_key(release or __version__) < PART_WAY:
-                how = "the cap checked at each epoch's end, so the last epoch may pass it"
-            else:
-                how = (
-                    "the time ends an epoch part-way, whose share the epoch count gives: "
-                    "2.31 = two epochs and 31% of the third"
-                )
+            how = (
+                "the time ends an epoch part-way, whose share the epoch count gives: "
+                "2.31 = two epochs and 31% of the third; runs made before seqbench 0.4.0 "
+                "(the `version` their metrics record) ended at the first epoch's end past it"
+            )
             return (
                 f"every model at most {self.minutes:g} minutes of training per run "
                 f"(epochs: each model's own count; {how})"
@@ -203,21 +194,14 @@ class Study:
     dataset_seeds: dict[str, tuple[int, ...]] = field(default_factory=dict)
     #: dataset name -> its own budget (`dataset_budget`), else the study's
     dataset_budget: dict[str, Budget] = field(default_factory=dict)
-    #: the seqbench release that made the runs (`seqbench: 0.2.0`); None: this one
-    seqbench: str | None = None
-
-    @property
-    def release(self) -> str:
-        """The release whose run ids and defaults the study's runs take."""
-        return self.seqbench or __version__
 
     def budget_text(self) -> str:
         """The study's budget in words, then each dataset's own."""
         own = {label: self.dataset_budget[d] for label, d in self.datasets.items() if d in
                self.dataset_budget}  # fmt: skip
-        text = self.budget.describe(self.release)
+        text = self.budget.describe()
         for label, b in own.items():
-            text += f"; on {label}: {b.describe(self.release)}"
+            text += f"; on {label}: {b.describe()}"
             if self.budget.minutes is not None and b.minutes is None:
                 text += f" (and the study's {self.budget.minutes:g}-minute cap)"
         whom = "on a dataset" if own else "of the study"

@@ -105,6 +105,7 @@ class Overall(Layout):
     name = "overall"
     title = "Overall performance"
     metrics = OVERALL_METRICS
+    shows_ablations = False
 
     def group(
         self, runs: Sequence[Run], models: Sequence[str] | None

@@ -21,11 +21,17 @@ def _varying(runs: Sequence[Run]) -> list[str]:
     return [k for k in keys if len({json.dumps(r.settings.get(k)) for r in runs}) > 1]
 
 
+def series(r: Run) -> str:
+    """The line a run belongs to: its model, and its ablation where it is one."""
+    return r.model if not r.ablate else f"{r.model} ({r.variant()})"
+
+
 def sweep_param(runs: Sequence[Run], param: str | None) -> str:
-    """The hyper-parameter the runs were swept over (the single varying config key)."""
+    """The hyper-parameter the runs were swept over: the single config key that varies among
+    the runs of one dataset, model and ablation (an ablation is its own line)."""
     by_group: dict[tuple[str, str], list[Run]] = {}
     for r in runs:
-        by_group.setdefault((r.dataset, r.model), []).append(r)
+        by_group.setdefault((r.dataset, series(r)), []).append(r)
     varying = sorted({k for rs in by_group.values() for k in _varying(rs)})
     if param is None:
         if len(varying) != 1:
@@ -59,7 +65,7 @@ class Sweep:
         self, runs: Sequence[Run], key: str, metrics: tuple[str, ...], ci: bool = False
     ) -> None:
         self.runs, self.key, self.metrics, self.ci = runs, key, metrics, ci
-        self.models = sorted({r.model for r in runs})
+        self.models = sorted({series(r) for r in runs})
         self.series: Series = {}
         self.seeds: list[tuple[str, str, int]] = []
 
@@ -72,13 +78,13 @@ class Sweep:
         """One model's cells at one value: mean ± std over its seeds for each metric."""
         key, several = self.key, len(self.models) > 1
         group = [
-            r for r in self.runs if r.dataset == d and r.model == model and r.settings[key] == x
+            r for r in self.runs if r.dataset == d and series(r) == model and r.settings[key] == x
         ]
         out = []
         for metric in self.metrics:
             cell = Cell()
             if group:
-                self.seeds.append((f"{model} {key}={x}", d, len(group)))
+                self.seeds.append((f"{model} {key}={x}", d, len({r.seed for r in group})))
                 cell.mean, cell.std = mean_std(group, metric)
                 if self.ci:
                     cell.ci = cell_interval(group, metric)
@@ -102,7 +108,7 @@ class Sweep:
 
 class Sensitivity(Layout):
     """Every run of the entries is a point: rows dataset × value of the swept key (`param`,
-    else the one key that varies), a column group per model; datasets by name."""
+    else the one key that varies), a column group per model (and ablation); datasets by name."""
 
     name = "sensitivity"
     title = "Sensitivity"
