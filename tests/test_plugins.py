@@ -67,8 +67,10 @@ def test_readme_commands_with_a_plugin_model(tmp_path: Path, env: dict[str, str]
         proc = seqbench(args, tmp_path, env)
         assert proc.returncode == 0, (args, proc.stdout, proc.stderr)
         outputs[cmd[1]] = proc.stdout
-    checks = outputs["check"].splitlines()[:-1]
+    lines = outputs["check"].splitlines()[:-1]
+    checks = [line for line in lines if not line.startswith(" ")]  # the rest: wrapped details
     assert len(checks) == 10 and all(line.split()[0] in ("PASS", "SKIP") for line in checks)
+    assert max(map(len, lines)) <= 80
     assert checks[0].startswith("PASS  contract")
     assert "run synthetic-my_mlp-" in outputs["run"]
     table = outputs["report"]

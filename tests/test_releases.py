@@ -212,8 +212,7 @@ def test_the_installed_package_has_the_version_run_ids_hash() -> None:
 @pytest.mark.parametrize("name", [*PACKING, "bert4rec", "stosa"])
 def test_the_model_card_shows_the_batching_a_run_gets(name: str, capsys) -> None:
     """`seqbench models NAME` prints this release's default (packed for the SASRec family
-    since 0.3.0), the one a run resolves, not the config class's field default; the list
-    shows it where it differs from the shared default (micro)."""
+    since 0.3.0), the one a run resolves, not the config class's field default."""
     batching = resolve_config(get_model(name), "beauty").batching
 
     def shown(text: str, end: str) -> set[str]:
@@ -222,6 +221,3 @@ def test_the_model_card_shows_the_batching_a_run_gets(name: str, capsys) -> None
 
     main(["models", name])
     assert shown(capsys.readouterr().out, "ablation axes:") == {batching}
-    main(["models"])
-    block = ("\n" + capsys.readouterr().out).split(f"\n{name} — ", 1)[1]
-    assert shown(block, "\n\n") == ({batching} if batching != "micro" else set())

@@ -13,7 +13,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
-from typer.models import CommandInfo, ParameterInfo
+from typer.models import CommandInfo, OptionInfo, ParameterInfo
 
 from seqbench.plugins import load_plugins
 from seqbench.training.context import EpochReport, LogObserver, Observer
@@ -101,10 +101,29 @@ def commands(typer_app: typer.Typer) -> Iterator[CommandInfo]:
         yield from commands(group.typer_instance)
 
 
+#: a bar between two choices (`auto|cpu`): spaced, so a narrow help column wraps between the
+#: choices instead of cutting the list short with an ellipsis
+CHOICE_BAR = re.compile(r"(?<=[\w\]])\|(?=[\w\[])")
+
+
+def metavar(hint: object) -> str | None:
+    """A short name for an option's value (`TEXT`, `INT`, `FLOAT`; none for a flag), where
+    typer would print `<list[str]>` or `<int range>` and squeeze the option names at 80
+    columns."""
+    names = {str: "TEXT", int: "INT", float: "FLOAT"}
+    hint = getattr(hint, "__origin__", hint) if hasattr(hint, "__metadata__") else hint
+    args = [a for a in typing.get_args(hint) if a is not type(None)]
+    inner = args[0] if args else hint
+    if typing.get_origin(inner) is list:
+        inner = typing.get_args(inner)[0]
+    return names.get(inner)  # type: ignore[arg-type]
+
+
 def plain_help(typer_app: typer.Typer) -> None:
     """Help texts shown as written: a docstring's paragraphs re-flowed (its source line breaks
     would break the command list's lines), square brackets kept (rich reads `[tune]` as a style
-    and drops it). Once per process, after the commands are registered."""
+    and drops it), choices spaced (`CHOICE_BAR`). Once per process, after the commands are
+    registered."""
     for info in commands(typer_app):
         doc = info.help or inspect.getdoc(info.callback) or ""
         if doc and not getattr(info, "plain", False):
@@ -117,8 +136,10 @@ def plain_help(typer_app: typer.Typer) -> None:
         for name, hint in hints.items():
             for meta in getattr(hint, "__metadata__", ()):
                 if isinstance(meta, ParameterInfo) and meta.help and not getattr(meta, "plain", 0):
-                    meta.help = escape(meta.help)
+                    meta.help = escape(CHOICE_BAR.sub(" | ", meta.help))
                     meta.plain = True  # type: ignore[attr-defined]
+                if isinstance(meta, OptionInfo) and meta.metavar is None:
+                    meta.metavar = metavar(hint)
             info.callback.__annotations__[name] = hint
 
 

@@ -116,6 +116,7 @@ class SASRec(SASRecBody):
     """Unidirectional Transformer; scores with the shared item embedding."""
 
     paper = "Kang & McAuley, Self-Attentive Sequential Recommendation, ICDM 2018"
+    family = "causal Transformer"
     Config = SASRecConfig
     departures = (LOSS_AXIS, SASREC_INSTANCES, SASREC_ATTENTION, SASREC_INIT)
     dataset_defaults = {
