@@ -5,7 +5,10 @@ run promise."""
 from __future__ import annotations
 
 import contextlib
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import click
@@ -103,3 +106,26 @@ def test_the_dry_run_times_within_its_cap(
     assert spent <= estimate.SECONDS or timed == 1
     # and no step left untimed that would have fitted
     assert timed == estimate.MAX_STEPS or spent + step_seconds > estimate.SECONDS
+
+
+PROBE = """
+import sys
+from seqbench.cli import _load_commands, main
+from seqbench.cli.app import app
+main(["--help"])
+print("torch" in sys.modules or "seqbench.models" in sys.modules)
+_load_commands()
+app(args=["--help"], prog_name="seqbench", standalone_mode=False)
+"""
+
+
+def test_the_command_list_is_the_apps_and_imports_no_torch() -> None:
+    """`seqbench --help` (read from the command modules' source) prints what the app with
+    every command imported prints, and imports neither torch nor the models (a fresh process:
+    the order of the commands is the order their modules are imported)."""
+    env = {**os.environ, "COLUMNS": "80", "PYTHONPATH": str(REPO)}
+    out = subprocess.run(
+        [sys.executable, "-c", PROBE], capture_output=True, text=True, check=True, env=env
+    ).stdout
+    fast, imported, real = out.partition("\nFalse\n")
+    assert imported and fast + "\n" == real and "reproduce" in real
