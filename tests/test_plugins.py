@@ -1,6 +1,7 @@
-"""Outside models end to end: the README's "Benchmark your own model" commands on synthetic data
-with a model seqbench does not ship (the template's MLP), loaded by --plugin, by a study's
-`plugins:` (in 2 spawned workers) and by an installed package's entry point (slow: pip)."""
+"""Outside models end to end: the tutorial "Benchmark your own model" (docs/tutorials/own-model.md)
+on synthetic data with a model seqbench does not ship (the template's MLP), loaded by --plugin,
+by a study's `plugins:` (in 2 spawned workers) and by an installed package's entry point (slow:
+pip)."""
 
 from __future__ import annotations
 
@@ -16,8 +17,7 @@ import yaml
 from seqbench.cli.check import render_template
 
 REPO = Path(__file__).resolve().parents[1]
-README = (REPO / "README.md").read_text()
-SECTION = README.split("### Benchmark your own model", 1)[1].split("\n### ", 1)[0]
+SECTION = (REPO / "docs" / "tutorials" / "own-model.md").read_text()
 
 
 def blocks(kind: str) -> list[str]:
@@ -49,7 +49,7 @@ def test_the_example_is_the_template() -> None:
 
 
 def test_readme_commands_with_a_plugin_model(tmp_path: Path, env: dict[str, str]) -> None:
-    """The README's commands in order (one epoch per model, two models, check without its
+    """The tutorial's commands in order (one epoch per model, two models, check without its
     training run): check passes, run trains, the study's table compares it with SASRec."""
     cmds = commands()
     assert [c[1] for c in cmds] == ["new-model", "check", "prepare", "run", "study", "report"]
