@@ -35,6 +35,12 @@ def _load_commands() -> None:
 def main(argv: list[str] | None = None) -> None:
     """Entry point: user errors (ours and the option parser's) become one red line on stderr
     and exit code 2."""
+    args = sys.argv[1:] if argv is None else argv
+    if not args or args[0] == "--help":  # the command list: read, not imported (fast)
+        from seqbench.cli.index import index_app
+
+        index_app(COMMAND_MODULES)(args=args, prog_name="seqbench", standalone_mode=False)
+        return
     _load_commands()
     main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _terminate) if main_thread else None

@@ -129,7 +129,7 @@ def report(
     budget_columns: Annotated[
         bool,
         typer.Option(
-            help="overall/ablation: each model's budget (epochs, train s, CPU s/epoch, device, "
+            help="overall, ablation: each model's budget (epochs, train s, CPU s/epoch, device, "
             "params) as table cells instead of a note"
         ),
     ] = False,
@@ -144,7 +144,7 @@ def report(
     plot: Annotated[
         str | None,
         typer.Option(
-            help="plot FILE.png|.svg of ablation/sensitivity/curves (default: next to --out)"
+            help="plot FILE.png|.svg of ablation, sensitivity or curves (default: next to --out)"
         ),
     ] = None,
     runs_dir: RunsDir = None,

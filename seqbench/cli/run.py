@@ -23,10 +23,10 @@ from seqbench.cli.app import (
     console,
     console_err,
     positive,
-    run_observer,
     say,
 )
 from seqbench.cli.fit import fit
+from seqbench.cli.progress import run_observer
 from seqbench.data.audit import audit
 from seqbench.data.dataset import SeqDataset, load_dataset
 from seqbench.errors import ConfigError

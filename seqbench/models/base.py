@@ -89,6 +89,8 @@ class SeqModel(nn.Module):
     contract: ClassVar[int] = CONTRACT_VERSION
     name: ClassVar[str] = ""
     paper: ClassVar[str] = ""
+    #: the architecture in a few words (`seqbench models` lists it beside the paper)
+    family: ClassVar[str] = ""
     Config: ClassVar[type[ModelConfig]] = ModelConfig
     #: per-dataset overrides of the config defaults (the papers' settings)
     dataset_defaults: ClassVar[dict[str, dict[str, Any]]] = {}
@@ -230,7 +232,7 @@ def register(name: str):
         if not (isinstance(cls, type) and issubclass(cls, SeqModel)):
             raise ConfigError(
                 f"model {name!r}: {getattr(cls, '__qualname__', cls)!r} is not a subclass of "
-                "seqbench.models.SeqModel: subclass it (see examples/my_model.py)"
+                "seqbench.models.SeqModel: subclass it (see examples/my_mlp.py)"
             )
         if name in MODELS:
             taken = MODELS.get(name)

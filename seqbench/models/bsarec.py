@@ -94,6 +94,7 @@ class BSARec(WindowNextItem, SeqModel):
         "Shin et al., An Attentive Inductive Bias for Sequential Recommendation beyond the "
         "Self-Attention, AAAI 2024"
     )
+    family = "attention + frequency"
     Config = BSARecConfig
     ablations = ("alpha", "loss", "instances")
     dataset_defaults = {

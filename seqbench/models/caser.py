@@ -101,6 +101,7 @@ class Caser(ItemDot, SeqModel):
     """Convolutional sequence embedding + user embedding; T next items per window."""
 
     paper = "Tang & Wang, Personalized Top-N Sequential Recommendation via CNN, WSDM 2018"
+    family = "convolutional"
     Config = CaserConfig
     loss_head = "window"
     ablations = ("loss", "instances")

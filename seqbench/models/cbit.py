@@ -99,6 +99,7 @@ class CBiT(BERT4RecSBody):
     """BERT4Rec_S encoder and head; m masked views, NT-Xent on whole outputs, θ reweighting."""
 
     paper = "Du et al., CBiT, CIKM 2022"
+    family = "contrastive, bidirectional"
     Config = CBiTConfig
     micro_key = None  # the contrastive loss couples the rows of a batch
     ablations = ("augment", "reweight", "theta_step", *BERT4RecSBody.ablations)

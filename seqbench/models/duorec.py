@@ -75,6 +75,7 @@ class DuoRec(ItemDot, SameTargetTraining, SeqModel):
     """Causal Transformer with CE at the last position and a contrastive regulariser."""
 
     paper = "Qiu et al., Contrastive Learning for Representation Degeneration, WSDM 2022"
+    family = "contrastive, causal"
     Config = DuoRecConfig
     piecewise = True  # positions and attention read only a row's own items
     packs = True

@@ -155,6 +155,7 @@ class FEARec(ItemDot, SameTargetTraining, SeqModel):
         "Du et al., Frequency Enhanced Hybrid Attention Network for Sequential "
         "Recommendation, SIGIR 2023"
     )
+    family = "contrastive, frequency"
     Config = FEARecConfig
     ablations = ("contrast", "freq_reg", "delays", "spatial_ratio", "loss", "instances")
     dataset_defaults = {

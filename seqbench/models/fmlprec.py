@@ -68,6 +68,7 @@ class FMLPRec(WindowNextItem, SeqModel):
     paper = (
         "Zhou et al., Filter-enhanced MLP is All You Need for Sequential Recommendation, WWW 2022"
     )
+    family = "frequency filter MLP"
     Config = FMLPRecConfig
     ablations = ("loss", "instances")
     dataset_defaults = {

@@ -64,6 +64,7 @@ class GRU4Rec(ItemDot, NextItemTraining, SeqModel):
     """Recurrent next-item model; the hidden state after the last item scores all items."""
 
     paper = "Hidasi et al., Session-based Recommendations with RNNs, ICLR 2016"
+    family = "recurrent (GRU)"
     Config = GRU4RecConfig
     micro_key = "targets"
     ablations = ("loss", "instances")

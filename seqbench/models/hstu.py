@@ -142,6 +142,7 @@ class HSTU(RelativeBias, ItemDot, NextItemTraining, SeqModel):
         "Zhai et al., Actions Speak Louder than Words: Trillion-Parameter Sequential "
         "Transducers for Generative Recommendations, ICML 2024"
     )
+    family = "pointwise attention"
     Config = HSTUConfig
     micro_key = "targets"
     ablations = ("loss", "time_bias", "instances")

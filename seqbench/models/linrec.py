@@ -90,6 +90,7 @@ class LinRec(WindowNextItem, SeqModel):
         "Liu et al., Linear Attention Mechanism for Long-term Sequential Recommender Systems, "
         "SIGIR 2023"
     )
+    family = "linear attention"
     Config = LinRecConfig
     micro_key = "targets"
     ablations = ("attention", "loss", "instances")

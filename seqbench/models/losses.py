@@ -181,7 +181,8 @@ def _mean(
     per: torch.Tensor, weight: torch.Tensor, pos: torch.Tensor, neg: torch.Tensor
 ) -> torch.Tensor:
     """Mean of per-target values over the valid ones (0 when none is valid); NaN when a valid
-    score is not finite (the trainer stops on a non-finite loss), as `next_item_loss`."""
+    score is not finite (the trainer stops on a non-finite loss; SASRec's public
+    `sampled_next_item_loss` raises instead)."""
     loss = (per * weight).sum() / weight.sum().clamp(min=1)
     return torch.where(torch.isfinite(pos).all() & torch.isfinite(neg).all(), loss, torch.nan)
 
@@ -266,7 +267,8 @@ def target_terms(
 
 
 def bce(pos: Tensor, neg: Tensor, valid: Tensor) -> Tensor:
-    """BCE, mean over valid targets (SASRec's; K = 1 is `next_item_loss` bit for bit)."""
+    """BCE, mean over valid targets (K = 1: SASRec's `sampled_next_item_loss` without its
+    host-reading checks)."""
     return mean_terms(LOSSES["bce"], pos, neg, valid, valid)
 
 

@@ -103,6 +103,7 @@ class LRURec(ItemDot, NextItemTraining, SeqModel):
     """Stacked linear recurrent units; the state after the last item scores all items."""
 
     paper = "Yue et al., Linear Recurrent Units for Sequential Recommendation, WSDM 2024"
+    family = "linear recurrent"
     Config = LRURecConfig
     micro_key = "targets"
     ablations = ("loss", "instances", "optimizer")

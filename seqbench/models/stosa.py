@@ -193,6 +193,7 @@ class STOSA(SeqModel):
     """Gaussian item/position embeddings, Wasserstein self-attention and scoring, BPR + pvn."""
 
     paper = "Fan et al., Sequential Recommendation via Stochastic Self-Attention, WWW 2022"
+    family = "stochastic attention"
     Config = STOSAConfig
     micro_key = "targets"
     dataset_defaults = {

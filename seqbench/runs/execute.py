@@ -184,6 +184,10 @@ def execute(
         if stored is not None:
             # a run cut short by a time budget only answers a request with that same budget
             if stored.stopped != "budget" or stored.budget_minutes == options.max_minutes:
+                if ctx.tracking is not None:  # logged though not trained now
+                    folder = RunFolder(store.final(run_id))
+                    history = pd.read_parquet(folder.history) if folder.history.exists() else None
+                    _track(ctx, stored, run.spec, history, data, folder.path)
                 return stored, True
             force = True
         if checked.temporal:  # leave-one-out runs print what they always printed
@@ -194,11 +198,26 @@ def execute(
         history = pd.DataFrame(trained.history)
         store.finish(work, result, test, history, trained.best_state)
     # the run is complete in the store before any tracker sees it
-    tracked = TrackedRun(result, run.spec, history, data.card, store.final(run_id))
-    warning = track(ctx.tracking, tracked)
+    _track(ctx, result, run.spec, history, data, store.final(run_id))
+    return result, False
+
+
+def _track(
+    ctx: RunContext,
+    result: RunResult,
+    spec: RunSpec,
+    history: pd.DataFrame | None,
+    data: SeqDataset,
+    folder: Path,
+) -> None:
+    """Log a stored run (trained now or found in the store) to `ctx.tracking`; a tracker's
+    failure is a one-line warning."""
+    if ctx.tracking is None:
+        return
+    history = pd.DataFrame({"epoch": []}) if history is None else history
+    warning = track(ctx.tracking, TrackedRun(result, spec, history, data.card, folder))
     if warning:
         ctx.observer.on_log(warning)
-    return result, False
 
 
 def _checked(run: ResolvedRun, data: SeqDataset, dev: torch.device) -> tuple[SeqDataset, Audit]:
