@@ -314,14 +314,27 @@ def default_threads(workers: int = 1) -> ThreadChoice:
     return choose_threads(len(cpus), busy_cores(cpus), workers)
 
 
+#: the most torch threads a run may ask for (torch takes a C int; no machine has more cores)
+MAX_THREADS = 4096
+
+
+def check_threads(threads: int, name: str = "--threads") -> int:
+    """`threads` when torch can take it, else a one-line error naming the option or field."""
+    if not 1 <= threads <= MAX_THREADS:
+        raise ConfigError(f"{name} {threads}: give 1 to {MAX_THREADS} threads")
+    return threads
+
+
 def thread_choice(threads: int | None, workers: int = 1) -> ThreadChoice:
     """`threads` when given (--threads N forces N), else the policy for `workers` runs."""
-    return ThreadChoice(threads, "--threads") if threads else default_threads(workers)
+    if threads:
+        return ThreadChoice(check_threads(threads), "--threads")
+    return default_threads(workers)
 
 
 def forced_threads(threads: int | None) -> ThreadChoice | None:
     """--threads N as a choice (None: not given, so the policy decides when the runs start)."""
-    return ThreadChoice(threads, "--threads") if threads else None
+    return ThreadChoice(check_threads(threads), "--threads") if threads else None
 
 
 def apply_threads(choice: ThreadChoice) -> None:

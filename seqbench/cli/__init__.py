@@ -12,6 +12,7 @@ import typer
 from rich.markup import escape
 
 from seqbench.cli.app import app, console_err, plain_help
+from seqbench.cli.numbers import bound_numbers
 from seqbench.errors import SeqbenchError, Terminated
 
 try:  # recent typer bundles its own click
@@ -30,6 +31,7 @@ def _load_commands() -> None:
             if e.name != f"seqbench.cli.{mod}":
                 raise
     plain_help(app)
+    bound_numbers(app)
 
 
 def main(argv: list[str] | None = None) -> None:
