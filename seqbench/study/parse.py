@@ -13,7 +13,7 @@ from seqbench.limits import check_size
 from seqbench.machine import check_threads, known_precision
 from seqbench.models.releases import check_release
 from seqbench.paths import check_label
-from seqbench.plugins import PluginError, load_plugins
+from seqbench.plugins import ENV, PluginError, canonical, is_file, load_plugin, loaded
 from seqbench.runs.tracking import TRACKERS
 from seqbench.study.spec import STUDY_FILE, Budget, Study, StudyModel, model_protocols
 from seqbench.study.tables import parse_table
@@ -133,15 +133,38 @@ def parse_tracking(raw: Any, where: str) -> Tracking | None:
 
 
 def _plugins(raw: Any, where: str) -> tuple[str, ...]:
-    """Load the study's `plugins:` (modules, or .py files relative to the study file) now, so
-    its models resolve; the plugins every run of this process has loaded."""
+    """The study's `plugins:` as canonical specs (modules, or .py files relative to the study
+    file), not imported: reading a study runs none of its code (`load_study_plugins`)."""
     if raw is None:
         return ()
-    specs = name_list(raw, f"{where}: plugins")
-    try:
-        return load_plugins(specs, Path(where).parent)
-    except PluginError as e:
-        raise ConfigError(f"{where}: plugins: {e}") from None
+    base = Path(where).parent
+    return tuple(canonical(s, base) for s in name_list(raw, f"{where}: plugins"))
+
+
+def unloaded_plugins(study: Study) -> list[str]:
+    """The study's plugins not imported in this process (by `load_study_plugins`, --plugin or
+    $SEQBENCH_PLUGINS)."""
+    return [p for p in study.plugins if p not in loaded()]
+
+
+def load_study_plugins(study: Study) -> tuple[str, ...]:
+    """Import the study's plugins, so its models resolve (`study run`, `reproduce`): a file
+    inside the study's folder, or one the user named (--plugin, $SEQBENCH_PLUGINS: imported
+    already). Any other is refused in one line: a study someone hands you runs no code from
+    outside its own folder unless you name it. Returns every plugin of this process."""
+    folder = Path(study.where).parent.resolve()
+    for spec in unloaded_plugins(study):
+        if not (is_file(spec) and Path(spec).is_relative_to(folder)):
+            raise ConfigError(
+                f"{study.where}: plugins: {spec} is outside the study's folder {folder}/: "
+                f"a study runs only its own folder's code; to run it, name it yourself with "
+                f"--plugin {spec} (or ${ENV}), or move it into the folder"
+            )
+        try:
+            load_plugin(spec)
+        except PluginError as e:
+            raise ConfigError(f"{study.where}: plugins: {e}") from None
+    return loaded()
 
 
 def parse_study(raw: Any, where: str) -> Study:

@@ -202,7 +202,8 @@ class Study:
     evaluate: tuple[str, ...] = ()
     precision: str = "fp32"
     tracking: Tracking | None = None
-    #: plugins its models need (loaded when the study is read; run contexts carry them)
+    #: plugins its models need, as canonical specs (imported by `parse.load_study_plugins`
+    #: when the study runs, never when it is read or shown; run contexts carry them)
     plugins: tuple[str, ...] = ()
     #: the protocol axis, label -> protocol string, crossed with the models (empty: `protocol`)
     protocols: dict[str, str] = field(default_factory=dict)
