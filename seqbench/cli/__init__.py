@@ -15,6 +15,7 @@ from rich.markup import escape
 
 from seqbench.cli.app import app, console_err, plain_help
 from seqbench.cli.numbers import bound_numbers
+from seqbench.cli.scratch import use_scratch
 from seqbench.errors import SeqbenchError, Terminated
 
 try:  # recent typer bundles its own click
@@ -42,6 +43,7 @@ def main(argv: list[str] | None = None) -> None:
     `--debug` (any command) or $SEQBENCH_DEBUG=1 shows the traceback instead."""
     from seqbench.models.contract import DEBUG_ENV  # (imports torch: not before it is needed)
 
+    use_scratch()  # the libraries' caches, before any imports them
     args = list(sys.argv[1:] if argv is None else argv)
     before = os.environ.get(DEBUG_ENV)
     if "--debug" in args:
