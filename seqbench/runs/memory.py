@@ -40,17 +40,35 @@ def _size(cfg: object, key: str) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
-def lower_bound(run: ResolvedRun, data: SeqDataset) -> dict[str, int]:
-    """Bytes the run needs at least, by what holds them (0 for a model without the sizes)."""
+def meta_params(run: ResolvedRun, data: SeqDataset) -> int | None:
+    """The model's parameter count, built on torch's meta device (shapes, no memory); None
+    when its constructor cannot run there."""
+    import torch
+
+    try:
+        with torch.device("meta"):
+            model = run.model_cls(run.cfg, data)
+        return sum(p.numel() for p in model.parameters())
+    except Exception:  # a constructor that computes on data: the bound from the sizes
+        return None
+
+
+def lower_bound(run: ResolvedRun, data: SeqDataset, exact: bool = False) -> dict[str, int]:
+    """Bytes the run needs at least, by what holds them (empty for a model that trains
+    nothing): its weights (an item table and a d × d matrix per layer; `exact`: counted on
+    the meta device where the model can be built there) with gradients and Adam's moments,
+    and one d-vector per position of each batch row per layer."""
     cfg = run.cfg
     if not _size(cfg, "epochs"):  # trains nothing (popularity, item similarity): no weights
         return {}
     d, layers, batch = _size(cfg, "d"), _size(cfg, "layers"), _size(cfg, "batch_size")
     longest = int((data.offsets[1:] - data.offsets[:-1]).max(initial=1))
     positions = min(_size(cfg, "max_len"), longest)
+    params = meta_params(run, data) if exact else None
+    if params is None:
+        params = (data.n_items + 1) * d + layers * d * d
     return {
-        "item table": (data.n_items + 1) * d * WEIGHT_BYTES,
-        "layer weights": layers * d * d * WEIGHT_BYTES,
+        "weights": params * WEIGHT_BYTES,
         "activations": batch * positions * d * max(1, layers) * 4,
     }
 
@@ -81,10 +99,14 @@ def check_memory(run: ResolvedRun, data: SeqDataset, device: object = None) -> N
     free = available_bytes(device)  # type: ignore[arg-type]
     if free is None:
         return
-    need = lower_bound(run, data)
-    total = sum(need.values())
-    if not need or total <= free:
-        return
+    for exact in (False, True):  # the sizes' bound first: a huge model is never built
+        need = lower_bound(run, data, exact)
+        total = sum(need.values())
+        if not need or total <= free:
+            if exact or not need:
+                return
+            continue
+        break
     parts = ", ".join(f"{k} {_gb(v)}" for k, v in need.items() if v >= total / 100)
     raise ConfigError(
         f"run {run.request.model} on {run.request.dataset} needs at least {_gb(total)} "
