@@ -321,7 +321,7 @@ MAX_THREADS = 4096
 def check_threads(threads: int, name: str = "--threads") -> int:
     """`threads` when torch can take it, else a one-line error naming the option or field."""
     if not 1 <= threads <= MAX_THREADS:
-        raise ConfigError(f"{name} {threads}: give 1 to {MAX_THREADS} threads")
+        raise ConfigError(f"{name} {threads}: give a number from 1 to {MAX_THREADS}")
     return threads
 
 
