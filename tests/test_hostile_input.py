@@ -412,7 +412,7 @@ def test_a_utf8_bom_is_read(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("args", "expect", "not_in"),
     [
-        (["run", "sasrec", "-d", "nosuchdata"], "no registered dataset", "seqbench prepare"),
+        (["run", "sasrec", "-d", "nosuchdata"], "unknown dataset", "seqbench prepare"),
         (["runs", "--runs-dir", "AFILE"], "is a file, not a folder", None),
         (["run", "sasrec", "-d", "synthetic", "--data-dir", "AFILE"], "is a file", "seqbench prep"),
     ],

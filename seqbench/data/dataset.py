@@ -183,10 +183,7 @@ def read_card(path: Path, name: str) -> dict[str, Any]:
         try:
             get_spec(name)
         except DataError as e:  # not a registry name either: preparing it cannot work
-            raise DataError(
-                f"dataset {name!r} is not prepared under {path.parent}/ and is no registered "
-                f"dataset ({e}): check the name (`seqbench datasets` lists them)"
-            ) from None
+            raise DataError(f"{e} (nor prepared under {path.parent}/)") from None
         raise DataError(
             f"dataset {name!r} is not prepared under {path.parent}/: run `seqbench prepare {name}`"
         )

@@ -52,9 +52,9 @@ def load_model(store: RunStore, run_id: str, data: SeqDataset, device: torch.dev
     try:
         model.load_state_dict(load_torch(best))
     except Exception as e:  # torch raises many types for missing, cut or foreign weights
-        first = (str(e).strip().splitlines() or [type(e).__name__])[0][:120]
         raise ResultError(
-            f"{best}: the run's best weights cannot be loaded ({first}): rerun the run's "
+            f"{best}: the run's best weights cannot be loaded (not the weights file seqbench "
+            f"wrote: damaged, cut short or replaced; {type(e).__name__}): rerun the run's "
             "command with --force to retrain it"
         ) from None
     return model.to(device)
