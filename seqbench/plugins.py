@@ -121,6 +121,12 @@ def _import(key: str, spec: str) -> None:
         raise
     except ConfigError as e:
         raise PluginError(f"plugin {spec}: {e}") from None
+    except SystemExit as e:  # exiting at import would end seqbench silently, often with rc 0
+        raise PluginError(
+            f"plugin {spec} called sys.exit({e.code!r}) while imported: a plugin module must "
+            "only define and register models (move script code under `if __name__ == "
+            "'__main__':`)"
+        ) from None
     except Exception as e:
         where = "pip install the package that provides it" if not is_file(key) else "fix the file"
         raise PluginError(
@@ -146,6 +152,10 @@ def load_entry_points() -> tuple[str, ...]:
             obj = ep.load()
         except ConfigError as e:
             raise PluginError(f"plugin {where}: {e}") from None
+        except SystemExit as e:
+            raise PluginError(
+                f"plugin {where} called sys.exit({e.code!r}) while imported"
+            ) from None
         except Exception as e:
             raise PluginError(
                 f"plugin {where} failed to import ({type(e).__name__}: {_first_line(e)}): fix "

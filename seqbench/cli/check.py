@@ -13,7 +13,7 @@ import typer
 from rich.markup import escape
 
 from seqbench.api import check as check_contract
-from seqbench.cli.app import Plugins, app, console
+from seqbench.cli.app import Plugins, app, console, positive
 from seqbench.cli.run import parse_pairs
 from seqbench.errors import ConfigError
 
@@ -29,10 +29,18 @@ def check(
     learn: Annotated[
         bool, typer.Option(help="also train on synthetic data against popularity (a warning)")
     ] = True,
+    step_seconds: Annotated[
+        float | None,
+        typer.Option(
+            callback=positive,
+            help="fail a check that runs longer [default: 120 s; the learning check 600 s]",
+        ),
+    ] = None,
     plugin: Plugins = None,
 ) -> None:
     """Check MODEL against the contract: one line per check; exit code 1 if any fails."""
-    report = check_contract(model, parse_pairs(set_, "--set"), learn=learn)
+    sets = parse_pairs(set_, "--set")
+    report = check_contract(model, sets, learn=learn, step_seconds=step_seconds)
     for c in report.checks:
         style = STYLES[c.status]
         detail = f": {c.detail}" if c.detail else ""

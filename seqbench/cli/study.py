@@ -49,7 +49,7 @@ from seqbench.runs.options import Pool
 from seqbench.runs.store import RunStore
 from seqbench.runs.tracking import tracking_for
 from seqbench.study.output import RUN_FILES, display_path, study_notes, write_folder
-from seqbench.study.parse import load_study, study_file
+from seqbench.study.parse import load_study, load_study_plugins, study_file, unloaded_plugins
 from seqbench.study.plan import IN_FOLDER, NO_COUNTS, Plan, StudyRun, plan, statuses
 from seqbench.study.reproduce import get_study, listing
 from seqbench.study.reproduce import reproduce as run_reproduction
@@ -101,6 +101,8 @@ def show_plan(
     for t in study.tables:
         files = ", ".join(f"{t.name}.{FORMATS.get(f).suffix}" for f in t.formats)
         say(f"table {t.name}: {t.layout} → {files}")
+    for why in p.skipped:
+        say(f"not listed: {why}")
     missing = [s for _, s in rows if s not in ("done", IN_FOLDER)]
     reused = sum(s == IN_FOLDER for _, s in rows)
     folder_note = f"; {reused} more from the folder's {RUN_FILES}/ (not trained again)"
@@ -235,7 +237,7 @@ def show(
 ) -> None:
     """List the study's runs (done / missing) and tables without training anything."""
     study = with_precision(load_study(folder), precision)
-    p = plan(study, data_dir=data_dir, need_data=False)
+    p = plan(study, data_dir=data_dir, need_data=False)  # imports none of its plugins
     path = study_file(folder).parent
     show_plan(display_path(path), p, RunStore(runs_dir), data_dir, load_exported(path / RUN_FILES))
 
@@ -291,9 +293,17 @@ def run(
     where = display_path(path)
     if render_only:  # trains nothing: no device to check the precision against
         p = plan(with_precision(study, precision), data_dir=data_dir, need_data=False)
+        if p.skipped:  # a model of the study's plugins, which rendering does not import
+            raise ConfigError(
+                f"{study.where}: --render-only imports no plugin code: to render the runs of "
+                "the study's plugin models, name their plugins: --plugin "
+                + " --plugin ".join(unloaded_plugins(study))
+            )
         done = render_study(p, path, runs_dir, data_dir)
         print_rendering(study.title, where, done, unprepared_of(study, data_dir), data_dir)
         return
+    if not dry_run:  # (a dry run imports no plugin code: their models are listed as such)
+        load_study_plugins(study)
     ctx = api.context(
         device=device,
         threads=threads or study.threads,
@@ -390,9 +400,11 @@ def reproduce(
         raise ConfigError("give one budget for all models: --budget-epochs or --budget-minutes")
     if threads:
         torch.set_num_threads(threads)
+    study = get_study(spec, spec_file)
+    load_study_plugins(study)  # before the context, which carries them to workers
     ctx = api.context(threads=threads, batch=True, runs_dir=runs_dir, data_dir=data_dir)
     # the runs train on the default device (auto), checked before anything trains
-    study = with_precision(get_study(spec, spec_file), precision, ctx.torch_device())
+    study = with_precision(study, precision, ctx.torch_device())
     result = run_reproduction(
         study,
         ctx,

@@ -28,6 +28,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from seqbench.data.checksum import KINDS, SCHEME, SIDE, content_checksum
+from seqbench.data.registry import get_spec
 from seqbench.data.segments import segment_offsets
 from seqbench.data.splits import EvalSplit, LeaveOneOut, Split, TargetSets
 from seqbench.errors import DataError
@@ -174,6 +175,15 @@ def read_card(path: Path, name: str) -> dict[str, Any]:
     if path.is_dir() and not card_file.is_file():
         raise _damaged(card_file, name, "file missing")
     if not card_file.is_file():
+        if path.parent.exists() and not path.parent.is_dir():
+            raise DataError(
+                f"data dir {path.parent} is a file, not a folder: give --data-dir (or "
+                "$SEQBENCH_DATA) the folder of prepared datasets"
+            )
+        try:
+            get_spec(name)
+        except DataError as e:  # not a registry name either: preparing it cannot work
+            raise DataError(f"{e} (nor prepared under {path.parent}/)") from None
         raise DataError(
             f"dataset {name!r} is not prepared under {path.parent}/: run `seqbench prepare {name}`"
         )

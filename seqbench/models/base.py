@@ -294,7 +294,10 @@ def parse_value(cfg_cls: type[ModelConfig], key: str, raw: Any) -> Any:
                 raise ValueError(raw)
             return low in ("true", "1", "on", "yes")
         if hint is int:
-            return int(raw)
+            value = int(raw)
+            if not -(2**63) <= value < 2**63:  # torch's and numpy's int64
+                raise ValueError(raw)
+            return value
         if hint is float:
             return float(raw)
         return raw

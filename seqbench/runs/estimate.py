@@ -33,6 +33,7 @@ from seqbench.machine import (
     using_threads,
 )
 from seqbench.runs.execute import ResolvedRun
+from seqbench.runs.memory import check_memory, memory_failures
 from seqbench.training.context import RunContext
 from seqbench.training.feed import EpochFeed
 from seqbench.training.trainer import Trainer, TrainOptions, make_optimizer
@@ -94,8 +95,10 @@ class Estimate:
 
 
 def estimate(run: ResolvedRun, data: SeqDataset, ctx: RunContext) -> Estimate:
-    """Time a few real training steps of `run` (nothing is stored); see the module docstring."""
-    with using_threads(ctx.threads) as threads:
+    """Time a few real training steps of `run` (nothing is stored); see the module docstring.
+    A run that cannot fit is refused before its model is built (`memory.check_memory`)."""
+    check_memory(run, data, ctx.torch_device())
+    with using_threads(ctx.threads) as threads, memory_failures(run):
         seed_everything(run.request.seed)
         model = run.model_cls(run.cfg, data)
         quiet = dataclasses.replace(ctx, tracking=None)

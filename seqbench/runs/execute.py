@@ -39,6 +39,7 @@ from seqbench.models.contract import check_contract, model_failures
 from seqbench.models.departures import switched
 from seqbench.plugins import origin
 from seqbench.runs.identity import ablation_of
+from seqbench.runs.memory import check_memory, memory_failures
 from seqbench.runs.options import RunOptions
 from seqbench.runs.result import RunResult
 from seqbench.runs.store import RunFolder, RunSpec, RunStore
@@ -193,7 +194,11 @@ def execute(
         if checked.temporal:  # leave-one-out runs print what they always printed
             ctx.observer.on_log(checked.summary())
         work = store.start(run.spec, fresh=force)
-        with using_threads(ctx.threads) as threads, model_failures(run.model_cls):
+        with (
+            using_threads(ctx.threads) as threads,
+            model_failures(run.model_cls),
+            memory_failures(run),
+        ):
             result, trained, test = _train_and_test(run, data, work, ctx, options, threads, dev)
         history = pd.DataFrame(trained.history)
         store.finish(work, result, test, history, trained.best_state)
@@ -237,6 +242,7 @@ def _checked(run: ResolvedRun, data: SeqDataset, dev: torch.device) -> tuple[Seq
         )
     check_precision(run.request.precision, dev)
     check_contract(run.model_cls)
+    check_memory(run, data, dev)
     data = split_view(data, run.protocol)
     checked = audit(data)
     if checked.leak():

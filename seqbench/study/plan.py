@@ -11,6 +11,7 @@ from pathlib import Path
 from seqbench.data.dataset import dataset_path, read_card
 from seqbench.errors import ConfigError, DataError
 from seqbench.models.base import MODELS
+from seqbench.plugins import loaded
 from seqbench.registry import closest
 from seqbench.runs.execute import ResolvedRun, RunRequest
 from seqbench.runs.store import Run, RunStore
@@ -114,6 +115,14 @@ def plan(
             if m.datasets is not None and dlabel not in m.datasets:
                 continue
             runs = _resolved(m, _runs(study, m, name, own), checksum, device)
+            unimported = [p for p in study.plugins if p not in loaded()]
+            if isinstance(runs, str) and m.model not in MODELS and unimported:
+                out.skipped.append(
+                    f"{m.label}: its model comes from the study's plugins, which are imported "
+                    f"only to train (`study run`) or when named (--plugin "
+                    f"{' --plugin '.join(unimported)})"
+                )
+                continue
             if isinstance(runs, str):  # why the model's runs cannot be made
                 if not lenient:
                     raise ConfigError(f"{study.where}: models.{m.label} on {name}: {runs}")

@@ -39,11 +39,14 @@ what is missing and `output` writes the folder.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
+import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from seqbench.errors import ConfigError
+from seqbench.limits import INT64_MAX
 from seqbench.machine import check_precision, known_precision
 from seqbench.study.papers import TableSpec
 from seqbench.study.values import Point, scalar
@@ -74,13 +77,14 @@ class Budget:
             )
         if "minutes" in budget:
             minutes = budget["minutes"]
-            if isinstance(minutes, bool) or not isinstance(minutes, int | float) or minutes <= 0:
+            number = not isinstance(minutes, bool) and isinstance(minutes, int | float)
+            if not number or not 0 < minutes < math.inf:
                 raise ConfigError(f"{at}: minutes must be a positive number, got {minutes!r}")
             return cls(minutes=float(minutes))
         epochs = budget["epochs"]
         if epochs == "default":
             return cls()
-        if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 1:
+        if isinstance(epochs, bool) or not isinstance(epochs, int) or not 1 <= epochs <= INT64_MAX:
             raise ConfigError(f"{at}: epochs must be a positive integer or default, got {epochs!r}")
         return cls(epochs=epochs)
 
@@ -118,23 +122,26 @@ class StudyModel:
 
     def points(self) -> list[tuple[Point, Point]]:
         """(sets, ablate) of each configuration the model runs in, in order, no duplicates."""
-        out: list[tuple[Point, Point]] = []
+        out: dict[tuple, tuple[Point, Point]] = {}
         for s, a in itertools.product(self.sets, self.ablate):
-            if (s, a) not in out:
-                out.append((s, a))
-        return out
+            out.setdefault((tuple(sorted(s.items())), tuple(sorted(a.items()))), (s, a))
+        return list(out.values())
 
-    def entry_label(self, sets: Point, ablate: Point) -> str:
-        """The label of one configuration in tables: the model label, plus the values that
-        differ between the model's configurations when it runs in several."""
+    @functools.cached_property
+    def varying(self) -> list[str]:
+        """The keys whose value differs between the model's configurations (once per model)."""
         merged = [{**a, **s} for s, a in self.points()]
-        varying = [
+        return [
             k
             for k in dict.fromkeys(k for m in merged for k in m)
             if len({m.get(k) for m in merged}) > 1
         ]
+
+    def entry_label(self, sets: Point, ablate: Point) -> str:
+        """The label of one configuration in tables: the model label, plus the values that
+        differ between the model's configurations when it runs in several."""
         point = {**ablate, **sets}
-        shown = ", ".join(f"{k}={point[k]}" for k in varying if k in point)
+        shown = ", ".join(f"{k}={point[k]}" for k in self.varying if k in point)
         return f"{self.label} ({shown})" if shown else self.label
 
 
@@ -186,7 +193,8 @@ class Study:
     evaluate: tuple[str, ...] = ()
     precision: str = "fp32"
     tracking: Tracking | None = None
-    #: plugins its models need (loaded when the study is read; run contexts carry them)
+    #: plugins its models need, as canonical specs (imported by `parse.load_study_plugins`
+    #: when the study runs, never when it is read or shown; run contexts carry them)
     plugins: tuple[str, ...] = ()
     #: the protocol axis, label -> protocol string, crossed with the models (empty: `protocol`)
     protocols: dict[str, str] = field(default_factory=dict)
