@@ -17,6 +17,7 @@ from typing import Any
 
 import torch
 
+from seqbench import distributed
 from seqbench.data.dataset import SeqDataset
 from seqbench.data.order import shuffled_training
 from seqbench.errors import ConfigError, SeqbenchError
@@ -35,7 +36,7 @@ from seqbench.training.checkpoint import (
 )
 from seqbench.training.context import EpochReport, RunContext
 from seqbench.training.feed import EpochFeed
-from seqbench.training.micro import Piece, accumulate_pieces
+from seqbench.training.micro import Piece, accumulate_pieces, check_splittable
 
 #: steps between reads of the loss on the host (progress, and the check that it is finite)
 LOG_EVERY = 20
@@ -168,6 +169,10 @@ class Trainer:
         self.cfg, self.seed, self.options = model.cfg, seed, options
         self.checkpoints = files.checkpoints
         self.observer = ctx.observer
+        #: this process's rank among the processes training the run (`distributed`)
+        self.shard = distributed.current()
+        if self.shard.active:
+            check_splittable(type(model), model.name or type(model).__name__)
         if ctx.compile:
             compile_encoder(self.model)
         # autocast dtype of the loss (the forward and backward): None trains in plain fp32
@@ -220,7 +225,8 @@ class Trainer:
                     break
                 with pauses:
                     feed, gen_state = self._fit_epoch(epoch, opt, feed, gen, scaler, p, pauses)
-                save_checkpoint(*self.checkpoints, self._state(epoch, opt, gen_state, p))
+                if self.shard.writes:  # every rank holds the same state; rank 0 keeps it
+                    save_checkpoint(*self.checkpoints, self._state(epoch, opt, gen_state, p))
                 pauses.saved()  # a signal during the epoch's last steps or validation stops here
                 if p.bad >= cfg.patience and epoch >= cfg.min_epochs:
                     stopped = "early"
@@ -331,6 +337,8 @@ class Trainer:
                 self._save_mid(epoch, step + 1, opt, feed, sums, p, clock)
         clock.pauses.stepping = False
         watch.check(epoch)
+        if self.shard.active:  # each rank's sums are its share's: the batch's are their sum
+            sums = distributed.sum_over_ranks(sums, self.device)
         means = {k: float(v) / max(1, done) for k, v in sums.items()}
         return means if done == steps else {**means, "share": done / steps}
 
@@ -347,7 +355,8 @@ class Trainer:
             "seconds": time.perf_counter() - clock.t0,
             "cpu": time.process_time() - clock.c0,
         }
-        save_checkpoint(*self.checkpoints, state)
+        if self.shard.writes:
+            save_checkpoint(*self.checkpoints, state)
         clock.pauses.stepping = False  # a signal from here on stops at once
         clock.pauses.saved()
         clock.pauses.stepping = True
@@ -357,6 +366,8 @@ class Trainer:
         the loss (kept on the device) and its parts, with the model's after-step values."""
         opt.zero_grad(set_to_none=True)
         value, parts = accumulate_pieces(self.model, pieces, self._autocast, scaler)
+        if self.shard.active:  # the batch's gradient: the sum of the ranks' weighted shares
+            distributed.all_reduce_grads(self.model)
         if scaler is not None:
             scaler.unscale_(opt)
         if self.cfg.grad_clip > 0:
