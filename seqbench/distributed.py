@@ -111,3 +111,25 @@ def init_from_env(device_type: str) -> Shard:
         torch.cuda.set_device(local)
     dist.init_process_group("nccl" if device_type == "cuda" else "gloo")
     return current()
+
+
+def broadcast(value: object) -> object:
+    """Rank 0's `value` on every rank (a picklable object)."""
+    box = [value]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
+
+
+def leave() -> None:
+    """Leave the process group (end of a rank's run)."""
+    if dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def free_port() -> int:
+    """A free TCP port on this machine (the group's rendezvous)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])

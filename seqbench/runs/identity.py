@@ -35,6 +35,9 @@ class RunSpec:
     departures: list[str] | None = None
     #: a plugin model's origin (module, source sha256, declared version); None for built-ins
     code: dict[str, str] | None = None
+    #: issue 53: the processes training it data-parallel; hashed only when > 1 (other float
+    #: summation order and dropout draws), so every one-process run keeps its id
+    procs: int = 1
 
     def identity(self) -> dict[str, Any]:
         """What the run id hashes; precision only when not fp32, the device type only when not
@@ -55,6 +58,8 @@ class RunSpec:
             out["code"] = self.code
         if self.device != "cpu":
             out["device"] = self.device
+        if self.procs != 1:  # issue 53
+            out["procs"] = self.procs
         return out
 
     @property
