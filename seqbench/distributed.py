@@ -133,3 +133,12 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def seed_rank(seed: int) -> Shard:
+    """After the model is built (the same initial weights on every rank): each rank its own
+    torch seed for its dropout draws; one process keeps its RNG as it is."""
+    shard = current()
+    if shard.active:
+        torch.manual_seed(seed * 7919 + shard.rank)
+    return shard

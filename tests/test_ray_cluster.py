@@ -97,6 +97,34 @@ def test_workers_see_none_of_the_drivers_paths(cluster) -> None:
     assert seen["worker1"][0] != seen["worker2"][0]
 
 
+def test_a_plugin_the_workers_lack_is_one_line(cluster) -> None:
+    """A --plugin file only the driver has (its folder is empty on the workers): the run fails
+    in one line naming the node and the plugin, and the sweep goes on."""
+    import shutil as sh
+
+    from seqbench.machine import forced_threads
+    from seqbench.plugins import load_plugins
+    from seqbench.runs.batch import run_requests
+    from seqbench.runs.options import Pool
+    from seqbench.runs.search import expand
+    from seqbench.training.context import RunContext
+
+    nodes, driver = cluster
+    plugin = driver / "plugins" / "my_mlp.py"
+    plugin.parent.mkdir()
+    sh.copyfile(Path(__file__).parents[1] / "examples" / "my_mlp.py", plugin)
+    load_plugins([str(plugin)])
+    data = write_tiny(driver / "plugin-data")
+    ctx = RunContext.create(threads=forced_threads(1), runs_dir=driver / "plugin-runs",
+                            data_dir=data)  # fmt: skip
+    reqs = expand("my_mlp", ["synthetic"], sets={"epochs": "1"})
+    (got,) = run_requests(reqs, ctx, Pool("ray", address=nodes.address))
+    print("plugin missing on a worker:", got.error)
+    assert got.status == "failed" and "\n" not in got.error
+    assert got.error.startswith("on Ray node ") and "PluginError" in got.error
+    assert str(plugin) in got.error
+
+
 def test_study_over_two_workers_survives_a_killed_worker(cluster, capsys) -> None:
     nodes, driver = cluster
     data = write_tiny(driver / "data")

@@ -161,19 +161,25 @@ def run(
         if dry_run:
             show_dry_run(req, ctx)
             continue
-        if procs > 1 and not group.active:  # seqbench spawns the processes itself
-            data = data if data is not None else load_dataset(req.dataset, ctx.data_dir)
-            planned = req.resolve(data, ctx.device_type())
-            result, cached = execute_procs(planned, ctx, options)
-            done = api.Executed(result, cached, planned, data)
-        else:
-            done = api.execute_run(req, ctx, options, data)
+        done = _execute(req, ctx, options, data, spawn=procs > 1 and not group.active)
         data = done.data
         if not group.writes:  # under torchrun rank 0 alone reports
             continue
         if done.run.protocol.split is None:  # a temporal split's line went to stderr
             say(audit(data).summary())
         show_result(done.result, done.cached, RunStore(ctx.runs_dir))
+
+
+def _execute(
+    req: RunRequest, ctx: RunContext, options: RunOptions, data: SeqDataset | None, spawn: bool
+) -> api.Executed:
+    """Run `req` here, or over `req.procs` processes seqbench spawns (`spawn`)."""
+    if not spawn:
+        return api.execute_run(req, ctx, options, data)
+    data = data if data is not None else load_dataset(req.dataset, ctx.data_dir)
+    planned = req.resolve(data, ctx.device_type())
+    result, cached = execute_procs(planned, ctx, options)
+    return api.Executed(result, cached, planned, data)
 
 
 def show_dry_run(req: RunRequest, ctx: RunContext) -> None:

@@ -18,13 +18,11 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 import torch
-import torch.distributed as dist
 
 from seqbench.data.dataset import SeqDataset
 from seqbench.data.segments import segment_offsets
 from seqbench.data.sequences import NegativeSampler, gather_padded, trim
 from seqbench.data.splits import TargetSets
-from seqbench.distributed import Shard, current
 from seqbench.errors import ConfigError, ModelError
 from seqbench.evaluation.chunked import chunk_counts
 from seqbench.evaluation.metrics import (
@@ -111,21 +109,8 @@ class Evaluator:
         self.users, self.ends, self.targets = users[order], ends[order], targets[order]
         self.sets: TargetSets | None = sets.take(order) if sets is not None else None
         self.negatives = self._negatives() if protocol.candidates != "full" else None
-        self._shard(current())
         self._cache: dict[tuple[int, int], EvalInputs] = {}
         self._cache_left = cache_bytes
-
-    def _shard(self, shard: Shard) -> None:
-        """In a run over several processes, keep every `world`-th user from this rank on (their
-        negatives drawn as for all users); `run` gathers every rank's users' exact counts."""
-        self.world = shard.world
-        if not shard.active:
-            return
-        keep = np.arange(shard.rank, len(self.users), shard.world)
-        self.users, self.ends, self.targets = self.users[keep], self.ends[keep], self.targets[keep]
-        self.sets = self.sets.take(keep) if self.sets is not None else None
-        if self.negatives is not None:
-            self.negatives = self.negatives[torch.from_numpy(keep)]
 
     def _negatives(self) -> torch.Tensor:
         """[U, n] sampled negatives per evaluated user, fixed by the split's seed."""
@@ -173,12 +158,8 @@ class Evaluator:
             for key in ("target_above", "target_equal"):
                 df[key] = np.split(frame.pop(key), cuts)
             columns += ["targets", "target_above", "target_equal"]
-        df = df.assign(**frame)[columns]
-        if self.world > 1:  # every rank's users, gathered: the same frame on every rank
-            shares: list[pd.DataFrame | None] = [None] * self.world
-            dist.all_gather_object(shares, df)
-            df = pd.concat(shares, ignore_index=True)
-        return df.sort_values("user", ignore_index=True)
+        df = df.assign(**frame)
+        return df[columns].sort_values("user", ignore_index=True)
 
     def plan(self, model: torch.nn.Module) -> tuple[int, int | None]:
         """(users a batch, items a chunk: None for whole rows): a model that scores item ranges

@@ -18,8 +18,9 @@ from seqbench import __version__, distributed
 from seqbench.data.audit import Audit, audit
 from seqbench.data.dataset import SeqDataset, load_dataset, prepared_names
 from seqbench.errors import ConfigError, DataError
-from seqbench.evaluation.evaluator import Evaluator, summarize
+from seqbench.evaluation.evaluator import summarize
 from seqbench.evaluation.protocols import Protocol, get_protocol, split_view
+from seqbench.evaluation.sharded import evaluator
 from seqbench.machine import (
     ThreadChoice,
     check_precision,
@@ -206,9 +207,7 @@ def execute(
             )
         if checked.temporal:  # leave-one-out runs print what they always printed
             ctx.observer.on_log(checked.summary())
-        work = (
-            store.start(run.spec, fresh=force) if shard.writes else RunFolder(store.partial(run_id))
-        )
+        work = _work_folder(store, run.spec, force, shard)
         with using_threads(ctx.threads) as threads, model_failures(run.model_cls):
             result, trained, test = _train_and_test(run, data, work, ctx, options, threads, dev)
         history = pd.DataFrame(trained.history)
@@ -221,6 +220,16 @@ def execute(
     if warning:
         ctx.observer.on_log(warning)
     return result, False
+
+
+def _work_folder(
+    store: RunStore, spec: RunSpec, fresh: bool, shard: distributed.Shard
+) -> RunFolder:
+    """The run's partial folder, set up by rank 0 before any rank reads it."""
+    work = store.start(spec, fresh=fresh) if shard.writes else RunFolder(store.partial(spec.run_id))
+    if shard.active:
+        distributed.broadcast(None)
+    return work
 
 
 def _check_procs(run: ResolvedRun, shard: distributed.Shard, options: RunOptions) -> None:
@@ -278,9 +287,7 @@ def _train_and_test(
     reset_gpu_peak(dev)
     seed_everything(request.seed)
     model = run.model_cls(run.cfg, data)
-    shard = distributed.current()
-    if shard.active:  # the same initial weights on every rank, each its own dropout draws
-        torch.manual_seed(request.seed * 7919 + shard.rank)
+    shard = distributed.seed_rank(request.seed)
     n_params = sum(p.numel() for p in model.parameters())
     train = TrainOptions(request.precision, options.max_minutes, options.checkpoint_minutes)
     trainer = Trainer(model, data, run.protocol, request.seed, work, ctx, train)
@@ -289,7 +296,7 @@ def _train_and_test(
     model.load_state_dict(result.best_state)
     t0 = time.perf_counter()
     window = model.input_window
-    test = Evaluator(data, "test", run.protocol, window, run.cfg.eval_batch_size, dev).run(model)
+    test = evaluator(data, "test", run.protocol, window, run.cfg.eval_batch_size, dev).run(model)
     eval_seconds = time.perf_counter() - t0
     metrics = RunResult(
         run_id=run.run_id,

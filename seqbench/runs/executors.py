@@ -14,11 +14,8 @@ import ctypes
 import dataclasses
 import multiprocessing as mp
 import os
-import pickle
 import signal
-import socket
 import sys
-import tempfile
 import threading
 import time
 import traceback
@@ -28,7 +25,6 @@ from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any
 
-from seqbench.data.dataset import PackedDataset, pack_dataset
 from seqbench.errors import ConfigError
 from seqbench.machine import (
     ThreadChoice,
@@ -294,200 +290,10 @@ def _drain(w: _Worker, emit: Emit) -> bool:
     return True
 
 
-#: where a Ray task keeps its node-local copies (prepared data by checksum, its runs' folders
-#: and checkpoints); default: a folder under the node's temp dir
-NODE_DIR_ENV = "SEQBENCH_NODE_DIR"
-
-
-@dataclass
-class Shipped:
-    """What a Ray task sends back: the job's outcome, its events, and the finished run's
-    folder as bytes (None unless it finished) for the driver's store."""
-
-    outcome: Outcome
-    events: list[Event]
-    files: dict[str, bytes] | None = None
-
-
-def node_dir() -> Path:
-    """This node's working folder for Ray tasks ($SEQBENCH_NODE_DIR, else the temp dir's)."""
-    given = os.environ.get(NODE_DIR_ENV)
-    return Path(given) if given else Path(tempfile.gettempdir()) / f"seqbench-node-{os.getuid()}"
-
-
-def _ray_job(
-    plugins: tuple[str, ...], job: bytes, threads: int, version: str, data: PackedDataset
-) -> Shipped:
-    """Ray task body: the job on this node's own copies, with nothing read from or written to
-    the driver's paths. The prepared data arrives through the object store and is written once
-    per node (keyed by checksum); the run trains in a node-local run store (its checkpoints
-    stay there: a retry on this node resumes, on another node restarts) and its finished
-    folder goes back as bytes. The job arrives pickled, read once the plugins that define its
-    model class are loaded; every failure is a one-line outcome naming the node."""
-    import ray
-
-    from seqbench import __version__
-    from seqbench.runs.store import RunStore
-
-    node, host = ray.get_runtime_context().get_node_id(), socket.gethostname()
-    where = f"on Ray node {node[:12]} ({host})"
-    events: list[Event] = []
-    t0 = time.perf_counter()
-    try:
-        if version != __version__:
-            raise ConfigError(
-                f"this node has seqbench {__version__}, the driver {version}: install seqbench "
-                f"{version} on every node"
-            )
-        choice = ThreadChoice(threads, "Ray CPUs per task")
-        apply_threads(choice)
-        load_plugins(plugins)
-        work: Job = pickle.loads(job)
-        base = node_dir()
-        ctx = dataclasses.replace(
-            work.ctx, data_dir=data.unpack(base / "data"), runs_dir=base / "runs", tracking=None
-        )
-        outcome = run_job(dataclasses.replace(work, ctx=ctx), events.append, choice)
-    except Exception as e:
-        error = f"{where}: {describe_error(e)}"
-        return Shipped(Outcome("failed", error=error, seconds=time.perf_counter() - t0), events)
-    if outcome.result is None:
-        outcome.error = f"{where}: {outcome.error}"
-        return Shipped(outcome, events)
-    outcome.result = dataclasses.replace(outcome.result, ray_node=node, host=host)
-    store = RunStore(ctx.runs_dir)
-    files = store.pack(outcome.result.run_id, outcome.result)
-    store.discard(outcome.result.run_id)
-    return Shipped(outcome, events, files)
-
-
-def _join_ray(address: str | None) -> Any:
-    """Ray, joined to the cluster at `address` (None: a local instance unless RAY_ADDRESS is
-    set); a one-line ConfigError when Ray is missing or the cluster cannot be reached."""
-    try:
-        import ray
-    except ImportError:
-        raise ConfigError("--executor ray needs Ray: pip install 'seqbench[ray]'") from None
-    if not ray.is_initialized():
-        try:
-            ray.init(address=address, include_dashboard=False, log_to_driver=False)
-        except (ConnectionError, RuntimeError, ValueError) as e:
-            first = (str(e).strip().splitlines() or [""])[0]
-            raise ConfigError(
-                f"cannot join the Ray cluster at {address or os.environ.get('RAY_ADDRESS')}: "
-                f"{first}: start it (`ray start --head`) or fix --address"
-            ) from None
-    return ray
-
-
-def _task_failure(e: Exception) -> str:
-    """A Ray task that could not run, in one line: a node without seqbench (or without Ray's
-    matching version) says so, anything else keeps its first line."""
-    text = str(e)
-    if "No module named 'seqbench'" in text:
-        return (
-            "a Ray worker cannot import seqbench: install seqbench (the driver's version, with "
-            "its [ray] extra) on every node of the cluster"
-        )
-    return describe_error(e)
-
-
 @EXECUTORS.register("ray")
 def ray_executor(jobs: list[Job], threads: ThreadChoice | None, pool: Pool, emit: Emit) -> None:
-    """Run jobs as Ray tasks, each requesting `threads` CPUs, at most `pool.size` in flight.
+    """Run jobs as Ray tasks on nodes that need no file system in common with this one
+    (`seqbench.runs.on_ray`)."""
+    from seqbench.runs.on_ray import run_on_ray
 
-    `threads` defaults to the cluster's CPUs divided by the runs in flight; each task requests
-    `pool.gpus` GPUs (1 for CUDA runs by default), and Ray makes those visible to it.
-
-    `address=None` starts a local Ray instance unless one is running in this process or
-    RAY_ADDRESS is set; "auto" joins the cluster this node belongs to. The nodes need no file
-    system in common with the driver: each prepared dataset goes into Ray's object store once
-    (`ray.put`), each finished run comes back as bytes and is written into the driver's run
-    store at once (temp folder, then rename); the driver's store is the one truth. A run the
-    store holds is never dispatched; a task whose node dies is retried (`max_retries`), from
-    its checkpoint on the same node, from the start on another.
-    """
-    from seqbench import __version__
-    from seqbench.runs.store import RunStore
-
-    ray = _join_ray(pool.address)
-    device = device_type(jobs)
-    gpus = pool.gpus(device)
-    workers = max(1, min(pool.size(len(jobs), device), len(jobs)))
-    cpus = threads.threads if threads else int(ray.cluster_resources().get("CPU", 1)) // workers
-    cpus = max(1, cpus)
-    _check_fits(ray, cpus, gpus)
-    task = ray.remote(_ray_job)
-    opts = {"num_cpus": cpus, "num_gpus": gpus, "max_retries": RAY_RETRIES}
-    packed: dict[tuple[str, Path], Any] = {}
-    queue = list(reversed(jobs))
-    running: dict[Any, Job] = {}
-    while queue or running:
-        while queue and len(running) < workers:
-            job = queue.pop()
-            store = RunStore(job.ctx.runs_dir)
-            if store.is_done(job.run_id) and not job.options.force:  # stored meanwhile
-                emit(("end", job.index, Outcome("cached", store.load_result(job.run_id))))
-                continue
-            key = (job.request.dataset, job.ctx.data_dir)
-            if key not in packed:  # once per dataset: every task reads the same object
-                packed[key] = ray.put(pack_dataset(*key))
-            blob = pickle.dumps(job)
-            ref = task.options(**opts).remote(job.ctx.plugins, blob, cpus, __version__, packed[key])
-            running[ref] = job
-            emit(("start", job.index))
-        if not running:
-            continue
-        ready, _ = ray.wait(list(running), num_returns=1)
-        for ref in ready:
-            job = running.pop(ref)
-            try:
-                shipped: Shipped = ray.get(ref)
-            except Exception as e:  # the task's worker died past its retries, or could not run
-                shipped = Shipped(Outcome("failed", error=_task_failure(e)), [])
-            for event in shipped.events:
-                emit(event)
-            emit(("end", job.index, _store_shipped(job, shipped, emit)))
-
-
-#: how often Ray reruns a task whose worker process or node died
-RAY_RETRIES = 2
-
-
-def _check_fits(ray: Any, cpus: int, gpus: float) -> None:
-    """Refuse tasks no live node can hold (Ray would wait for one forever)."""
-    nodes = [n.get("Resources", {}) for n in ray.nodes() if n.get("Alive")]
-    if not any(n.get("CPU", 0) >= cpus and n.get("GPU", 0) >= gpus for n in nodes):
-        most = max((n.get("CPU", 0) for n in nodes), default=0)
-        need = f"{cpus} CPUs" + (f" and {gpus:g} GPUs" if gpus else "")
-        raise ConfigError(
-            f"no node of the Ray cluster has {need} for a run (the largest has {most:g} "
-            "CPUs): pass --threads N for fewer CPUs a run, or add nodes"
-        )
-
-
-def _store_shipped(job: Job, shipped: Shipped, emit: Emit) -> Outcome:
-    """A task's finished run written into the driver's store (at once, under the run's lock);
-    a run stored there meanwhile (another sweep) is kept and this copy dropped. A run trained
-    now is then logged to the job's tracking (workers track nothing: their paths are theirs)."""
-    from seqbench.runs.store import RunStore
-    from seqbench.runs.tracking import TrackedRun, track
-
-    outcome = shipped.outcome
-    if shipped.files is None or outcome.result is None:
-        return outcome
-    store = RunStore(job.ctx.runs_dir)
-    run_id = outcome.result.run_id
-    with store.lock(run_id, lambda message: None):
-        if job.options.force:
-            store.discard(run_id)
-        if not store.receive(run_id, shipped.files):
-            return Outcome("cached", store.load_result(run_id), seconds=outcome.seconds)
-    if outcome.status == "done" and job.ctx.tracking is not None:
-        card = dataset(job.request.dataset, job.ctx.data_dir).card
-        history = store.history(run_id)
-        tracked = TrackedRun(outcome.result, job.run.spec, history, card, store.final(run_id))
-        warning = track(job.ctx.tracking, tracked)
-        if warning:
-            emit(("log", job.index, warning))
-    return outcome
+    run_on_ray(jobs, threads, pool, emit)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import json
 import os
 import shutil
 from collections.abc import Callable, Iterator
@@ -22,7 +21,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import torch
 
-from seqbench.io import atomic_dir, atomic_path, save_torch, write_json
+from seqbench.io import atomic_path, save_torch, write_json
 from seqbench.paths import check_name, runs_dir
 from seqbench.plugins import describe_origin
 from seqbench.runs.identity import RunSpec
@@ -353,44 +352,6 @@ class RunStore:
         os.replace(work.path, final)
         for checkpoint in RunFolder(final).checkpoints:
             checkpoint.unlink(missing_ok=True)
-
-    def pack(self, run_id: str, result: RunResult | None = None) -> dict[str, bytes]:
-        """A finished run folder's files as bytes by relative path (what a Ray task sends back
-        to the driver's store); `result` replaces its metrics.json (e.g. stamped with the node)."""
-        folder = RunFolder(self.final(run_id))
-        files = {
-            str(f.relative_to(folder.path)): f.read_bytes()
-            for f in sorted(folder.path.rglob("*"))
-            if f.is_file()
-        }
-        if result is not None:
-            files[folder.metrics.name] = (
-                json.dumps(result.to_json(), indent=2, sort_keys=True) + "\n"
-            ).encode()
-        return files
-
-    def receive(self, run_id: str, files: dict[str, bytes]) -> bool:
-        """Store a run folder packed elsewhere (`pack`) at once: written into a temp folder,
-        metrics.json last, then renamed into place. False (and nothing written) when the store
-        holds the run already; a path that would leave the folder is refused."""
-        if self.is_done(run_id):
-            return False
-        final = self.final(run_id)
-        metrics = RunFolder(final).metrics.name
-        with atomic_dir(final) as tmp:
-            for name in sorted(files, key=lambda n: n == metrics):
-                dest = (tmp / name).resolve()
-                if not dest.is_relative_to(tmp.resolve()) or name == "":
-                    raise ResultError(f"run {run_id}: packed file {name!r} leaves its folder")
-                dest.parent.mkdir(parents=True, exist_ok=True)
-                dest.write_bytes(files[name])
-            if metrics not in files:
-                raise ResultError(f"run {run_id}: packed folder has no {metrics}")
-        return True
-
-    def discard(self, run_id: str) -> None:
-        """Remove a finished run's folder (a worker's node-local copy, once sent)."""
-        shutil.rmtree(self.final(run_id), ignore_errors=True)
 
     @contextlib.contextmanager
     def lock(self, run_id: str, log: Callable[[str], None]) -> Iterator[None]:

@@ -21,8 +21,9 @@ from seqbench import distributed
 from seqbench.data.dataset import SeqDataset
 from seqbench.data.order import shuffled_training
 from seqbench.errors import ConfigError, SeqbenchError
-from seqbench.evaluation.evaluator import Evaluator, summarize
+from seqbench.evaluation.evaluator import summarize
 from seqbench.evaluation.protocols import Protocol
+from seqbench.evaluation.sharded import evaluator
 from seqbench.machine import PRECISIONS, grad_scaler, retain_freed_memory
 from seqbench.models.base import SeqModel
 from seqbench.training.checkpoint import (
@@ -177,7 +178,7 @@ class Trainer:
             compile_encoder(self.model)
         # autocast dtype of the loss (the forward and backward): None trains in plain fp32
         self.dtype = PRECISIONS[options.precision]
-        self.valid = Evaluator(
+        self.valid = evaluator(
             data, "valid", protocol, model.input_window, self.cfg.eval_batch_size, self.device
         )
         # what training reads: under `order=shuffled` each user's training part in a seeded
