@@ -97,11 +97,12 @@ def test_workers_see_none_of_the_drivers_paths(cluster) -> None:
     assert seen["worker1"][0] != seen["worker2"][0]
 
 
-def test_a_plugin_the_workers_lack_is_one_line(cluster) -> None:
+def test_a_plugin_the_workers_lack_is_one_line(cluster, monkeypatch) -> None:
     """A --plugin file only the driver has (its folder is empty on the workers): the run fails
     in one line naming the node and the plugin, and the sweep goes on."""
     import shutil as sh
 
+    from seqbench import plugins
     from seqbench.machine import forced_threads
     from seqbench.plugins import load_plugins
     from seqbench.runs.batch import run_requests
@@ -113,6 +114,7 @@ def test_a_plugin_the_workers_lack_is_one_line(cluster) -> None:
     plugin = driver / "plugins" / "my_mlp.py"
     plugin.parent.mkdir()
     sh.copyfile(Path(__file__).parents[1] / "examples" / "my_mlp.py", plugin)
+    monkeypatch.setattr(plugins, "_LOADED", dict(plugins._LOADED))  # loaded for this test only
     load_plugins([str(plugin)])
     data = write_tiny(driver / "plugin-data")
     ctx = RunContext.create(threads=forced_threads(1), runs_dir=driver / "plugin-runs",
