@@ -242,7 +242,7 @@ def _store_shipped(job: Job, shipped: Shipped, emit: Emit) -> Outcome:
 
 def pack_run(store: RunStore, result: RunResult) -> dict[str, bytes]:
     """A finished run folder's files as bytes by relative path (what a task sends back to the
-    driver's store), its metrics.json written from `result` (stamped with the node)."""
+    driver's store), its metrics written from `result` (stamped with the node)."""
     folder = RunFolder(store.final(result.run_id))
     files = {
         str(f.relative_to(folder.path)): f.read_bytes()
