@@ -9,7 +9,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from seqbench import api
+from seqbench import api, distributed
 from seqbench.cli.app import (
     Compile,
     DataDir,
@@ -36,7 +36,7 @@ from seqbench.machine import ThreadChoice, check_precision
 from seqbench.models.base import get_model
 from seqbench.models.contract import DEBUG_ENV
 from seqbench.runs.estimate import Estimate, estimate
-from seqbench.runs.execute import RunRequest, default_dataset
+from seqbench.runs.execute import RunRequest, default_dataset, execute_procs
 from seqbench.runs.options import RunOptions
 from seqbench.runs.result import RunResult
 from seqbench.runs.store import RunStore
@@ -113,6 +113,14 @@ def run(
     debug: Annotated[
         bool, typer.Option("--debug", help="a model's error with its traceback, not one line")
     ] = False,
+    procs: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            help="train one run over N processes, data-parallel (gloo on CPU, nccl on CUDA); "
+            "under torchrun: its process count",
+        ),
+    ] = None,
 ) -> None:
     """Train MODEL, select the epoch by validation, evaluate on test with full ranking."""
     if debug:
@@ -132,6 +140,10 @@ def run(
         compile=compile_,
     )
     check_precision(precision, ctx.torch_device())  # before any data is read
+    group = distributed.init_from_env(ctx.device_type())  # under torchrun: its group
+    if group.active and procs not in (None, group.world):
+        raise ConfigError(f"--procs {procs}, but torchrun started {group.world} processes")
+    procs = procs or group.world
     options = RunOptions(force, resume, budget_minutes, checkpoint_minutes)
     data: SeqDataset | None = None
     for s in seed or [0]:
@@ -144,15 +156,30 @@ def run(
             protocol=protocol,
             epochs=epochs,
             precision=precision,
+            procs=procs,
         )
         if dry_run:
             show_dry_run(req, ctx)
             continue
-        done = api.execute_run(req, ctx, options, data)
+        done = _execute(req, ctx, options, data, spawn=procs > 1 and not group.active)
         data = done.data
+        if not group.writes:  # under torchrun rank 0 alone reports
+            continue
         if done.run.protocol.split is None:  # a temporal split's line went to stderr
             say(audit(data).summary())
         show_result(done.result, done.cached, RunStore(ctx.runs_dir))
+
+
+def _execute(
+    req: RunRequest, ctx: RunContext, options: RunOptions, data: SeqDataset | None, spawn: bool
+) -> api.Executed:
+    """Run `req` here, or over `req.procs` processes seqbench spawns (`spawn`)."""
+    if not spawn:
+        return api.execute_run(req, ctx, options, data)
+    data = data if data is not None else load_dataset(req.dataset, ctx.data_dir)
+    planned = req.resolve(data, ctx.device_type())
+    result, cached = execute_procs(planned, ctx, options)
+    return api.Executed(result, cached, planned, data)
 
 
 def show_dry_run(req: RunRequest, ctx: RunContext) -> None:

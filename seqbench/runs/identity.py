@@ -55,12 +55,17 @@ class RunSpec:
     departures: list[str] | None = None
     #: a plugin model's class name and source sha256; None for built-ins
     code: dict[str, str] | None = None
+    #: issue 53: the processes training it data-parallel; hashed only when > 1 (other float
+    #: summation order and dropout draws), so every one-process run keeps its id
+    procs: int = 1
 
     def identity(self) -> dict[str, Any]:
         """What the run id hashes: every key of `IDENTITY_KEYS`, and `code` for a plugin."""
         out: dict[str, Any] = {k: getattr(self, k) for k in IDENTITY_KEYS}
         if self.code is not None:
             out["code"] = self.code
+        if self.procs != 1:  # issue 53
+            out["procs"] = self.procs
         return out
 
     @property

@@ -201,6 +201,12 @@ class RunResult:
     #: the share of its last epoch's steps a run trained before its time budget ended (1.0:
     #: every epoch whole)
     last_epoch_share: float = 1.0
+    #: where it trained: the host's name, and the Ray node's id for a run trained on a Ray
+    #: cluster (None: not on Ray, or stored before these were recorded)
+    host: str | None = None
+    ray_node: str | None = None
+    #: the processes that trained it data-parallel (`seqbench run --procs N`)
+    procs: int = 1
 
     def to_json(self) -> dict[str, Any]:
         """The stored form: every field under its own name (an objective's `negatives_from`
