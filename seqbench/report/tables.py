@@ -29,6 +29,8 @@ class Cell:
     published: float | None = None
     #: an interval of the mean (`--ci`), None when not shown
     ci: tuple[float, float] | None = None
+    #: a run of the cell was still improving when its budget ended (`report.improving`)
+    improving: bool = False
 
 
 @dataclass

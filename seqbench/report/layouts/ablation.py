@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from seqbench.report import budget
+from seqbench.report import budget, improving
 from seqbench.report.entries import variant_entries
 from seqbench.report.layouts.base import FOCUS_METRICS, Layout, TableOptions, register
 from seqbench.report.notes import closing_notes
@@ -40,6 +40,7 @@ def variant_row(
             cell = Cell(published=options.published.get((d, e.label, m)))
             if e.runs.get(d):
                 cell.mean, cell.std = mean_std(e.runs[d], m)
+                improving.mark(cell, e.runs[d])
                 if options.tests.ci:
                     cell.ci = cell_interval(e.runs[d], m)
                 if ref is not None and ref.runs.get(d):

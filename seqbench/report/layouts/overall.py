@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from seqbench.report import budget
+from seqbench.report import budget, improving
 from seqbench.report.entries import model_entries
 from seqbench.report.layouts.base import OVERALL_METRICS, Layout, TableOptions, register
 from seqbench.report.notes import closing_notes
@@ -57,6 +57,7 @@ def metric_row(
         cell = Cell(published=options.published.get((d, e.label, m)))
         if e.runs.get(d):
             cell.mean, cell.std = mean_std(e.runs[d], m)
+            improving.mark(cell, e.runs[d])
             if options.tests.ci:
                 cell.ci = cell_interval(e.runs[d], m)
         cells.append(cell)
