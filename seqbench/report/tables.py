@@ -54,6 +54,9 @@ class Comparison:
     df: float = float("nan")
     #: seeds of (better, other)
     seeds: tuple[int, int] = (1, 1)
+    #: the exact permutation p of the seed means (`stats.seed_permutation`) beside a
+    #: method-level test; NaN for one trained model a side
+    seed_p: float = float("nan")
 
 
 @dataclass

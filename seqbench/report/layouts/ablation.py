@@ -16,6 +16,7 @@ from seqbench.report.significance import (
     cell_interval,
     compare,
     interval_note,
+    permutation_note,
     test_note,
     untested_note,
 )
@@ -132,6 +133,8 @@ class Ablation(Layout):
         table.notes.append("Bold = best, underlined = second best per column.")
         what = "the difference from the model's default is"
         table.notes.append(test_note(options.tests, [c for _, c in pending], what))
+        if exact := permutation_note([c for _, c in pending]):
+            table.notes.append(exact)
         if covers := interval_note(options.tests, runs):
             table.notes.append(covers)
         if why := untested_note(untested):

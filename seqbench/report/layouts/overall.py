@@ -16,6 +16,7 @@ from seqbench.report.significance import (
     compare,
     covers,
     interval_note,
+    permutation_note,
     test_note,
     untested_note,
 )
@@ -185,6 +186,8 @@ class Overall(Layout):
             f"{base_text}.{improv}",
             test_note(options.tests, tested, "the best is"),
         ]
+        if exact := permutation_note(tested):
+            notes.append(exact)
         if cells := interval_note(options.tests, runs):
             notes.append(cells)
         if why := untested_note(untested):
