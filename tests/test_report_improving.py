@@ -9,9 +9,11 @@ import re
 from pathlib import Path
 
 import pytest
-from report_fixtures import SETTINGS, ranks, write_run
+from report_fixtures import SETTINGS, load_runs, ranks, write_run
 
 from seqbench.cli import main
+from seqbench.report.layouts import PROTOCOLS
+from seqbench.report.render import render
 
 PATIENCE = 2
 #: run id -> (model, validation NDCG@10 per epoch, why it stopped, minutes budget)
@@ -120,3 +122,23 @@ def test_sensitivity_marks_each_swept_value_by_its_run(tmp_path: Path) -> None:
     assert len(rows) == 2, text
     assert "↑" in rows[0] and "↑" not in rows[1]
     assert "cbit tau=0.1 on beauty (best 2 of 2)" in text
+
+
+def test_protocols_layout_marks_each_protocol_column_by_its_runs(tmp_path: Path) -> None:
+    root = tmp_path / "runs"
+    for protocol, curve, stopped in (
+        ("cbit", [0.01, 0.02], "budget"),
+        ("seqbench", [0.03, 0.01, 0.0], "early"),
+    ):
+        settings = {**SETTINGS["sasrec"], "patience": PATIENCE}
+        write_run(
+            root, f"beauty-sasrec-{protocol}", "sasrec", "beauty", ranks(20, 1, 500),
+            settings=settings, protocol=protocol, curve=curve, stopped=stopped,
+            budget_minutes=15.0,
+        )  # fmt: skip
+    entries, _ = PROTOCOLS.group(load_runs(root), None)
+    text = render(PROTOCOLS.build(entries, ["beauty"]), "markdown")
+    row = next(line for line in text.splitlines() if "| sasrec |" in line)
+    cbit, seqbench = row.split("|")[3:5]
+    assert "↑" in cbit and "↑" not in seqbench, row
+    assert "sasrec under cbit on beauty (best 2 of 2)" in text
