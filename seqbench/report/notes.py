@@ -7,7 +7,7 @@ import dataclasses
 from collections.abc import Iterable, Sequence
 
 from seqbench.evaluation.protocols import PROTOCOLS
-from seqbench.report import budget
+from seqbench.report import budget, improving
 from seqbench.report.select import Run
 from seqbench.report.tables import Entry
 
@@ -77,11 +77,28 @@ def entry_seeds(entries: Sequence[Entry]) -> list[tuple[str, str, int]]:
     return [(e.label, d, len({r.seed for r in rs})) for e in entries for d, rs in e.runs.items()]
 
 
-def measured_notes(seeds: Iterable[tuple[str, str, int]], runs: Sequence[Run]) -> list[str]:
-    """The seeds note (when a cell averages several), the protocol and the departures."""
+def entry_groups(entries: Sequence[Entry]) -> list[tuple[str, str, list[Run]]]:
+    """(label, dataset, runs) of every cell of the entries."""
+    return [(e.label, d, rs) for e in entries for d, rs in e.runs.items() if rs]
+
+
+def measured_notes(
+    seeds: Iterable[tuple[str, str, int]],
+    runs: Sequence[Run],
+    groups: Iterable[tuple[str, str, Sequence[Run]]] = (),
+) -> list[str]:
+    """The seeds note (when a cell averages several), which cells (`groups`) were still
+    improving when their budget ended, the protocol and the departures."""
     note, origins = seeds_note(seeds), origins_note(runs)
     extra = [origins] if origins else []
-    return [*([note] if note else []), protocol_note(runs), departures_note(runs), *extra]
+    still = improving.note(groups)
+    return [
+        *([note] if note else []),
+        *([still] if still else []),
+        protocol_note(runs),
+        departures_note(runs),
+        *extra,
+    ]
 
 
 def closing_notes(
@@ -97,6 +114,8 @@ def closing_notes(
     notes = []
     if note := seeds_note(entry_seeds(entries)):
         notes.append(note)
+    if still := improving.note(entry_groups(entries)):
+        notes.append(still)
     if published:
         notes.append(
             "[published, relative difference] after each value measured here, at this "

@@ -155,6 +155,11 @@ def check_fields(obj: dict[str, Any], kinds: dict[str, type | str], source: Path
             raise ResultError(f"{source}: {key} must be {words}, got {obj[key]!r}")
 
 
+#: `RunResult.stopped` of a run whose budget ended before early stopping triggered (the
+#: epoch cap, the minutes); the others: "early" (early stopping), "no_training"
+BUDGET_STOPS = ("max_epochs", "budget")
+
+
 @dataclass(frozen=True)
 class RunResult:
     """Everything a finished run records: identity, metrics, how training ended, timings and
@@ -255,6 +260,13 @@ class RunResult:
     def trained(self) -> bool:
         """False for a model without training (e.g. popularity)."""
         return self.stopped != "no_training"
+
+    @property
+    def still_improving(self) -> bool:
+        """Whether its budget (the epoch cap or the minutes) ended training before early
+        stopping triggered: its best validation epoch is then among its last `patience`
+        evaluated ones, so its number measures the budget, not the method."""
+        return self.stopped in BUDGET_STOPS
 
 
 #: each stored field and its kind (checked by `from_json`), and the values older runs' missing

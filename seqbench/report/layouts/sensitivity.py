@@ -7,6 +7,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from seqbench.report import improving
 from seqbench.report.entries import run_entries
 from seqbench.report.layouts.base import FOCUS_METRICS, Layout, TableOptions, register
 from seqbench.report.notes import measured_notes
@@ -68,6 +69,8 @@ class Sweep:
         self.models = sorted({series(r) for r in runs})
         self.series: Series = {}
         self.seeds: list[tuple[str, str, int]] = []
+        #: (label, dataset, runs) of every cell, for the still-improving note
+        self.groups: list[tuple[str, str, list[Run]]] = []
 
     def values(self, d: str) -> list[Any]:
         """The swept values on one dataset, numbers by size, then the others by text."""
@@ -85,7 +88,9 @@ class Sweep:
             cell = Cell()
             if group:
                 self.seeds.append((f"{model} {key}={x}", d, len({r.seed for r in group})))
+                self.groups.append((f"{model} {key}={x}", d, group))
                 cell.mean, cell.std = mean_std(group, metric)
+                improving.mark(cell, group)
                 if self.ci:
                     cell.ci = cell_interval(group, metric)
                 line = f"{model} {metric}" if several else metric
@@ -148,7 +153,7 @@ class Sensitivity(Layout):
         table.notes.append(f"Bold = best, underlined = second best {key} per dataset and column.")
         if covers := interval_note(options.tests, runs):
             table.notes.append(covers)
-        table.notes += measured_notes(sweep.seeds, runs)
+        table.notes += measured_notes(sweep.seeds, runs, sweep.groups)
         numeric = all(
             isinstance(p[0], int | float)
             for s in sweep.series.values()
