@@ -114,10 +114,29 @@ def init_from_env(device_type: str) -> Shard:
 
 
 def broadcast(value: object) -> object:
-    """Rank 0's `value` on every rank (a picklable object)."""
+    """Rank 0's `value` on every rank (a picklable object, sent over the host group)."""
     box = [value]
-    dist.broadcast_object_list(box, src=0)
+    dist.broadcast_object_list(box, src=0, group=host_group())
     return box[0]
+
+
+def gather(value: object) -> list:
+    """Every rank's `value` (a picklable object), by rank, on every rank."""
+    every: list = [None] * dist.get_world_size()
+    dist.all_gather_object(every, value, group=host_group())
+    return every
+
+
+def agree(flags: list[int]) -> list[int]:
+    """The most of each flag over the ranks (host ints): what every rank then acts on alike."""
+    both = torch.tensor(flags, dtype=torch.int64)
+    dist.all_reduce(both, op=dist.ReduceOp.MAX, group=host_group())
+    return both.tolist()
+
+
+def barrier() -> None:
+    """Wait until every rank is here (e.g. rank 0 has written a checkpoint)."""
+    dist.barrier(group=host_group())
 
 
 def leave() -> None:

@@ -30,9 +30,9 @@ from seqbench.training.checkpoint import (
     CheckpointFiles,
     Pauses,
     Progress,
-    load_checkpoint,
+    load_shared,
     restore_training,
-    save_checkpoint,
+    save_shared,
     training_state,
 )
 from seqbench.training.context import EpochReport, RunContext
@@ -192,7 +192,7 @@ class Trainer:
 
     def _restore(self, opt, gen) -> Progress:
         """Load the newest readable checkpoint into the model, optimiser and RNGs."""
-        state = load_checkpoint(self.checkpoints, self.observer.on_log)
+        state = load_shared(self.checkpoints, self.observer.on_log, self.shard)
         if state is None:
             return Progress()
         p = restore_training(state, self.model, opt, gen, self.device)
@@ -215,7 +215,7 @@ class Trainer:
         skip = p.mid["step"] if p.mid else 0
         feed = self._feed(gen, skip) if opt is not None and p.start <= cfg.epochs else None
         minutes = self.options.checkpoint_minutes
-        pauses = Pauses(None if minutes is None else minutes * 60)
+        pauses = Pauses(None if minutes is None else minutes * 60, self.shard)
         try:
             budget = self.options.max_minutes
             for epoch in range(p.start, cfg.epochs + 1):
@@ -226,8 +226,7 @@ class Trainer:
                     break
                 with pauses:
                     feed, gen_state = self._fit_epoch(epoch, opt, feed, gen, scaler, p, pauses)
-                if self.shard.writes:  # every rank holds the same state; rank 0 keeps it
-                    save_checkpoint(*self.checkpoints, self._state(epoch, opt, gen_state, p))
+                save_shared(self.checkpoints, self._state(epoch, opt, gen_state, p), self.shard)
                 pauses.saved()  # a signal during the epoch's last steps or validation stops here
                 if p.bad >= cfg.patience and epoch >= cfg.min_epochs:
                     stopped = "early"
@@ -267,6 +266,8 @@ class Trainer:
         deadline = None if budget is None else t0 + budget * 60 - p.seconds
         parts = self._epoch(epoch, opt, feed, scaler, p, Clock(t0, c0, pauses, deadline))
         p.seconds += time.perf_counter() - t0
+        if self.shard.active:  # rank 0's clock: every rank takes the same budget decisions
+            p.seconds = distributed.broadcast(p.seconds)
         feed.close()
         gen_state = feed.gen_state
         feed = self._feed(gen) if epoch < cfg.epochs and "share" not in parts else None
@@ -330,10 +331,11 @@ class Trainer:
                 watch.check(epoch)
                 self.observer.on_step(step + 1, float(value))
             late = clock.deadline is not None and time.perf_counter() >= clock.deadline
+            late, due = clock.pauses.decide(late)  # over several processes: agreed
             if late and step + 1 < steps:
                 done = step + 1
                 break
-            if clock.pauses.due() and step + 1 < steps:
+            if due and step + 1 < steps:
                 watch.check(epoch)
                 self._save_mid(epoch, step + 1, opt, feed, sums, p, clock)
         clock.pauses.stepping = False
@@ -356,8 +358,7 @@ class Trainer:
             "seconds": time.perf_counter() - clock.t0,
             "cpu": time.process_time() - clock.c0,
         }
-        if self.shard.writes:
-            save_checkpoint(*self.checkpoints, state)
+        save_shared(self.checkpoints, state, self.shard)
         clock.pauses.stepping = False  # a signal from here on stops at once
         clock.pauses.saved()
         clock.pauses.stepping = True
