@@ -335,13 +335,12 @@ class Evaluator:
     ) -> None:
         """`_check_finite` of a tile of rows r0.. and items lo.., `at` (row, column) its
         history items that are not candidates (padding never is)."""
-        first = 1 if lo == 0 else 0  # padding is never a candidate
-        screened = (~torch.isfinite(s[:, first:].sum(1))).nonzero()[:, 0]
+        if lo == 0:
+            s[:, 0] = 0.0  # padding is never a candidate (its score is set to -inf next)
+        screened = (~torch.isfinite(s.sum(1))).nonzero()[:, 0]
         if len(screened) == 0:
             return
         bad = ~torch.isfinite(s)
-        if lo == 0:
-            bad[:, 0] = False
         bad[at] = False
         bad = bad[screened]
         if not bool(bad.any()):
@@ -403,9 +402,8 @@ class Evaluator:
             rows, width = inputs.window.shape
             indptr = torch.arange(rows + 1, device=inputs.window.device) * width
             h = History(indptr, inputs.window.flatten())
-        rows = torch.arange(len(h.indptr) - 1, device=h.items.device)
-        rows = torch.repeat_interleave(rows, h.indptr[1:] - h.indptr[:-1])
-        return History(h.indptr, h.items.masked_fill(is_target(rows, h.items), 0))
+        h = History.of(h.indptr, h.items)
+        return History(h.indptr, h.items.masked_fill(is_target(h.rows, h.items), 0), h.rows)
 
     def _history_rule(
         self,
