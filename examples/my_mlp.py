@@ -17,7 +17,7 @@ The contract `seqbench check` verifies:
   `seqbench.models.item_scores.ItemDot`) ranks a large catalogue in chunks of items.
 - `micro_key`: the batch key whose non-zero entries the loss is a mean over, rows independent
   (seqbench may then split a batch into micro-batches with the same gradient); else None.
-Its run id hashes this file and `version`: edit either and runs are trained anew.
+Its run id hashes this class and file: edit it and runs are trained anew.
 """
 
 from __future__ import annotations
@@ -45,7 +45,6 @@ class MyMlpConfig(ModelConfig):
 @register("my_mlp")
 class MyMlp(SeqModel):
     paper = "an MLP over the last items (seqbench's template)"
-    version = "0.1"
     Config = MyMlpConfig
     micro_key = "targets"
     dataset_defaults = {"synthetic": {"epochs": 10, "lr": 3e-3, "batch_size": 128}}

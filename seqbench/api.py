@@ -333,7 +333,14 @@ def report(
 
 
 def check(
-    model: Model, sets: dict[str, str] | None = None, *, learn: bool = True, plugins=()
+    model: Model,
+    sets: dict[str, str] | None = None,
+    *,
+    learn: bool = True,
+    plugins=(),
+    step_seconds: float | None = None,
 ) -> CheckReport:
-    """The model contract on `model` (a name or a class), as `seqbench check`."""
-    return check_model(get_model(model_name(model, plugins)), sets, learn=learn)
+    """The model contract on `model` (a name or a class), as `seqbench check`; each check
+    fails past `step_seconds` (None: its default budget)."""
+    cls = get_model(model_name(model, plugins))
+    return check_model(cls, sets, learn=learn, step_seconds=step_seconds)

@@ -116,3 +116,16 @@ def save_torch(obj: Any, path: str | Path) -> None:
         except RuntimeError as e:
             first = (str(e).strip().splitlines() or [type(e).__name__])[0][:120]
             raise OSError(errno.EIO, f"the write was cut short ({first})", str(path)) from None
+
+
+def load_torch(path: str | Path) -> Any:
+    """torch.load of a file seqbench saved (tensors only: `weights_only`), on the CPU, with
+    torch's own warnings silenced: a damaged or replaced file is the caller's one line, not
+    two torch warnings before it."""
+    import warnings
+
+    import torch
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return torch.load(path, map_location="cpu", weights_only=True)

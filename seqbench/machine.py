@@ -314,14 +314,27 @@ def default_threads(workers: int = 1) -> ThreadChoice:
     return choose_threads(len(cpus), busy_cores(cpus), workers)
 
 
+#: the most torch threads a run may ask for (torch takes a C int; no machine has more cores)
+MAX_THREADS = 4096
+
+
+def check_threads(threads: int, name: str = "--threads") -> int:
+    """`threads` when torch can take it, else a one-line error naming the option or field."""
+    if not 1 <= threads <= MAX_THREADS:
+        raise ConfigError(f"{name} {threads}: give a number from 1 to {MAX_THREADS}")
+    return threads
+
+
 def thread_choice(threads: int | None, workers: int = 1) -> ThreadChoice:
     """`threads` when given (--threads N forces N), else the policy for `workers` runs."""
-    return ThreadChoice(threads, "--threads") if threads else default_threads(workers)
+    if threads:
+        return ThreadChoice(check_threads(threads), "--threads")
+    return default_threads(workers)
 
 
 def forced_threads(threads: int | None) -> ThreadChoice | None:
     """--threads N as a choice (None: not given, so the policy decides when the runs start)."""
-    return ThreadChoice(threads, "--threads") if threads else None
+    return ThreadChoice(check_threads(threads), "--threads") if threads else None
 
 
 def apply_threads(choice: ThreadChoice) -> None:
@@ -378,3 +391,32 @@ def default_workers(n_jobs: int, mb_per_run: int = 2048) -> int:
     except (ValueError, OSError, AttributeError):
         free_mb = mb_per_run * cpu_cores()
     return max(1, min(cpu_cores(), free_mb // mb_per_run, n_jobs))
+
+
+def available_bytes(device: torch.device | None = None) -> int | None:
+    """Bytes this process may still allocate on `device` (None: the host): on a GPU its free
+    memory; on the host the kernel's MemAvailable, and under an address-space limit
+    (`ulimit -v`) that limit less what the process maps already. None when unknown."""
+    if device is not None and device.type == "cuda":
+        return int(torch.cuda.mem_get_info(device)[0])
+    if device is not None and device.type != "cpu":
+        return None
+    found = _proc_kb("/proc/meminfo", "MemAvailable:")
+    left = None if found is None else found * 1024
+    soft = resource.getrlimit(resource.RLIMIT_AS)[0]
+    mapped = _proc_kb("/proc/self/status", "VmSize:")
+    if soft != resource.RLIM_INFINITY and mapped is not None:
+        room = max(0, soft - mapped * 1024)
+        left = room if left is None else min(left, room)
+    return left
+
+
+def _proc_kb(path: str, key: str) -> int | None:
+    """A 'Key:  N kB' figure of a /proc file (None where there is none)."""
+    try:
+        for line in Path(path).read_text().splitlines():
+            if line.startswith(key):
+                return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return None

@@ -28,3 +28,32 @@ def check_name(kind: str, name: str, root: str | Path) -> str:
             "(no '/', '\\' or leading '.'), or point the folder option at its parent"
         )
     return name
+
+
+#: the longest name a file gives (a file system takes 255 bytes, less a table's suffix)
+MAX_NAME_BYTES = 200
+
+
+def check_label(name: str, where: str) -> str:
+    """A name a study file gives (a table, model, dataset or protocol label; each may become
+    a file or folder name), checked as a run id is (`check_name`), and printable on one line."""
+    plain = name.isprintable() and len(name.encode("utf-8", "replace")) <= MAX_NAME_BYTES
+    try:
+        check_name("name", name, ".")
+    except ConfigError:
+        plain = False
+    if not plain:
+        raise ConfigError(
+            f"{where}: {name!r} is not a plain name (no '/', '\\', leading '.', control "
+            f"characters, at most {MAX_NAME_BYTES} bytes): rename it"
+        )
+    return name
+
+
+def inside(root: str | Path, name: str, kind: str) -> Path:
+    """The path of entry `name` of folder `root`, refused (one line) when it is a path that
+    would land outside `root`: the one way a name becomes a path where a user's file names it."""
+    path = Path(root) / check_name(kind, name, root)
+    if path.parent != Path(root):  # e.g. a name Path reads as absolute on another system
+        raise ConfigError(f"{kind} {name!r} is a path, not a name: give the name of a file")
+    return path

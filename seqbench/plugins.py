@@ -4,8 +4,8 @@
 A plugin is a module (or a .py file) whose `SeqModel` subclasses register themselves with
 `@register("name")`, exactly like a built-in model. Loading is idempotent per process, and
 `loaded()` lists what was loaded, so a run context can carry it to worker processes and Ray
-tasks. Where a model came from (`origin`) is part of a plugin model's run id: its module's
-source and declared version, so an edited model never returns a stale stored result.
+tasks. What a plugin model is (`origin`: its class name and source checksum, not how it was
+imported) is part of its run id, so an edited model never returns a stale stored result.
 """
 
 from __future__ import annotations
@@ -121,6 +121,12 @@ def _import(key: str, spec: str) -> None:
         raise
     except ConfigError as e:
         raise PluginError(f"plugin {spec}: {e}") from None
+    except SystemExit as e:  # exiting at import would end seqbench silently, often with rc 0
+        raise PluginError(
+            f"plugin {spec} called sys.exit({e.code!r}) while imported: a plugin module must "
+            "only define and register models (move script code under `if __name__ == "
+            "'__main__':`)"
+        ) from None
     except Exception as e:
         where = "pip install the package that provides it" if not is_file(key) else "fix the file"
         raise PluginError(
@@ -146,6 +152,10 @@ def load_entry_points() -> tuple[str, ...]:
             obj = ep.load()
         except ConfigError as e:
             raise PluginError(f"plugin {where}: {e}") from None
+        except SystemExit as e:
+            raise PluginError(
+                f"plugin {where} called sys.exit({e.code!r}) while imported"
+            ) from None
         except Exception as e:
             raise PluginError(
                 f"plugin {where} failed to import ({type(e).__name__}: {_first_line(e)}): fix "
@@ -172,28 +182,25 @@ def as_registered(cls: type[SeqModel]) -> str:
 
 @dataclass(frozen=True)
 class Origin:
-    """Where a plugin model came from: its module, the sha256 of its source and the version
-    it declares ('' when none)."""
+    """What a plugin model is: its class name and the sha256 of its source (however it was
+    imported: a file path and a module name on PYTHONPATH are the same model)."""
 
-    module: str
+    name: str
     source: str
-    version: str = ""
 
     def identity(self) -> dict[str, str]:
-        """What a plugin run's id hashes besides the built-in fields (version when declared)."""
-        out = {"module": self.module, "source_sha256": self.source}
-        return {**out, "version": self.version} if self.version else out
+        """What a plugin run's id hashes besides the built-in fields."""
+        return {"class": self.name, "source_sha256": self.source}
 
     def __str__(self) -> str:
-        version = f", version {self.version}" if self.version else ""
-        return f"plugin {self.module} (source {self.source[:12]}{version})"
+        return f"plugin {self.name} (source {self.source[:12]})"
 
 
 def origin(cls: type[SeqModel]) -> Origin | None:
     """None for a built-in model (a module of seqbench.models); else the plugin's origin."""
     if cls.__module__.startswith(BUILTIN_PREFIX):
         return None
-    return Origin(cls.__module__, source_digest(cls), str(getattr(cls, "version", "") or ""))
+    return Origin(cls.__qualname__, source_digest(cls))
 
 
 def source_digest(cls: type[SeqModel]) -> str:
@@ -213,10 +220,10 @@ def source_digest(cls: type[SeqModel]) -> str:
 
 
 def describe_origin(config: dict) -> str:
-    """'plugin mypkg.mlp (source 1a2b3c4d5e6f, version 0.1)' from a run's recorded identity
-    (the run folder's config); '' for a built-in model."""
+    """'plugin MLP (source 1a2b3c4d5e6f)' from a run's recorded identity (the run folder's
+    config); '' for a built-in model."""
     code = config.get("code")
     if not isinstance(code, dict):
         return ""
-    source = str(code.get("source_sha256", ""))
-    return str(Origin(str(code.get("module", "?")), source, str(code.get("version", ""))))
+    name = str(code.get("class", code.get("module", "?")))
+    return str(Origin(name, str(code.get("source_sha256", ""))))

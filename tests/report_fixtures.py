@@ -64,8 +64,11 @@ def write_run(
     protocol: str = "cbit",
     checksum: str | None = None,
     curve: list[float] | None = None,
+    stopped: str = "max_epochs",
+    budget_minutes: float | None = None,
 ) -> Path:
-    """One finished run folder with config.json, metrics.json, per_user and history parquet."""
+    """One finished run folder with config.json, metrics.json, per_user and history parquet;
+    its validation `curve` per epoch (best epoch: the first highest) and why it `stopped`."""
     folder = root / run_id
     folder.mkdir(parents=True)
     pu = per_user(user_ranks)
@@ -78,8 +81,9 @@ def write_run(
         "protocol": get_protocol(protocol).to_dict(),
         "seed": seed,
         "data_checksum": checksum,
-        "version": "0.1.0",
-        "ablate": ablate or {},
+        "revision": 1,
+        "precision": "fp32",
+        "device": "cpu",
         "run_id": run_id,
     }
     curve = curve or [0.01, 0.02, 0.03]
@@ -91,9 +95,10 @@ def write_run(
         "protocol": protocol,
         "seed": seed,
         "ablate": ablate or {},
-        "best_epoch": len(curve),
+        "best_epoch": curve.index(max(curve)) + 1,
         "epochs_run": len(curve),
-        "stopped": "max_epochs",
+        "stopped": stopped,
+        "budget_minutes": budget_minutes,
         "valid": {m: v for m, v in test.items()},
         "test": test,
         "n_users_evaluated": N_USERS,
@@ -130,9 +135,12 @@ def main_store(root: Path) -> Path:
     write_run(root, "beauty-sasrec-a", "sasrec", "beauty", ranks(10, 3, 200), seed=0)
     write_run(root, "beauty-sasrec-b", "sasrec", "beauty", ranks(12, 4, 200), seed=1)
     write_run(root, "beauty-bert4rec-a", "bert4rec", "beauty", ranks(5, 2, 300))
-    # toys: cbit 11 hits, bert4rec 10 hits (the same users but one), sasrec 5 hits at rank 2
-    write_run(root, "toys-cbit-a", "cbit", "toys", ranks(11, 1, 400))
-    write_run(root, "toys-bert4rec-a", "bert4rec", "toys", ranks(10, 1, 300))
+    # toys: cbit 11 hits, bert4rec 10 hits (the same users but one), sasrec 5 hits at rank 2;
+    # cbit and bert4rec early-stopped (best epoch 1, two worse after it), so never marked as
+    # still improving
+    early = {"curve": [0.03, 0.02, 0.01], "stopped": "early"}
+    write_run(root, "toys-cbit-a", "cbit", "toys", ranks(11, 1, 400), **early)
+    write_run(root, "toys-bert4rec-a", "bert4rec", "toys", ranks(10, 1, 300), **early)
     write_run(root, "toys-sasrec-a", "sasrec", "toys", ranks(5, 2, 250))
     # cbit ablations (same settings, different `ablate`)
     aug, rew = {"augment": "none"}, {"reweight": "static"}

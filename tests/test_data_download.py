@@ -177,6 +177,7 @@ def test_prepare_downloads_and_extracts_archive(
         ),
     )
     cache = tmp_path / "cache"
+    (tmp_path / "raw").mkdir()  # an empty --raw-dir (a missing one is refused: issue 55)
     source, files = resolve(spec, [tmp_path / "raw"], cache, True, None)
     assert source.name == "movielens"
     assert files["ratings"][1] == cache / "ml-tiny" / "ratings.dat"

@@ -1,6 +1,6 @@
 """`seqbench run --dry-run` and `study run --dry-run`: the resolved run, its size and work per
-epoch (checked against the README's synthetic SASRec run and hand counts) and an estimate from
-timed steps, with nothing trained or stored."""
+epoch (checked against the synthetic SASRec run of docs/guide/runs.md and hand counts) and an
+estimate from timed steps, with nothing trained or stored."""
 
 from __future__ import annotations
 
@@ -30,10 +30,10 @@ def test_the_dry_run_shows_the_readme_run_and_trains_nothing(
         ["run", "sasrec", "-d", "synthetic", "--threads", "1", "--dry-run", "--runs-dir", str(runs)]
     )
     out = " ".join(capsys.readouterr().out.split())
-    # the README's `seqbench run sasrec --dataset synthetic`: its run id (0.2.0: 146939c68174,
-    # 0.3.0: 7d720aa7564b, 0.4.0: cdb38e43d79c) and parameter count
-    assert "run synthetic-sasrec-71a28d4961f3" in out and "48,150 parameters" in out
-    assert " batching=packed " in out  # sasrec's default since 0.3.0
+    # docs/guide/runs.md's `seqbench run sasrec --dataset synthetic`: its run id (the hash of its
+    # complete experiment, seqbench's version not among it) and parameter count
+    assert "run synthetic-sasrec-aface4e169dc" in out and "48,150 parameters" in out
+    assert " batching=packed " in out  # sasrec's config class default
     # 1,000 synthetic users, batch_size=32: ceil(1000 / 32) = 32 steps
     assert "per epoch: 32 steps · 1,000 sequences" in out
     assert "resolved config: epochs=15 batch_size=32" in out and " d=50 " in out

@@ -29,10 +29,10 @@ from seqbench.training.trainer import compile_encoder, make_optimizer
 DATA = SimpleNamespace(checksum="0" * 64)
 
 
-def test_device_type_enters_the_run_id_only_off_cpu() -> None:
+def test_the_device_type_is_part_of_the_run_id() -> None:
     cpu = RunRequest("sasrec", "beauty").resolve(DATA)
     cuda = RunRequest("sasrec", "beauty").resolve(DATA, "cuda")
-    assert "device" not in cpu.spec.identity()
+    assert cpu.spec.identity()["device"] == "cpu"
     assert cuda.spec.identity() == {**cpu.spec.identity(), "device": "cuda"}
     blob = json.dumps(cuda.spec.identity(), sort_keys=True).encode()
     assert cuda.run_id == f"beauty-sasrec-{hashlib.sha256(blob).hexdigest()[:12]}"

@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from helpers import next_item_loss
 
 from seqbench.data.dataset import SeqDataset
 from seqbench.data.sequences import NegativeSampler
@@ -63,14 +62,6 @@ def test_gbce_matches_hand_computed_value_and_t0_is_bce() -> None:
     assert bce(pos, neg, one).item() == pytest.approx(bce_by_hand, rel=1e-6)
 
 
-def test_bce_with_one_negative_is_next_item_loss_bit_for_bit() -> None:
-    g = torch.Generator().manual_seed(1)
-    pos, neg = torch.randn(4, 7, generator=g), torch.randn(4, 7, generator=g)
-    targets = torch.randint(0, 3, (4, 7), generator=g)
-    pos[targets == 0] = torch.inf  # ignored positions never reach the value
-    assert torch.equal(bce(pos, neg, targets != 0), next_item_loss(pos, neg, targets))
-
-
 def test_sampled_ce_over_all_items_is_full_ce_and_hits_are_masked() -> None:
     g = torch.Generator().manual_seed(2)
     logits = torch.randn(5, 9, generator=g, dtype=torch.float64)
@@ -109,9 +100,10 @@ def test_negatives_resolve_per_loss_and_gbce_refuses_alpha_over_one() -> None:
         Objective.resolve(ObjectiveFields(loss="gbce", negatives=400), 300)
 
 
-def test_new_fields_at_their_defaults_stay_out_of_the_identity() -> None:
+def test_the_loss_fields_are_in_the_identity_at_every_value() -> None:
     cfg = resolve_config(get_model("sasrec"), "beauty")
-    assert not {"loss", "negatives", "gbce_t", "sampling", "ce_chunk"} & set(identity_config(cfg))
+    fields = {"loss": "bce", "negatives": 0, "gbce_t": 0.75, "sampling": "uniform"}
+    assert fields.items() <= identity_config(cfg).items()
     moved = resolve_config(get_model("sasrec"), "beauty", ablate={"loss": "gbce"})
     assert identity_config(moved)["loss"] == "gbce"
 
@@ -237,17 +229,15 @@ def test_gbce_draws_over_all_items_by_default_and_unseen_ones_when_switched() ->
     assert Objective.resolve(ObjectiveFields(loss="ce"), 6).negatives_from is None
 
 
-def test_negatives_from_enters_the_run_id_only_where_it_draws_over_all_items() -> None:
+def test_negatives_from_is_in_the_run_id_at_every_value() -> None:
     sasrec = get_model("sasrec")
 
     def config(**sets: str) -> dict:
         return identity_config(resolve_config(sasrec, "beauty", sets))
 
-    # gBCE runs stored before the switch drew outside the user's items: that is their id
-    stored = config(loss="gbce", negatives_from="unseen")
-    assert "negatives_from" not in stored
+    assert config(loss="gbce", negatives_from="unseen")["negatives_from"] == "unseen"
     assert config(loss="gbce")["negatives_from"] == "default"
-    assert "negatives_from" not in config() and "negatives_from" not in config(loss="sampled_ce")
+    assert config()["negatives_from"] == "default"
     assert config(negatives_from="all")["negatives_from"] == "all"
     with pytest.raises(ConfigError, match="negatives_from"):
         ObjectiveFields(negatives_from="some").validate_objective()

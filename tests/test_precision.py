@@ -22,30 +22,19 @@ from seqbench.runs.sweep import SweepDefinition
 DATA = SimpleNamespace(checksum="0" * 64)
 
 
-def test_fp32_run_ids_are_those_from_before_precision_existed() -> None:
-    run = RunRequest("sasrec", "beauty", release="0.2.0").resolve(DATA)
-    # the hash of the identity as it was (no precision key): an fp32 id never changes
-    s = run.spec
-    old = {
-        "model": s.model,
-        "dataset": s.dataset,
-        "config": s.config,
-        "protocol": s.protocol,
-        "seed": s.seed,
-        "data_checksum": s.data_checksum,
-        "version": s.version,
-    }
-    digest = hashlib.sha256(json.dumps(old, sort_keys=True, default=str).encode()).hexdigest()
-    assert run.run_id == f"beauty-sasrec-{digest[:12]}"
-    # computed at e7f28bb, before --precision (0.2.0's defaults and version: `releases`)
-    assert run.run_id == "beauty-sasrec-8a2803ce539f"
-
-
-def test_reduced_precision_is_part_of_the_run_id() -> None:
+def test_precision_is_part_of_every_run_id() -> None:
     ids = {p: RunRequest("sasrec", "beauty", precision=p).resolve(DATA) for p in device.PRECISIONS}
     assert len({r.run_id for r in ids.values()}) == 3
-    assert "precision" not in ids["fp32"].spec.to_dict()
+    assert ids["fp32"].spec.to_dict()["precision"] == "fp32"
     assert ids["bf16"].spec.to_dict()["precision"] == "bf16"
+    s = ids["fp32"].spec
+    by_hand = {
+        "model": "sasrec", "dataset": "beauty", "config": s.config, "revision": 1,
+        "protocol": s.protocol, "seed": 0, "data_checksum": DATA.checksum,
+        "precision": "fp32", "device": "cpu",
+    }  # fmt: skip
+    digest = hashlib.sha256(json.dumps(by_hand, sort_keys=True).encode()).hexdigest()
+    assert s.run_id == f"beauty-sasrec-{digest[:12]}"
 
 
 def test_a_sweep_passes_its_precision_to_every_run() -> None:

@@ -19,7 +19,7 @@ ray = pytest.importorskip("ray", reason="ray is not installed: pip install 'seqb
 TINY = {"epochs": "2", "batch_size": "64", "eval_batch_size": "256"}
 #: what may differ between two executions of the same run (timing and memory)
 #: how the run was executed, not what it computed (same thread count, different reason)
-MACHINE = {"train_seconds", "eval_seconds", "peak_memory_mb", "threads_reason"}
+MACHINE = {"train_seconds", "eval_seconds", "peak_memory_mb", "threads_reason", "host", "ray_node"}
 
 
 @pytest.fixture(scope="module")

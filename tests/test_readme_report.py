@@ -1,6 +1,6 @@
-"""The README's report examples show what seqbench prints today: the significance example is
-the committed results/significance/real.md exactly, and the one-model example's notes on
-emphasis and marks are the ones the overall layout writes for one model."""
+"""The report guide's examples (docs/guide/reports.md) show what seqbench prints today: the
+significance example is the committed results/significance/real.md exactly, and the one-model
+example's notes on emphasis and marks are the ones the overall layout writes for one model."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from seqbench.report.entries import model_entries
 from seqbench.report.layouts import OVERALL, TableOptions
 
 REPO = Path(__file__).resolve().parents[1]
-SECTION = (REPO / "README.md").read_text().split("### Reports: `seqbench report`", 1)[1]
+SECTION = (REPO / "docs" / "guide" / "reports.md").read_text()
 
 
 def blocks() -> list[str]:

@@ -156,7 +156,7 @@ def test_latex_compiles(stores: dict[str, Path], tmp_path: Path, layout: str) ->
     text = render_layout(stores, layout, "latex", tmp_path / "t.tex")
     _latex_structure(text)
     if layout == "overall":
-        assert r"\textbf{" in text and r"\underline{" in text and r"$^{\dagger}$" in text
+        assert r"\textbf{" in text and r"\underline{" in text and r"$^{\dagger\uparrow}$" in text
     compile_latex(text, tmp_path)
 
 
@@ -169,9 +169,10 @@ def test_published_values_render_and_compile(stores: dict[str, Path], tmp_path: 
     table = OVERALL.build(entries, ["beauty"], ["HR@10"], options)
     md = render(table, "markdown")
     assert (
-        "| Beauty | HR@10 | <u>0.2750 ± 0.0354</u> | **0.7500**† [0.8000, −6.2%] | (0.5000) |" in md
+        "| Beauty | HR@10 | <u>0.2750 ± 0.0354</u>↑ | **0.7500**†↑ [0.8000, −6.2%] | (0.5000) |"
+        in md
     )
     tex = render(table, "latex")
-    assert r"\textbf{0.7500}$^{\dagger}$ {\scriptsize (0.8000, $-$6.2\%)}" in tex
+    assert r"\textbf{0.7500}$^{\dagger\uparrow}$ {\scriptsize (0.8000, $-$6.2\%)}" in tex
     _latex_structure(tex)
     compile_latex(tex, tmp_path)

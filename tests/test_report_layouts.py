@@ -88,11 +88,12 @@ def test_study_datasets_order_the_overall_table(tmp_path: Path) -> None:
     assert [row[0].text for row in table.rows] == ["toys", "beauty"]
 
 
-def test_sensitivity_entries_are_the_unablated_runs_in_order(tmp_path: Path) -> None:
+def test_sensitivity_entries_are_every_run_in_order(tmp_path: Path) -> None:
+    """Ablated runs too: the sensitivity layout draws each ablation as its own line."""
     runs = load_runs(main_store(tmp_path / "runs"))
     entries = run_entries(runs)
-    assert [e.label for e in entries] == [r.run_id for r in runs if not r.ablate]
-    assert len(entries) == 7 and all(len(e.runs) == 1 for e in entries)
+    assert [e.label for e in entries] == [r.run_id for r in runs]
+    assert len(entries) == len(runs) > 7 and all(len(e.runs) == 1 for e in entries)
 
 
 def test_stats_reads_the_cards_of_the_named_datasets(tmp_path: Path) -> None:

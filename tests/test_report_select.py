@@ -92,7 +92,8 @@ def test_plain_report_command_prints_a_table(
     out = capsys.readouterr().out
     assert out.startswith("**Overall performance**")
     # one trained model a side: the per-user test's own mark (no claim about methods)
-    assert "| beauty | HR@5 | 0.1250 | **0.7500**† |" in out
+    # (↑: the fixture's runs reached their epoch cap, still improving)
+    assert "| beauty | HR@5 | 0.1250↑ | **0.7500**†↑ |" in out
 
 
 def test_cli_refusal_is_one_line_and_exit_2(
@@ -114,7 +115,7 @@ def test_cli_filters_and_options(tmp_path: Path, capsys: pytest.CaptureFixture[s
     out = capsys.readouterr().out.splitlines()
     assert out[0] == "Dataset,Metric,sasrec,cbit,Improv."
     # one seed a side: the per-user mark †; Improv. carries its 95% interval
-    assert out[1].startswith('toys,HR@10,0.1250,0.2750†,"+120.00% [') and len(out) == 2
+    assert out[1].startswith('toys,HR@10,0.1250↑,0.2750†,"+120.00% [') and len(out) == 2
     with pytest.raises(SystemExit):
         main(["report", "--runs-dir", str(root), "--metrics", "HR@7"])
     assert "unknown metric(s) HR@7" in capsys.readouterr().err
@@ -147,7 +148,7 @@ def test_runs_option_tabulates_exactly_the_named_runs(
     out = capsys.readouterr().out.splitlines()
     assert out[0] == "Dataset,Metric,bert4rec,sasrec,Improv."  # no cbit, no toys
     # HR@10 = hits / users: sasrec seed 0 alone (10 hits), not averaged with seed 1 (12 hits)
-    assert out[1].split(",")[2:4] == [f"{5 / N_USERS:.4f}", f"{10 / N_USERS:.4f}†"]
+    assert out[1].split(",")[2:4] == [f"{5 / N_USERS:.4f}↑", f"{10 / N_USERS:.4f}†↑"]
     with pytest.raises(SystemExit) as exc:
         main(["report", "--runs-dir", str(root), "--runs", "beauty-sasrec-a,beauty-nope"])
     assert exc.value.code == 2

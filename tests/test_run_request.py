@@ -61,8 +61,8 @@ def test_resolution_gives_the_typed_config_protocol_and_identity() -> None:
     assert isinstance(run.cfg, get_model("sasrec").Config) and run.model_cls is get_model("sasrec")
     assert (run.cfg.d, run.cfg.epochs) == (16, 3)
     assert run.protocol == get_protocol("cbit")
-    # quiet fields at their defaults stay out of the spec; the spec still re-creates the config
-    assert run.spec.config == identity_config(run.cfg)
+    # every field is written out: the spec re-creates the config
+    assert run.spec.config == identity_config(run.cfg) == dataclasses.asdict(run.cfg)
     assert type(run.cfg)(**run.spec.config) == run.cfg
     assert run.spec.protocol == dataclasses.asdict(get_protocol("cbit"))
     assert run.spec.data_checksum == DATA.checksum and run.run_id == run.spec.run_id
@@ -75,18 +75,23 @@ def test_a_run_resolved_on_other_data_is_refused(tmp_path) -> None:
 
 
 COMMITTED = sorted(Path(__file__).resolve().parents[1].glob("results/**/metrics/*/config.json"))
-IDENTITY = ("model", "dataset", "config", "protocol", "seed", "data_checksum", "version")
+IDENTITY = (
+    "model", "dataset", "config", "revision", "protocol", "seed", "data_checksum", "precision",
+    "device",
+)  # fmt: skip
 
 
 @pytest.mark.parametrize("path", COMMITTED, ids=lambda p: p.parent.name)
 def test_committed_run_ids_are_the_hash_of_their_recorded_identity(path: Path) -> None:
     recorded = json.loads(path.read_text())
-    keys = (*IDENTITY, "precision") if "precision" in recorded else IDENTITY
-    blob = json.dumps({k: recorded[k] for k in keys}, sort_keys=True).encode()
+    blob = json.dumps({k: recorded[k] for k in IDENTITY}, sort_keys=True).encode()
     by_hand = f"{recorded['dataset']}-{recorded['model']}-{hashlib.sha256(blob).hexdigest()[:12]}"
     assert by_hand == path.parent.name == recorded["run_id"]
-    fields = {k: recorded[k] for k in (*keys, "ablate")}
-    assert RunSpec(**fields).run_id == path.parent.name
+    # every field of the model's config written out, none left out at any value
+    cls = get_model(recorded["model"])
+    assert set(recorded["config"]) == {f.name for f in dataclasses.fields(cls.Config)}
+    assert recorded["revision"] == cls.revision
+    assert RunSpec(**{k: recorded[k] for k in IDENTITY}).run_id == path.parent.name
 
 
 def test_there_are_committed_runs() -> None:

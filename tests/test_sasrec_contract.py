@@ -6,7 +6,11 @@ import math
 
 import pytest
 import torch
-from helpers import causal_item_mask, sampled_next_item_loss
+
+from seqbench.data.dataset import SeqDataset
+from seqbench.data.synthetic import generate
+from seqbench.models.base import get_model, resolve_config
+from seqbench.models.sasrec import causal_item_mask, sampled_next_item_loss
 
 
 def test_causal_mask_example_from_the_spec() -> None:
@@ -97,3 +101,26 @@ def test_bad_inputs_raise_value_error(args) -> None:
         tgt = torch.ones(pos.shape, dtype=torch.int64)
     with pytest.raises(ValueError):
         sampled_next_item_loss(pos, neg, tgt)
+
+
+@pytest.mark.parametrize("batching", ["uniform", "packed"])
+def test_sasrec_training_loss_and_mask_are_the_contracts(batching: str) -> None:
+    """SASRec's training step (packed or padded) computes `sampled_next_item_loss` of its own
+    scores, and its encoder reads `causal_item_mask`, on random batches."""
+    inter, items = generate(n_users=60, n_items=40, min_len=3, max_len=15, seed=5)
+    data = SeqDataset.from_frames("synthetic", inter, items, {"checksum": "t"})
+    cls = get_model("sasrec")
+    sets = {"d": "16", "dropout": "0", "batch_size": "16", "batching": batching}
+    model = cls(resolve_config(cls, "synthetic", sets), data).double()
+    model.train()
+    batches = model.train_batches(data, torch.Generator().manual_seed(0))
+    for _ in range(3):
+        batch = next(batches)
+        seqs, targets, negs = batch["seqs"], batch["targets"], batch["negatives"]
+        h = model.encoder(model.emb(seqs), seqs, causal_item_mask(seqs)[:, None])
+        table = model.emb.item.weight
+        pos, neg = (h * table[targets]).sum(-1), (h * table[negs]).sum(-1)
+        want = sampled_next_item_loss(pos, neg, targets)
+        got, _ = model.loss(batch)
+        assert got.dtype == torch.float64
+        assert got.item() == pytest.approx(want.item(), rel=1e-9)

@@ -6,13 +6,13 @@ import numpy as np
 import pytest
 import scipy.linalg
 import torch
-from helpers import causal_item_mask
 
 from seqbench.data.dataset import SeqDataset
 from seqbench.data.synthetic import generate
 from seqbench.errors import ConfigError
 from seqbench.models.base import resolve_config
 from seqbench.models.layers import with_self
+from seqbench.models.sasrec import causal_item_mask
 from seqbench.models.stosa import STOSA, elu1
 from seqbench.models.wasserstein import wasserstein2, wasserstein2_matrix
 from seqbench.runs.execute import RunRequest, execute

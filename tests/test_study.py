@@ -119,11 +119,11 @@ def test_expansion_is_datasets_models_points_seeds() -> None:
     minutes = plan(parse_study({**raw, "budget": {"minutes": 5}}, "s.yaml"), need_data=False)
     assert {r.epochs for r in minutes.requests} == {None}
     assert parse_study({**raw, "budget": {"minutes": 5}}, "s").budget == Budget(minutes=5.0)
-    # a study made by 0.2.0 says how its release applied the cap (at epoch ends), one made
-    # now how this one does (part-way through an epoch)
-    old = parse_study({**raw, "budget": {"minutes": 5}, "seqbench": "0.2.0"}, "s")
-    assert "the cap checked at each epoch's end" in old.budget_text()
+    # how the cap ends an epoch, and how runs made before 0.4.0 (at an epoch's end) did
     assert "the time ends an epoch part-way" in minutes_text(raw)
+    assert "before seqbench 0.4.0" in minutes_text(raw)
+    with pytest.raises(ConfigError, match="seqbench: a study no longer names a release"):
+        parse_study({**raw, "seqbench": "0.2.0"}, "s")
 
 
 def minutes_text(raw: dict) -> str:
@@ -361,7 +361,8 @@ def test_a_model_may_run_on_some_datasets_and_a_dataset_has_its_own_budget(tmp_p
     assert study.budget_text() == (
         "every model at most 15 minutes of training per run (epochs: each model's own count; "
         "the time ends an epoch part-way, whose share the epoch count gives: 2.31 = two epochs "
-        "and 31% of the third); "
+        "and 31% of the third; runs made before seqbench 0.4.0 (the `version` their "
+        "metrics record) ended at the first epoch's end past it); "
         "on B: every model at most 100 epochs (and the study's 15-minute cap) (one budget for "
         "all models on a dataset)"
     )

@@ -104,8 +104,8 @@ def test_grid_and_set_of_the_same_key_is_an_error() -> None:
 def test_random_search_is_seeded_bounded_and_typed() -> None:
     space = parse_space("sasrec", {"lr": "1e-4:1e-2:log", "layers": "1:3", "dropout": "0:0.5"})
     assert space["layers"] == Dim(1, 3, False, True)
-    a, b = random_configs(space, 40, seed=7), random_configs(space, 40, seed=7)
-    assert a == b and a != random_configs(space, 40, seed=8)
+    a, b = list(random_configs(space, 40, seed=7)), list(random_configs(space, 40, seed=7))
+    assert a == b and a != list(random_configs(space, 40, seed=8))
     assert all(1e-4 <= float(c["lr"]) <= 1e-2 for c in a)
     assert {c["layers"] for c in a} == {"1", "2", "3"}
     assert all(0 <= float(c["dropout"]) <= 0.5 for c in a)

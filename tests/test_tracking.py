@@ -4,11 +4,17 @@ the run store's files; the store is written first, and a failing tracker never l
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
+import tomllib
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 from seqbench.cli import main
 from seqbench.data.dataset import SeqDataset
@@ -22,6 +28,7 @@ from seqbench.training.context import Observer, RunContext, Tracking
 
 CARD = {"checksum": "track", "name": "synthetic", "stats": {"users": 1000}}
 SETS = {"d": "8", "epochs": "2", "patience": "9"}
+ROOT = Path(__file__).resolve().parents[1]
 
 
 class Notes(Observer):
@@ -118,6 +125,78 @@ def test_the_store_holds_the_run_before_any_tracker_is_called(
     monkeypatch.setitem(TRACKERS._items, "probe", probe)
     train(data, tmp_path, Tracking("probe"))
     assert seen == [True]
+
+
+def test_a_run_found_in_the_store_is_logged_once_when_tracked(
+    data: SeqDataset, tmp_path: Path
+) -> None:
+    pytest.importorskip("mlflow")
+    from mlflow.tracking import MlflowClient
+
+    result, folder = train(data, tmp_path / "runs", None)
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    ctx = RunContext(device="cpu", runs_dir=tmp_path / "runs", tracking=Tracking("mlflow", uri))
+    for _ in range(2):  # found in the store both times: logged the first, not again
+        again, cached = execute(RunRequest("sasrec", "synthetic", sets=SETS), ctx, data=data)
+        assert cached and again.run_id == result.run_id
+    client = MlflowClient(tracking_uri=uri)
+    (run,) = client.search_runs([client.get_experiment_by_name("seqbench").experiment_id])
+    assert run.info.run_name == result.run_id
+    assert run.data.metrics["test/NDCG_at_10"] == pytest.approx(result.test["NDCG@10"])
+    history = pd.read_parquet(folder / "history.parquet")
+    curve = client.get_metric_history(run.info.run_id, "valid/NDCG_at_10")
+    assert [m.value for m in curve] == pytest.approx(list(history["valid_NDCG@10"]))
+
+
+def test_the_mlflow_extra_alone_opens_its_default_store(tmp_path: Path) -> None:
+    """MLflow writes and reads the default store (a SQLite file like ./mlflow.db) with every
+    installed module that seqbench and its `mlflow` extra do not require (followed through
+    installed metadata) made unimportable: skinny alone cannot open a SQLite store."""
+    pytest.importorskip("mlflow")
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    covered = requirement_closure(
+        project["dependencies"] + project["optional-dependencies"]["mlflow"]
+    )
+    owners = importlib.metadata.packages_distributions()
+    blocked = sorted(
+        m
+        for m, dists in owners.items()
+        if m.isidentifier() and not covered & {canonicalize_name(d) for d in dists}
+    )
+    probe = (
+        "import sys\n"
+        f"sys.modules.update(dict.fromkeys({blocked!r}))\n"
+        "from mlflow.tracking import MlflowClient\n"
+        f"c = MlflowClient(tracking_uri='sqlite:///{tmp_path / 'm.db'}')\n"
+        "e = c.create_experiment('x')\n"
+        "r = c.create_run(e); c.log_metric(r.info.run_id, 'm', 1.0)\n"
+        "assert c.search_runs([e])[0].data.metrics == {'m': 1.0}\n"
+        "print(' '.join(sorted({m.split('.')[0] for m in sys.modules})))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, cwd=tmp_path
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert {"sqlalchemy", "alembic"} <= set(out.stdout.split())
+    assert {"optuna", "sqlalchemy"} & set(blocked) == {"optuna"}
+
+
+def requirement_closure(requirements: list[str]) -> set[str]:
+    """The installed distributions `requirements` pull in, transitively (markers evaluated,
+    no extras of the dependencies)."""
+    seen: set[str] = set()
+    todo = [Requirement(r) for r in requirements]
+    while todo:
+        req = todo.pop()
+        name = canonicalize_name(req.name)
+        if name in seen:
+            continue
+        seen.add(name)
+        for line in importlib.metadata.requires(req.name) or []:
+            dep = Requirement(line)
+            if dep.marker is None or dep.marker.evaluate({"extra": ""}):
+                todo.append(dep)
+    return seen
 
 
 def test_a_failing_tracker_is_a_warning_and_the_run_is_kept(

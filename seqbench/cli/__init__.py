@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import importlib
+import os
 import signal
 import sys
 import threading
@@ -12,6 +14,8 @@ import typer
 from rich.markup import escape
 
 from seqbench.cli.app import app, console_err, plain_help
+from seqbench.cli.numbers import bound_numbers
+from seqbench.cli.scratch import use_scratch
 from seqbench.errors import SeqbenchError, Terminated
 
 try:  # recent typer bundles its own click
@@ -30,19 +34,52 @@ def _load_commands() -> None:
             if e.name != f"seqbench.cli.{mod}":
                 raise
     plain_help(app)
+    bound_numbers(app)
 
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point: user errors (ours and the option parser's) become one red line on stderr
-    and exit code 2."""
-    _load_commands()
-    main_thread = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGTERM, _terminate) if main_thread else None
+    and exit code 2; anything else one line saying it is seqbench's fault (`last_resort`).
+    `--debug` (any command) or $SEQBENCH_DEBUG=1 shows the traceback instead."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] == "--help":  # the command list: read, not imported (fast)
+        from seqbench.cli.index import index_app
+
+        index_app(COMMAND_MODULES)(args=args, prog_name="seqbench", standalone_mode=False)
+        return
+    from seqbench.models.contract import DEBUG_ENV  # (imports torch: not before it is needed)
+
+    use_scratch()  # the libraries' caches, before any imports them
+    before = os.environ.get(DEBUG_ENV)
+    if "--debug" in args:
+        args.remove("--debug")
+        os.environ[DEBUG_ENV] = "1"
     try:
-        _main(argv)
-    finally:
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
+        _guarded(args)
+    finally:  # (an in-process caller's environment stays as it was)
+        if before is None:
+            os.environ.pop(DEBUG_ENV, None)
+        else:
+            os.environ[DEBUG_ENV] = before
+
+
+def _guarded(args: list[str]) -> None:
+    """The command, with the last line of defence around it."""
+    try:
+        _load_commands()
+        main_thread = threading.current_thread() is threading.main_thread()
+        previous = signal.signal(signal.SIGTERM, _terminate) if main_thread else None
+        try:
+            _main(args)
+        finally:
+            if previous is not None:
+                signal.signal(signal.SIGTERM, previous)
+    except (SystemExit, KeyboardInterrupt):
+        raise
+    except BaseException as e:
+        if os.environ.get("SEQBENCH_DEBUG", "") not in ("", "0"):
+            raise
+        last_resort(e, args)
 
 
 def _main(argv: list[str] | None) -> None:
@@ -91,6 +128,50 @@ def os_error(e: OSError) -> str:
     if fix is None:
         fix = f"{e.strerror or e}: free space or fix the disk, then rerun to resume"
     return f"{where}{fix}"
+
+
+#: the line of last resort, kept ready: under memory pressure there may be no room to build it
+_FALLBACK = (
+    b"error: seqbench failed unexpectedly (seqbench's fault, not yours): rerun with --debug "
+    b"for the traceback and report it\n"
+)
+
+
+def command_of(args: list[str]) -> str:
+    """'seqbench study run' from the arguments (the command words before any option)."""
+    words = []
+    for a in args[:2]:
+        if a.startswith("-") or (words and words[0] != "study"):
+            break
+        words.append(a)
+    return " ".join(["seqbench", *words])
+
+
+def last_resort(e: BaseException, args: list[str]) -> None:
+    """An exception no code path expected: one line saying it is seqbench's fault, naming the
+    command and the exception, how to see the traceback and where to report it; exit 70. Its
+    frames are let go first (the memory they hold may be what ran out), and when even that
+    line cannot be built or printed, a fixed one is written straight to stderr."""
+    e.__traceback__ = None
+    e.__context__ = e.__cause__ = None
+    try:
+        command = command_of(args)
+        if isinstance(e, MemoryError):
+            _error(
+                f"`{command}` ran out of memory (MemoryError): lower the sizes it works on or "
+                "free memory; if it should have fit, rerun with --debug and report it"
+            )
+        else:
+            detail = (str(e).strip().splitlines() or [""])[0][:200]
+            _error(
+                f"`{command}` failed on {type(e).__name__}{': ' + detail if detail else ''}: "
+                "this is seqbench's fault, not yours: rerun with --debug for the traceback "
+                "and report it to seqbench's maintainers with the command"
+            )
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.write(2, _FALLBACK)
+    sys.exit(70)
 
 
 def _terminate(signum: int, frame: object) -> None:

@@ -1,4 +1,7 @@
-"""The shared Typer app and consoles (stdout for results, stderr for progress and errors)."""
+"""The shared Typer app and consoles (stdout for results, stderr for progress and errors).
+
+Imports nothing heavy (no torch, no models): `seqbench --help` reads this and the command
+modules' source only (`seqbench.cli.index`)."""
 
 from __future__ import annotations
 
@@ -12,11 +15,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
-from typer.models import CommandInfo, ParameterInfo
-
-from seqbench.plugins import load_plugins
-from seqbench.training.context import EpochReport, LogObserver, Observer
+from typer.models import CommandInfo, OptionInfo, ParameterInfo
 
 app = typer.Typer(
     name="seqbench",
@@ -46,6 +45,8 @@ DataDir = Annotated[str | None, typer.Option(help="prepared data [default: ./dat
 def _load_plugins(specs: list[str] | None) -> list[str] | None:
     """--plugin callback: load installed entry points, $SEQBENCH_PLUGINS and the given plugins
     while the options are parsed, so the command and the run context see their models."""
+    from seqbench.plugins import load_plugins  # imports torch: only for a command that runs
+
     load_plugins(specs or ())
     return specs
 
@@ -101,10 +102,29 @@ def commands(typer_app: typer.Typer) -> Iterator[CommandInfo]:
         yield from commands(group.typer_instance)
 
 
+#: a bar between two choices (`auto|cpu`): spaced, so a narrow help column wraps between the
+#: choices instead of cutting the list short with an ellipsis
+CHOICE_BAR = re.compile(r"(?<=[\w\]])\|(?=[\w\[])")
+
+
+def metavar(hint: object) -> str | None:
+    """A short name for an option's value (`TEXT`, `INT`, `FLOAT`; none for a flag), where
+    typer would print `<list[str]>` or `<int range>` and squeeze the option names at 80
+    columns."""
+    names = {str: "TEXT", int: "INT", float: "FLOAT"}
+    hint = getattr(hint, "__origin__", hint) if hasattr(hint, "__metadata__") else hint
+    args = [a for a in typing.get_args(hint) if a is not type(None)]
+    inner = args[0] if args else hint
+    if typing.get_origin(inner) is list:
+        inner = typing.get_args(inner)[0]
+    return names.get(inner)  # type: ignore[arg-type]
+
+
 def plain_help(typer_app: typer.Typer) -> None:
     """Help texts shown as written: a docstring's paragraphs re-flowed (its source line breaks
     would break the command list's lines), square brackets kept (rich reads `[tune]` as a style
-    and drops it). Once per process, after the commands are registered."""
+    and drops it), choices spaced (`CHOICE_BAR`). Once per process, after the commands are
+    registered."""
     for info in commands(typer_app):
         doc = info.help or inspect.getdoc(info.callback) or ""
         if doc and not getattr(info, "plain", False):
@@ -117,8 +137,10 @@ def plain_help(typer_app: typer.Typer) -> None:
         for name, hint in hints.items():
             for meta in getattr(hint, "__metadata__", ()):
                 if isinstance(meta, ParameterInfo) and meta.help and not getattr(meta, "plain", 0):
-                    meta.help = escape(meta.help)
+                    meta.help = escape(CHOICE_BAR.sub(" | ", meta.help))
                     meta.plain = True  # type: ignore[attr-defined]
+                if isinstance(meta, OptionInfo) and meta.metavar is None:
+                    meta.metavar = metavar(hint)
             info.callback.__annotations__[name] = hint
 
 
@@ -171,48 +193,3 @@ def bars(progress: bool | None) -> bool:
     """--progress/--no-progress, by default bars only where stderr (where they are drawn) is a
     terminal: in a file or a pipe, runs print one plain line per epoch instead."""
     return console_err.is_terminal if progress is None else progress
-
-
-class TrainingBars(Observer):
-    """The epoch and step bars of one run, drawn on stderr (stdout is for results)."""
-
-    def __init__(self) -> None:
-        self.bars = Progress(
-            TextColumn("[bold]{task.description}"),
-            BarColumn(),
-            TextColumn("{task.completed}/{task.total}"),
-            TimeElapsedColumn(),
-            TimeRemainingColumn(),
-            TextColumn("{task.fields[info]}"),
-            console=Console(stderr=True),
-            transient=False,
-        )
-        self.train = self.step = None
-
-    def on_start(self, epochs: int, done: int) -> None:
-        self.bars.start()
-        self.train = self.bars.add_task("train", total=epochs, completed=done, info="")
-
-    def on_epoch_start(self, epoch: int, steps: int) -> None:
-        self.step = self.bars.add_task(f"epoch {epoch}", total=steps, info="")
-
-    def on_step(self, step: int, loss: float) -> None:
-        self.bars.update(self.step, completed=step, info=f"loss {loss:.4f}")
-
-    def on_epoch(self, report: EpochReport) -> None:
-        if self.step is not None:
-            self.bars.remove_task(self.step)
-            self.step = None
-        info = f"loss {report.loss:.4f}  best {report.metric} {report.best:.4f}"
-        self.bars.update(self.train, completed=report.epoch, info=info)
-
-    def on_end(self) -> None:
-        self.bars.stop()
-
-    def on_log(self, message: str) -> None:
-        log(message)
-
-
-def run_observer(progress: bool | None) -> Observer:
-    """Bars for --progress (by default on a terminal), else a plain line per epoch."""
-    return TrainingBars() if bars(progress) else LogObserver(log)

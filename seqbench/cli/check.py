@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import re
 import string
+import textwrap
 from importlib import resources
 from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from seqbench.api import check as check_contract
-from seqbench.cli.app import Plugins, app, console
+from seqbench.cli.app import Plugins, app, console, positive
 from seqbench.cli.run import parse_pairs
 from seqbench.errors import ConfigError
 
@@ -27,23 +29,38 @@ def check(
     learn: Annotated[
         bool, typer.Option(help="also train on synthetic data against popularity (a warning)")
     ] = True,
+    step_seconds: Annotated[
+        float | None,
+        typer.Option(
+            callback=positive,
+            help="fail a check that runs longer [default: 120 s; the learning check 600 s]",
+        ),
+    ] = None,
     plugin: Plugins = None,
 ) -> None:
     """Check MODEL against the contract: one line per check; exit code 1 if any fails."""
-    report = check_contract(model, parse_pairs(set_, "--set"), learn=learn)
+    sets = parse_pairs(set_, "--set")
+    report = check_contract(model, sets, learn=learn, step_seconds=step_seconds)
     for c in report.checks:
         style = STYLES[c.status]
         detail = f": {c.detail}" if c.detail else ""
-        console.print(
-            f"[{style}]{c.status.upper():<4}[/{style}]  {c.name}{detail}",
-            soft_wrap=True,
-            highlight=False,
-        )
+        first, *rest = check_lines(f"{c.name}{detail}", console.width)
+        console.print(f"[{style}]{c.status.upper():<4}[/{style}]  {escape(first)}", highlight=False)
+        for line in rest:
+            console.print(" " * 6 + line, markup=False, highlight=False)
     failed = report.failed()
     verdict = f"{len(failed)} of {len(report.checks)} checks failed" if failed else "passes"
     console.print(f"{model}: {verdict}", highlight=False)
     if failed:
         raise typer.Exit(1)
+
+
+def check_lines(text: str, width: int) -> list[str]:
+    """A check's text after its 6-column status, in lines of at most `width` columns broken
+    between words, the continuation lines indented under the text."""
+    return textwrap.wrap(
+        text, max(20, width - 6), break_long_words=False, break_on_hyphens=False
+    ) or [""]
 
 
 def render_template(name: str, file: str) -> str:
@@ -59,7 +76,8 @@ def new_model(
     name: Annotated[str, typer.Argument(help="the model's registry name, e.g. my_mlp")],
     out: Annotated[str | None, typer.Option(help="file to write [default: NAME.py]")] = None,
 ) -> None:
-    """Write a ~60-line model file (an MLP over the last items) with the contract in comments."""
+    """Write a model file of about 80 lines (an MLP over the last items) with the contract in
+    comments."""
     if not re.fullmatch(r"[a-z][a-z0-9_]*", name):
         raise ConfigError(f"model name {name!r}: use lower case letters, digits and _ (my_mlp)")
     path = Path(out or f"{name}.py")

@@ -4,15 +4,15 @@ and declared departures; both as blocks of labelled lines that read at 80 column
 from __future__ import annotations
 
 import dataclasses
+import re
 import textwrap
 
 from rich.console import Console
 from rich.markup import escape
 from rich.text import Text
 
-from seqbench.models.base import MODELS, ModelConfig, SeqModel, field_choices, get_model
+from seqbench.models.base import MODELS, SeqModel, field_choices, get_model
 from seqbench.models.departures import BASIS_TEXT, Departure
-from seqbench.models.releases import changed_defaults
 
 #: the label column of a block: the longest label, its colon and a space
 LABEL_WIDTH = len("authors' code: ")
@@ -23,7 +23,8 @@ def print_model_card(name: str, console: Console) -> None:
     seqbench, switch)."""
     cls = get_model(name)
     console.print(f"[bold]{cls.name}[/bold] — {escape(cls.paper)}")
-    defaults = release_defaults(cls)
+    defaults = dataclasses.asdict(cls.Config())
+    console.print(f"revision: {cls.revision} (its run ids hash it; it moves with its numbers)")
     console.print("defaults: " + " ".join(f"{k}={v}" for k, v in defaults.items()))
     for dataset, values in cls.dataset_defaults.items():
         if values:
@@ -39,12 +40,6 @@ def print_model_card(name: str, console: Console) -> None:
     for d in cls.declared_departures():
         console.print()
         print_block(console, departure_heading(d), departure_lines(d))
-
-
-def release_defaults(cls: type[SeqModel]) -> dict:
-    """The model's defaults in this release: its config class's, then the defaults a release
-    has changed since (`releases`: batching=packed for the SASRec family since 0.3.0)."""
-    return {**dataclasses.asdict(cls.Config()), **changed_defaults(cls)}
 
 
 def axes_text(cls: type[SeqModel]) -> str:
@@ -70,21 +65,45 @@ def departure_lines(d: Departure) -> list[tuple[str, str]]:
     ]
 
 
+#: a paper's venue and year at the end of its citation ("ICDM 2018"; "2021" where no venue)
+VENUE = re.compile(r"(?:([A-Z][A-Za-z-]*) )?((?:19|20)\d\d)")
+
+
+def short_paper(paper: str) -> tuple[str, str]:
+    """(authors and venue, year) of a model's citation: its first part and its last venue."""
+    found = VENUE.findall(paper)
+    authors = paper.split(",")[0]
+    if not found:
+        return authors, ""
+    venue, year = found[-1]
+    return (f"{authors}, {venue}" if venue else authors), year
+
+
+def model_rows() -> list[tuple[str, str, str, str]]:
+    """(name, paper's authors and venue, year, family) of every registered model."""
+    return [
+        (name, *short_paper(MODELS.get(name).paper), MODELS.get(name).family)
+        for name in MODELS.names()
+    ]
+
+
 def print_model_list(console: Console) -> None:
-    """Every registered model as a block: name and paper, its ablation axes and the defaults
-    it sets beyond the shared ones."""
-    base = dataclasses.asdict(ModelConfig())
-    for i, name in enumerate(MODELS.names()):
-        cls = MODELS.get(name)
-        cfg = {k: v for k, v in release_defaults(cls).items() if base.get(k) != v}
-        axes = axes_text(cls)
-        if i:
-            console.print()
-        lines = [
-            ("ablation axes", axes or "-"),
-            ("defaults", " ".join(f"{k}={v}" for k, v in cfg.items())),
-        ]
-        print_block(console, f"{name} — {cls.paper}", lines)
+    """One line per registered model: name, paper (authors, venue), year and family; the card
+    of one with `seqbench models NAME`."""
+    rows = model_rows()
+    widths = [max(len(r[i]) for r in rows) for i in range(3)]
+    for name, paper, year, family in rows:
+        console.print(
+            f"{name:<{widths[0]}}  {year:<{widths[2]}}  {paper:<{widths[1]}}  {family}",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
+    console.print(
+        "seqbench models NAME: a model's paper, defaults, ablation axes and departures",
+        markup=False,
+        highlight=False,
+    )
 
 
 def print_block(console: Console, heading: str, lines: list[tuple[str, str]]) -> None:

@@ -41,7 +41,14 @@ def check_metrics(metrics: list[str] | None, layout: Layout) -> None:
 
 
 def write_output(tables: list[Table], fmt: str, out: str | None, plot: str | None) -> None:
-    """Print or write the rendered tables; save their figures as PNG/SVG where asked."""
+    """Print or write the rendered tables; save their figures as PNG/SVG where asked (--plot
+    for tables that draw none is refused before anything is printed)."""
+    figures = [t for t in tables if t.figure is not None]
+    if plot is not None and not figures:
+        raise ConfigError(
+            f"--plot {plot}: this table draws no figure (the sensitivity and curve layouts do): "
+            "drop --plot, or pick a layout with a plot"
+        )
     text = render(tables, fmt)
     if out is None:
         typer.echo(text, nl=False)
@@ -53,7 +60,6 @@ def write_output(tables: list[Table], fmt: str, out: str | None, plot: str | Non
         for t in tables:
             for note in t.notes:
                 console_err.print(f"[dim]note:[/dim] {note}", highlight=False, soft_wrap=True)
-    figures = [t for t in tables if t.figure is not None]
     if not figures:
         return
     if plot is None and out is None:
@@ -129,7 +135,7 @@ def report(
     budget_columns: Annotated[
         bool,
         typer.Option(
-            help="overall/ablation: each model's budget (epochs, train s, CPU s/epoch, device, "
+            help="overall, ablation: each model's budget (epochs, train s, CPU s/epoch, device, "
             "params) as table cells instead of a note"
         ),
     ] = False,
@@ -144,7 +150,7 @@ def report(
     plot: Annotated[
         str | None,
         typer.Option(
-            help="plot FILE.png|.svg of ablation/sensitivity/curves (default: next to --out)"
+            help="plot FILE.png|.svg of ablation, sensitivity or curves (default: next to --out)"
         ),
     ] = None,
     runs_dir: RunsDir = None,

@@ -9,7 +9,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from seqbench import api
+from seqbench import api, distributed
 from seqbench.cli.app import (
     Compile,
     DataDir,
@@ -23,10 +23,10 @@ from seqbench.cli.app import (
     console,
     console_err,
     positive,
-    run_observer,
     say,
 )
 from seqbench.cli.fit import fit
+from seqbench.cli.progress import run_observer
 from seqbench.data.audit import audit
 from seqbench.data.dataset import SeqDataset, load_dataset
 from seqbench.errors import ConfigError
@@ -36,7 +36,7 @@ from seqbench.machine import ThreadChoice, check_precision
 from seqbench.models.base import get_model
 from seqbench.models.contract import DEBUG_ENV
 from seqbench.runs.estimate import Estimate, estimate
-from seqbench.runs.execute import RunRequest, default_dataset
+from seqbench.runs.execute import RunRequest, default_dataset, execute_procs
 from seqbench.runs.options import RunOptions
 from seqbench.runs.result import RunResult
 from seqbench.runs.store import RunStore
@@ -113,6 +113,14 @@ def run(
     debug: Annotated[
         bool, typer.Option("--debug", help="a model's error with its traceback, not one line")
     ] = False,
+    procs: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            help="train one run over N processes, data-parallel (gloo on CPU, nccl on CUDA); "
+            "under torchrun: its process count",
+        ),
+    ] = None,
 ) -> None:
     """Train MODEL, select the epoch by validation, evaluate on test with full ranking."""
     if debug:
@@ -132,6 +140,10 @@ def run(
         compile=compile_,
     )
     check_precision(precision, ctx.torch_device())  # before any data is read
+    group = distributed.init_from_env(ctx.device_type())  # under torchrun: its group
+    if group.active and procs not in (None, group.world):
+        raise ConfigError(f"--procs {procs}, but torchrun started {group.world} processes")
+    procs = procs or group.world
     options = RunOptions(force, resume, budget_minutes, checkpoint_minutes)
     data: SeqDataset | None = None
     for s in seed or [0]:
@@ -144,15 +156,30 @@ def run(
             protocol=protocol,
             epochs=epochs,
             precision=precision,
+            procs=procs,
         )
         if dry_run:
             show_dry_run(req, ctx)
             continue
-        done = api.execute_run(req, ctx, options, data)
+        done = _execute(req, ctx, options, data, spawn=procs > 1 and not group.active)
         data = done.data
+        if not group.writes:  # under torchrun rank 0 alone reports
+            continue
         if done.run.protocol.split is None:  # a temporal split's line went to stderr
             say(audit(data).summary())
         show_result(done.result, done.cached, RunStore(ctx.runs_dir))
+
+
+def _execute(
+    req: RunRequest, ctx: RunContext, options: RunOptions, data: SeqDataset | None, spawn: bool
+) -> api.Executed:
+    """Run `req` here, or over `req.procs` processes seqbench spawns (`spawn`)."""
+    if not spawn:
+        return api.execute_run(req, ctx, options, data)
+    data = data if data is not None else load_dataset(req.dataset, ctx.data_dir)
+    planned = req.resolve(data, ctx.device_type())
+    result, cached = execute_procs(planned, ctx, options)
+    return api.Executed(result, cached, planned, data)
 
 
 def show_dry_run(req: RunRequest, ctx: RunContext) -> None:
@@ -252,8 +279,13 @@ def models(
     print_model_list(console)
 
 
-@app.command()
+runs_app = typer.Typer(help="The run store: list its runs (`seqbench runs`), or re-key them.")
+app.add_typer(runs_app, name="runs")
+
+
+@runs_app.callback(invoke_without_command=True)
 def runs(
+    ctx: typer.Context,
     model: Annotated[str | None, typer.Option(help="only this model")] = None,
     dataset: Annotated[
         str | None, typer.Option("--dataset", "-d", help="only this dataset")
@@ -264,6 +296,8 @@ def runs(
     """List stored runs with their test metrics; the run id (dataset-model-hash) comes with its
     protocol and ablations (and a plugin model's origin) beneath it, so the table fits an
     80-column terminal."""
+    if ctx.invoked_subcommand is not None:
+        return
     table = Table(title="runs")
     table.add_column("run id\nprotocol · ablate")
     for col in ("seed", "epoch", "HR@10", "NDCG@10"):
@@ -286,3 +320,40 @@ def runs(
         console_err.print(f"[red]error:[/red] {escape(str(d))}", highlight=False, soft_wrap=True)
     if damaged:
         raise typer.Exit(1)
+
+
+@runs_app.command("migrate")
+def migrate(
+    stores: Annotated[
+        list[str] | None,
+        typer.Argument(help="run stores or study metrics/ folders (default: the run store)"),
+    ] = None,
+    rename_in: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--rename-in",
+            help="text files or folders whose old run ids are replaced by the new (repeatable)",
+        ),
+    ] = None,
+    dry_run: Annotated[bool, typer.Option(help="say what would move; write nothing")] = False,
+    runs_dir: RunsDir = None,
+    plugin: Plugins = None,
+) -> None:
+    """Re-key runs stored by seqbench <= 0.5.0 (ids that hashed the version) from each run's
+    recorded spec: nothing is re-trained, no number changes, the old id stays in the record;
+    refused as a whole on any collision."""
+    from pathlib import Path
+
+    from seqbench.runs.migrate import apply_moves, plan_store, rename_ids
+
+    roots = [Path(s) for s in stores or [str(RunStore(runs_dir).root)]]
+    plans = {root: plan_store(root) for root in roots}  # every store planned before a write
+    renamed = {m.old_id: m.new_id for moves in plans.values() for m in moves}
+    for root, moves in plans.items():
+        moving = [m for m in moves if m.moves]
+        say(f"{root}: {len(moves)} run(s), {len(moving)} re-keyed" + (" (dry run)" * dry_run))
+        if not dry_run:
+            apply_moves(moving)
+    if rename_in:
+        changed = rename_ids([Path(p) for p in rename_in], renamed, dry_run, roots)
+        say(f"run ids replaced in {len(changed)} file(s)" + (" (dry run)" * dry_run))

@@ -39,7 +39,7 @@ from seqbench.cli.report import split_list, write_output
 from seqbench.cli.run import duration
 from seqbench.cli.sweep import SweepDisplay
 from seqbench.data.dataset import dataset_path
-from seqbench.errors import ConfigError
+from seqbench.errors import ConfigError, DataError
 from seqbench.report.render import FORMATS, format_for
 from seqbench.report.significance import SignificanceOptions
 from seqbench.runs.estimate import Estimate, estimate
@@ -49,15 +49,14 @@ from seqbench.runs.options import Pool
 from seqbench.runs.store import RunStore
 from seqbench.runs.tracking import tracking_for
 from seqbench.study.output import RUN_FILES, display_path, study_notes, write_folder
-from seqbench.study.parse import load_study, study_file
-from seqbench.study.plan import IN_FOLDER, Plan, StudyRun, plan, statuses
+from seqbench.study.parse import load_study, load_study_plugins, study_file, unloaded_plugins
+from seqbench.study.plan import IN_FOLDER, NO_COUNTS, Plan, StudyRun, plan, statuses
 from seqbench.study.reproduce import get_study, listing
 from seqbench.study.reproduce import reproduce as run_reproduction
 from seqbench.study.run import (
     Rendering,
     StudyResult,
     from_folder,
-    refuse_older,
     render_study,
     run_study,
 )
@@ -86,9 +85,8 @@ def show_plan(
     committed = committed or {}
     rows = statuses(p, store, committed)
     precision = f" · precision {study.precision}" if study.precision != "fp32" else ""
-    made = f" · runs of seqbench {study.seqbench}" if study.seqbench else ""
     table = Table(
-        title=f"{study.title} · protocol {study.protocol} · {study.budget_text()}{precision}{made}"
+        title=f"{study.title} · protocol {study.protocol} · {study.budget_text()}{precision}"
     )
     for col in ("model", "dataset", "seed", "run"):
         table.add_column(col, justify="right" if col == "seed" else "left")
@@ -103,6 +101,8 @@ def show_plan(
     for t in study.tables:
         files = ", ".join(f"{t.name}.{FORMATS.get(f).suffix}" for f in t.formats)
         say(f"table {t.name}: {t.layout} → {files}")
+    for why in p.skipped:
+        say(f"not listed: {why}")
     missing = [s for _, s in rows if s not in ("done", IN_FOLDER)]
     reused = sum(s == IN_FOLDER for _, s in rows)
     folder_note = f"; {reused} more from the folder's {RUN_FILES}/ (not trained again)"
@@ -114,7 +114,9 @@ def show_plan(
     for name in sorted(unprepared):
         say(f"prepare {name}: `{study.prepare_command(name)}`")
     if missing:
-        say(f"`seqbench study run {folder}` trains the {len(missing)} missing")
+        again = sum(s == NO_COUNTS for _, s in rows)
+        why = f" ({again} in {RUN_FILES}/ without the per-user counts its tests need)" * bool(again)
+        say(f"`seqbench study run {folder}` trains the {len(missing)} missing{why}")
     return len(missing)
 
 
@@ -235,10 +237,18 @@ def show(
 ) -> None:
     """List the study's runs (done / missing) and tables without training anything."""
     study = with_precision(load_study(folder), precision)
-    p = plan(study, data_dir=data_dir, need_data=False)
+    p = plan(study, data_dir=data_dir, need_data=False)  # imports none of its plugins
     path = study_file(folder).parent
-    committed = reusable(load_exported(path / RUN_FILES))
-    show_plan(display_path(path), p, RunStore(runs_dir), data_dir, committed)
+    show_plan(display_path(path), p, RunStore(runs_dir), data_dir, load_exported(path / RUN_FILES))
+
+
+def unprepared_of(study: Study, data_dir: str | None) -> list[str]:
+    """The study's datasets not prepared under `data_dir`."""
+    return [
+        name
+        for name in dict.fromkeys(study.datasets.values())
+        if not (dataset_path(name, data_dir) / "card.json").is_file()
+    ]
 
 
 @study_app.command("run")
@@ -283,14 +293,17 @@ def run(
     where = display_path(path)
     if render_only:  # trains nothing: no device to check the precision against
         p = plan(with_precision(study, precision), data_dir=data_dir, need_data=False)
-        unprepared = [
-            name
-            for name in dict.fromkeys(study.datasets.values())
-            if not (dataset_path(name, data_dir) / "card.json").is_file()
-        ]
+        if p.skipped:  # a model of the study's plugins, which rendering does not import
+            raise ConfigError(
+                f"{study.where}: --render-only imports no plugin code: to render the runs of "
+                "the study's plugin models, name their plugins: --plugin "
+                + " --plugin ".join(unloaded_plugins(study))
+            )
         done = render_study(p, path, runs_dir, data_dir)
-        print_rendering(study.title, where, done, unprepared, data_dir)
+        print_rendering(study.title, where, done, unprepared_of(study, data_dir), data_dir)
         return
+    if not dry_run:  # (a dry run imports no plugin code: their models are listed as such)
+        load_study_plugins(study)
     ctx = api.context(
         device=device,
         threads=threads or study.threads,
@@ -304,14 +317,24 @@ def run(
     )
     # checked before anything is planned or trained
     study = with_precision(study, precision, ctx.torch_device())
-    p = plan(study, data_dir=data_dir, device=ctx.device_type())
     store = RunStore(runs_dir)
-    committed = reusable(load_exported(path / RUN_FILES))
+    exported = load_exported(path / RUN_FILES)
+    committed = reusable(exported)
+    try:
+        p = plan(study, data_dir=data_dir, device=ctx.device_type())
+    except DataError:  # data not prepared: what the folder has is found on its checksums
+        p = plan(study, data_dir=data_dir, device=ctx.device_type(), need_data=False)
+        found = all(s in ("done", IN_FOLDER) for _, s in statuses(p, store, exported))
+        if not (dry_run or found):
+            raise
+        if not dry_run:  # every run is stored: nothing to train, the folder re-rendered
+            done = render_study(p, path, runs_dir, data_dir)
+            print_rendering(study.title, where, done, unprepared_of(study, data_dir), data_dir)
+            return
     if dry_run:
-        reused = from_folder(p, store, committed)  # refuses what a study run would refuse
-        missing = show_plan(where, p, store, data_dir, committed)
-        refuse_older(p, store, reused)  # before timing its steps
-        show_estimates(p, statuses(p, store, committed), ctx)
+        from_folder(p, store, committed)  # refuses what a study run would refuse
+        missing = show_plan(where, p, store, data_dir, exported)
+        show_estimates(p, statuses(p, store, exported), ctx)
         say(
             f"dry run: would train {missing} run(s) ({study.budget_text()}; precision "
             f"{study.precision}), then write {where}/: tables, metrics/<run_id>/, README.md block"
@@ -377,9 +400,11 @@ def reproduce(
         raise ConfigError("give one budget for all models: --budget-epochs or --budget-minutes")
     if threads:
         torch.set_num_threads(threads)
+    study = get_study(spec, spec_file)
+    load_study_plugins(study)  # before the context, which carries them to workers
     ctx = api.context(threads=threads, batch=True, runs_dir=runs_dir, data_dir=data_dir)
     # the runs train on the default device (auto), checked before anything trains
-    study = with_precision(get_study(spec, spec_file), precision, ctx.torch_device())
+    study = with_precision(study, precision, ctx.torch_device())
     result = run_reproduction(
         study,
         ctx,

@@ -36,6 +36,7 @@ from seqbench.cli.app import (
 from seqbench.cli.run import parse_pairs
 from seqbench.errors import ConfigError
 from seqbench.evaluation.protocols import get_protocol
+from seqbench.limits import INT64_MAX
 from seqbench.models.base import get_model
 from seqbench.runs.batch import STATUSES, SweepObserver, SweepResult, label
 from seqbench.runs.execute import RunRequest, default_dataset
@@ -62,9 +63,14 @@ def parse_axes(pairs: list[str] | None, flag: str) -> dict[str, list[str]]:
 
 def parse_seeds(raw: str) -> list[int]:
     try:
-        return [int(s) for s in raw.split(",")]
+        seeds = [int(s) for s in raw.split(",")]
     except ValueError:
-        raise ConfigError(f"--seeds expects comma-separated integers, got {raw!r}") from None
+        seeds = []
+    if not seeds or not all(0 <= s <= INT64_MAX for s in seeds):
+        raise ConfigError(
+            f"--seeds expects comma-separated integers from 0 to {INT64_MAX}, got {raw!r}"
+        )
+    return seeds
 
 
 class SweepDisplay(SweepObserver):
@@ -181,6 +187,12 @@ def sweep(
         str | None, typer.Option(help="random|tpe over --space (tpe needs seqbench[tune])")
     ] = None,
     trials: Annotated[int, typer.Option(min=1, help="search trials")] = 10,
+    max_runs: Annotated[
+        int | None,
+        typer.Option(
+            min=1, help="refuse a sweep of more runs [default: $SEQBENCH_MAX_RUNS or 10000]"
+        ),
+    ] = None,
     space: Annotated[
         list[str] | None, typer.Option(help="search dimension key=lo:hi[:log] (repeatable)")
     ] = None,
@@ -240,6 +252,7 @@ def sweep(
         budget_epochs=budget_epochs,
         budget_minutes=budget_minutes,
         precision=precision,
+        max_runs=max_runs,
     )
     t0 = time.perf_counter()
     outcome = api.sweep(
@@ -258,7 +271,7 @@ def sweep(
     show_summary(outcome.results, protocol, time.perf_counter() - t0)
     say(
         f"sweep {outcome.name} · manifest {outcome.manifest} · "
-        f"`seqbench report --sweep {outcome.name}`"
+        f"`{definition.report_command(outcome.name)}`"
     )
     if any(r.status == "failed" for r in outcome.results):
         sys.exit(1)

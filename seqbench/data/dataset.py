@@ -28,9 +28,11 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from seqbench.data.checksum import KINDS, SCHEME, SIDE, content_checksum
+from seqbench.data.registry import get_spec
 from seqbench.data.segments import segment_offsets
 from seqbench.data.splits import EvalSplit, LeaveOneOut, Split, TargetSets
 from seqbench.errors import DataError
+from seqbench.io import atomic_dir
 from seqbench.paths import check_name, data_dir
 
 TRAIN, VALID, TEST = 0, 1, 2
@@ -174,6 +176,15 @@ def read_card(path: Path, name: str) -> dict[str, Any]:
     if path.is_dir() and not card_file.is_file():
         raise _damaged(card_file, name, "file missing")
     if not card_file.is_file():
+        if path.parent.exists() and not path.parent.is_dir():
+            raise DataError(
+                f"data dir {path.parent} is a file, not a folder: give --data-dir (or "
+                "$SEQBENCH_DATA) the folder of prepared datasets"
+            )
+        try:
+            get_spec(name)
+        except DataError as e:  # not a registry name either: preparing it cannot work
+            raise DataError(f"{e} (nor prepared under {path.parent}/)") from None
         raise DataError(
             f"dataset {name!r} is not prepared under {path.parent}/: run `seqbench prepare {name}`"
         )
@@ -234,6 +245,40 @@ def read_tables(path: Path, name: str) -> dict[str, pa.Table]:
             ) from None
         _check_types(file, name, table, tables[table])
     return tables
+
+
+@dataclass(frozen=True)
+class PackedDataset:
+    """A prepared dataset's files as bytes (card and tables), to be written on a machine that
+    shares no file system with the one that prepared it (`unpack`); keyed by its checksum."""
+
+    name: str
+    checksum: str
+    files: dict[str, bytes]
+
+    def unpack(self, root: Path) -> Path:
+        """Write the dataset under `root/<checksum>/<name>/` unless it is there (a folder
+        appears whole: temp then rename); returns the data root to load it from."""
+        base = root / self.checksum[:16]
+        if not (base / self.name / "card.json").is_file():
+            with atomic_dir(base / self.name) as tmp:
+                for file, blob in self.files.items():
+                    (tmp / file).write_bytes(blob)
+        return base
+
+
+def pack_dataset(name: str, root: str | Path | None = None) -> PackedDataset:
+    """A prepared dataset's card and tables as bytes (checked as `load_dataset` would load
+    them: a dataset not prepared here is the same one-line error)."""
+    path = dataset_path(name, root)
+    card = read_card(path, name)
+    files = {"card.json": (path / "card.json").read_bytes()}
+    for table in TABLES:
+        file = path / f"{table}.parquet"
+        if not file.is_file():
+            raise _damaged(file, name, "file missing")
+        files[file.name] = file.read_bytes()
+    return PackedDataset(name, card["checksum"], files)
 
 
 def load_dataset(name: str, root: str | Path | None = None) -> SeqDataset:

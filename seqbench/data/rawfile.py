@@ -34,6 +34,10 @@ def open_binary(path: Path) -> IO[bytes]:
     return gzip.open(path, "rb") if is_gzip(path) else open(path, "rb")
 
 
+#: the UTF-8 byte-order mark some editors write at a text file's start
+BOM = b"\xef\xbb\xbf"
+
+
 class Stream:
     """A binary stream with gzip errors turned into DataErrors and an optional '::' -> '\\t'."""
 
@@ -41,6 +45,8 @@ class Stream:
         """Open `path`; with `double_colon`, MovieLens "::" separators become tabs."""
         self.path = path
         self.raw = open_binary(path)
+        if self.raw.read(3) != BOM:  # a UTF-8 byte-order mark (Excel, Notepad) is no data
+            self.raw.seek(0)
         self.double_colon = double_colon
         self.carry = b""
         self.closed = False

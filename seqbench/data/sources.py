@@ -5,6 +5,7 @@ are all there wins, and the files found are recorded (role, path, sha256) on the
 
 from __future__ import annotations
 
+import errno
 import shutil
 import zipfile
 from dataclasses import dataclass, field
@@ -102,10 +103,49 @@ def _verified(cached: Path, spec: FileSpec) -> Path:
 
 
 def _download(missing: list[FileSpec], cache: Path, console: Console | None) -> None:
-    """Fetch the missing files of a source (archives once), verifying known checksums."""
-    for url in dict.fromkeys(f.url for f in missing if f.url):
-        direct = [f for f in missing if f.url == url and not f.archive]
-        fetch(url, cache / Path(url).name, direct[0].sha256 if direct else None, console=console)
+    """Fetch the missing files of a source (archives once), verifying known checksums; a
+    failed download leaves no empty cache folder it created behind."""
+    created = []
+    for folder in [cache, *cache.parents]:
+        if folder.exists():
+            break
+        created.append(folder)
+    try:
+        for url in dict.fromkeys(f.url for f in missing if f.url):
+            direct = [f for f in missing if f.url == url and not f.archive]
+            sha = direct[0].sha256 if direct else None
+            fetch(url, cache / Path(url).name, sha, console=console)
+    except BaseException:
+        for folder in created:  # deepest first; one holding a partial download stays
+            try:
+                folder.rmdir()
+            except OSError:
+                break
+        raise
+
+
+def check_raw_dirs(raw_dirs: list[Path]) -> None:
+    """Each --raw-dir is a folder, or a one-line error saying what it is instead (missing, a
+    file, a symbolic link loop) before anything is looked up or downloaded."""
+    for folder in raw_dirs:
+        try:
+            is_dir = folder.is_dir() if folder.exists() else None
+            folder.stat()
+        except OSError as e:
+            if e.errno == errno.ELOOP:
+                raise DataError(
+                    f"--raw-dir {folder}: a loop of symbolic links: point it at the folder itself"
+                ) from None
+            is_dir = None
+        if is_dir is None:
+            raise DataError(
+                f"--raw-dir {folder}: no such folder: give the folder that holds the raw files"
+            )
+        if not is_dir:
+            raise DataError(
+                f"--raw-dir {folder} is a file, not a folder: give the folder that holds it "
+                f"(--raw-dir {folder.parent})"
+            )
 
 
 def resolve(
@@ -116,6 +156,7 @@ def resolve(
     console: Console | None = None,
 ) -> tuple[SourceSpec, Files]:
     """The first source whose required files are all found (downloading one if none is)."""
+    check_raw_dirs(raw_dirs)
     wanted = []
     for source in spec.sources:
         found = {f.role: (f, find_file(f, raw_dirs, cache)) for f in source.files}
@@ -123,6 +164,13 @@ def resolve(
         if not missing:
             return source, {role: (f, p) for role, (f, p) in found.items() if p is not None}
         wanted.append((source, missing))
+    for _, missing in wanted:  # a folder where a raw file belongs is not a missing file
+        for folder, f in ((d, f) for d in raw_dirs for f in missing):
+            if (folder / f.file).is_dir():
+                raise DataError(
+                    f"{folder / f.file} is a folder, not the raw file {f.file}: put the file "
+                    "itself there"
+                )
     dirs = ", ".join(str(d) for d in raw_dirs) or "none given"
     need = "; or ".join(
         f"{' + '.join(f.file for f in missing)} ({source.name})" for source, missing in wanted

@@ -34,8 +34,10 @@ from seqbench.evaluation.metrics import (
     set_metrics_from_counts,
 )
 from seqbench.evaluation.protocols import Protocol
+from seqbench.models.base import SeqModel
 from seqbench.models.contract import item_scorer
 from seqbench.models.item_scores import ItemDot
+from seqbench.plugins import origin
 
 SPLIT_SEED = {"valid": 17, "test": 29}
 #: most bytes of batch inputs an evaluator keeps between passes (validation reuses them every
@@ -234,7 +236,7 @@ class Evaluator:
         """Every target of the slice's users ranked alone among the same candidates (other
         targets included, history excluded as the protocol says), then the set metrics."""
         inputs = self._inputs(sl)
-        scores = model.score(inputs.batch).float()[:, : self.data.n_items + 1]
+        scores = self._scores(model, inputs)[:, : self.data.n_items + 1]
         owner, items = (t.to(scores.device) for t in inputs.pairs)  # type: ignore[union-attr]
         rows = len(inputs.target)
         is_target = torch.zeros(rows, scores.shape[1], dtype=torch.bool, device=scores.device)
@@ -251,6 +253,27 @@ class Evaluator:
         pair_above, pair_equal = torch.cat(above), torch.cat(equal)
         out = set_metrics_from_counts(owner, pair_above, pair_equal, rows)
         return {**out, "target_above": pair_above, "target_equal": pair_equal}
+
+    def _scores(self, model: torch.nn.Module, inputs: EvalInputs) -> torch.Tensor:
+        """`model.score` of the batch as float, its shape checked (metadata only: no device
+        work): a model scoring other than [B, N+1] is one line naming it, the method and the
+        shape expected, not an index error deep in the ranking."""
+        scores = model.score(inputs.batch)
+        rows, want = len(inputs.target), self.data.n_items + 1
+        shape = tuple(getattr(scores, "shape", ()))
+        if (
+            not isinstance(scores, torch.Tensor)
+            or len(shape) != 2
+            or shape[0] != rows
+            or shape[1] < want
+        ):
+            got = f"shape {shape}" if isinstance(scores, torch.Tensor) else type(scores).__name__
+            raise ModelError(
+                f"model {model_label(model)}: score(batch) returned {got}, expected [B, N+1] = "
+                f"({rows}, {want}) (a score per item, column 0 padding): fix its score() "
+                "(`seqbench check` tests it)"
+            )
+        return scores.float()
 
     def _inputs(self, sl: slice) -> EvalInputs:
         """The slice's inputs on the device, kept while they fit the cache: validation runs
@@ -296,7 +319,7 @@ class Evaluator:
         inputs = self._inputs(sl)
         n = self.data.n_items + 1
         if inputs.negatives is not None:
-            scores = model.score(inputs.batch).float()
+            scores = self._scores(model, inputs)
             target = inputs.target.to(scores.device)
             cand = torch.cat([target[:, None], inputs.negatives.to(scores.device)], dim=1)
             picked = scores.gather(1, cand)
@@ -309,7 +332,7 @@ class Evaluator:
             scorer = item_scorer(model, inputs.batch)
             owned = type(model).score_items is ItemDot.score_items
         else:
-            whole = model.score(inputs.batch)
+            whole = self._scores(model, inputs)
             owned = False
 
             def scorer(lo: int, hi: int, rows: slice | torch.Tensor | None = None) -> torch.Tensor:
@@ -382,9 +405,8 @@ class Evaluator:
 
     def _refuse(self, model: torch.nn.Module, sl: slice, row: int, item: int, value: float):
         """Raise for the non-finite score `value` of `item` for the slice's `row`."""
-        name = getattr(model, "name", "") or type(model).__name__
         raise ModelError(
-            f"model {name} scored item {item} {value} for user "
+            f"model {model_label(model)} scored item {item} {value} for user "
             f"{int(self.users[sl][row])} ({self.split}): every candidate's score must be "
             "finite (a NaN ranks below the target unseen); fix the model's score()"
         )
@@ -422,6 +444,13 @@ class Evaluator:
             return scores, torch.cat([pad, items], dim=1)
         kept = scores.gather(1, items).masked_fill(items != 0, 0.0)
         return scores.scatter(1, items, kept), pad
+
+
+def model_label(model: torch.nn.Module) -> str:
+    """A model as an error names it: its registry name, and the plugin it came from."""
+    name = getattr(model, "name", "") or type(model).__name__
+    where = origin(type(model)) if isinstance(model, SeqModel) else None
+    return f"{name} ({where.module})" if where is not None else name
 
 
 def padded_index(starts: np.ndarray, ends: np.ndarray, width: int) -> np.ndarray:

@@ -22,7 +22,6 @@ from seqbench.models.bounds import check_bounds
 from seqbench.models.departures import GBCE_NEGATIVES, Departure, batching_departure
 from seqbench.models.losses import Head, Objective, ObjectiveFields, refuse_unused
 from seqbench.models.pieces import NO_PLANS, Plans, RowPieces, encode_pieces, plan_rows
-from seqbench.models.releases import changed_defaults
 from seqbench.registry import Registry
 
 Batch = dict[str, torch.Tensor]
@@ -56,8 +55,8 @@ class ModelConfig:
     #: uniform: uniformly shuffled batches (the authors' codes); micro: the same batches run
     #: as length-sorted pieces with the same gradient (models with a `micro_key`; others run
     #: uniform); grouped: rows of similar length share a batch; packed: the same batches in
-    #: one pass, their pieces packed into one matrix (models that `packs`, their default since
-    #: 0.3.0, `releases`: the same gradient, other float rounding and dropout draws, fused Adam)
+    #: one pass, their pieces packed into one matrix (models that `packs`; the SASRec family's
+    #: config defaults to it: the same gradient, other float rounding and dropout draws)
     batching: Literal["micro", "uniform", "grouped", "packed"] = "micro"
     #: micro: one more piece must save this many padded positions (its launch overhead)
     micro_overhead: int = 256
@@ -66,39 +65,10 @@ class ModelConfig:
     order: Literal["original", "shuffled"] = "original"
     #: adam: Adam with L2 weight decay (most papers' codes); adamw: decoupled decay (LRURec)
     optimizer: Literal["adam", "adamw"] = "adam"
-    #: fields added after runs were first stored, with the value that keeps them out of the
-    #: run id (`identity_config`), so a run at that value keeps the id it had before the field
-    quiet: ClassVar[dict[str, Any]] = {"min_epochs": 0, "order": "original", "optimizer": "adam"}
 
     def identity(self) -> dict[str, Any]:
-        """The config a run id hashes: every field except those at their `quiet` value where
-        that is also the field's default, and those `identity_omits()` names (a switch at the
-        value that computes what runs stored before it did); `from_identity` reads it back."""
-        defaults = {f.name: f.default for f in dataclasses.fields(self)}
-        quiet = quiet_fields(self)
-        omits = self.identity_omits()
-        return {
-            k: v
-            for k, v in dataclasses.asdict(self).items()
-            if not (k in quiet and v == quiet[k] == defaults[k]) and k not in omits
-        }
-
-    def identity_omits(self) -> set[str]:
-        """Fields left out of the run id whatever their default (none here)."""
-        return set()
-
-    @classmethod
-    def from_identity(cls, values: dict[str, Any]) -> ModelConfig:
-        """The config of a stored run's identity (`identity` read back)."""
-        return cls(**values)
-
-
-def quiet_fields(cfg: ModelConfig) -> dict[str, Any]:
-    """The `quiet` fields of the config's class and of every config class it extends."""
-    out: dict[str, Any] = {}
-    for klass in reversed(type(cfg).__mro__):
-        out.update(vars(klass).get("quiet", {}))
-    return out
+        """The config a run id hashes: every field, written out (none left out at any value)."""
+        return dataclasses.asdict(self)
 
 
 def identity_config(cfg: ModelConfig) -> dict[str, Any]:
@@ -119,6 +89,8 @@ class SeqModel(nn.Module):
     contract: ClassVar[int] = CONTRACT_VERSION
     name: ClassVar[str] = ""
     paper: ClassVar[str] = ""
+    #: the architecture in a few words (`seqbench models` lists it beside the paper)
+    family: ClassVar[str] = ""
     Config: ClassVar[type[ModelConfig]] = ModelConfig
     #: per-dataset overrides of the config defaults (the papers' settings)
     dataset_defaults: ClassVar[dict[str, dict[str, Any]]] = {}
@@ -140,15 +112,16 @@ class SeqModel(nn.Module):
     #: such a model's `loss` is called as `loss(batch, plans)`, every other's as `loss(batch)`
     piecewise: ClassVar[bool] = False
     #: `batching=packed` runs the uniform batch as one pass over its packed pieces (`loss(batch,
-    #: plans)`), the default since 0.3.0 where `packs_by_default` (`releases`), else on request
+    #: plans)`): the default where the config's `batching` defaults to it, else on request
     packs: ClassVar[bool] = False
-    packs_by_default: ClassVar[bool] = False
     #: the batch keys of the [B, T] tensors `loss` encodes with `encode_rows`
     row_keys: ClassVar[tuple[str, ...]] = ()
     #: False for models whose scores ignore the history (popularity)
     reads_history: ClassVar[bool] = True
-    #: a plugin model's declared version (part of its run id with its source); '' for none
-    version: ClassVar[str] = ""
+    #: what the run id hashes besides the config: bump it when the model's code changes its
+    #: numbers with no config field to say so (its digit fingerprint in tests/golden fails
+    #: until then), and say in CHANGELOG.md what moved and by how much
+    revision: ClassVar[int | str] = 1
     #: the registered model this one is a named preset of (its own Config defaults); '' none
     preset_of: ClassVar[str] = ""
 
@@ -167,7 +140,8 @@ class SeqModel(nn.Module):
     def declared_departures(cls) -> tuple[Departure, ...]:
         """The model's own departures, then batching's and (with the loss axis) gBCE's draws."""
         axis = (GBCE_NEGATIVES,) if "loss" in cls.ablations else ()
-        return (*cls.departures, *axis, batching_departure(cls.packs, cls.packs_by_default))
+        packed = cls.Config.batching == "packed"
+        return (*cls.departures, *axis, batching_departure(cls.packs, packed))
 
     @property
     def input_window(self) -> int:
@@ -258,7 +232,7 @@ def register(name: str):
         if not (isinstance(cls, type) and issubclass(cls, SeqModel)):
             raise ConfigError(
                 f"model {name!r}: {getattr(cls, '__qualname__', cls)!r} is not a subclass of "
-                "seqbench.models.SeqModel: subclass it (see examples/my_model.py)"
+                "seqbench.models.SeqModel: subclass it (see examples/my_mlp.py)"
             )
         if name in MODELS:
             taken = MODELS.get(name)
@@ -320,7 +294,10 @@ def parse_value(cfg_cls: type[ModelConfig], key: str, raw: Any) -> Any:
                 raise ValueError(raw)
             return low in ("true", "1", "on", "yes")
         if hint is int:
-            return int(raw)
+            value = int(raw)
+            if not -(2**63) <= value < 2**63:  # torch's and numpy's int64
+                raise ValueError(raw)
+            return value
         if hint is float:
             return float(raw)
         return raw
@@ -346,34 +323,15 @@ def resolve_config(
     sets: dict[str, str] | None = None,
     ablate: dict[str, str] | None = None,
     protocol: dict[str, Any] | None = None,
-    release: str | None = None,
 ) -> ModelConfig:
-    """Defaults → `release`'s changed defaults (`releases`; one the config cannot run with falls
-    back) → the dataset's paper settings → protocol → --ablate → --set; every key checked."""
-    changed = changed_defaults(model_cls, release)
-    if changed:
-        try:
-            return _resolve(model_cls, dataset, sets, ablate, protocol, changed)
-        except ConfigError:
-            pass  # the same layers without the changed defaults: resolved, or the real error
-    return _resolve(model_cls, dataset, sets, ablate, protocol, {})
-
-
-def _resolve(
-    model_cls: type[SeqModel],
-    dataset: str,
-    sets: dict[str, str] | None,
-    ablate: dict[str, str] | None,
-    protocol: dict[str, Any] | None,
-    changed: dict[str, Any],
-) -> ModelConfig:
-    """`resolve_config` with the `changed` defaults as the layer above the class's."""
+    """The config class's defaults → the dataset's paper settings → protocol → --ablate →
+    --set; every key checked (one-line ConfigErrors)."""
     cfg_cls = model_cls.Config
     for key in (*(ablate or {}), *(sets or {})):
         if key in model_cls.renamed:
             raise ConfigError(f"{model_cls.name}: {model_cls.renamed[key]}")
     key = dataset_key(model_cls, dataset) or ""
-    base = {**changed, **model_cls.dataset_defaults.get(key, {}), **(protocol or {})}
+    base = {**model_cls.dataset_defaults.get(key, {}), **(protocol or {})}
     for axis in ablate or {}:
         if axis not in model_cls.ablations:
             axes = ", ".join(model_cls.ablations) or "none"

@@ -50,6 +50,7 @@ class BERT4Rec(BERT4RecBody):
     """Bidirectional encoder trained to fill masked items; scores through an appended [mask]."""
 
     paper = "Sun et al., BERT4Rec, CIKM 2019"
+    family = "bidirectional Transformer"
     Config = BERT4RecConfig
     departures = BERT4REC_DEPARTURES
     dataset_defaults = {

@@ -21,6 +21,7 @@ class BERT4RecS(BERT4RecSBody):
     """BERT4Rec on slide windows (CBiT Section 4.1.1), CBiT's code layout."""
 
     paper = "Du et al., CBiT, CIKM 2022 (BERT4Rec with slide windows)"
+    family = "bidirectional Transformer"
     Config = BERT4RecSConfig
     dataset_defaults = CBIT_DATASET_DEFAULTS
     departures = CBIT_CODE_DEPARTURES

@@ -12,7 +12,7 @@ its last position.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal
+from typing import ClassVar, Literal
 
 import torch
 from torch import nn
@@ -42,7 +42,6 @@ from seqbench.models.spectral import low_pass
 class BSARecConfig(ObjectiveFields, ModelConfig):
     """The authors' defaults (yehjin-shin/BSARec src/utils.py); Beauty's from their README."""
 
-    quiet: ClassVar[dict[str, Any]] = {"instances": "prefixes"}
     #: α = 0 (attention alone) is the paper's own ablation
     bounds: ClassVar[dict[str, Bound]] = {"alpha": PROBABILITY, "c": NON_NEGATIVE}
     loss: LossName = "ce"
@@ -95,6 +94,7 @@ class BSARec(WindowNextItem, SeqModel):
         "Shin et al., An Attentive Inductive Bias for Sequential Recommendation beyond the "
         "Self-Attention, AAAI 2024"
     )
+    family = "attention + frequency"
     Config = BSARecConfig
     ablations = ("alpha", "loss", "instances")
     dataset_defaults = {

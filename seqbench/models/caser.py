@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal
+from typing import Literal
 
 import numpy as np
 import torch
@@ -74,10 +74,6 @@ class CaserConfig(ObjectiveFields, ModelConfig):
     epochs: int = 50
     #: windows: every window of L+T items (step 1); last: only each user's last window
     instances: Literal["windows", "last"] = "windows"
-    quiet: ClassVar[dict[str, Any]] = {
-        **{k: v for k, v in ObjectiveFields.objective_quiet.items() if k != "negatives"},
-        "instances": "windows",
-    }
 
     def validate(self) -> None:
         self.validate_objective()
@@ -105,6 +101,7 @@ class Caser(ItemDot, SeqModel):
     """Convolutional sequence embedding + user embedding; T next items per window."""
 
     paper = "Tang & Wang, Personalized Top-N Sequential Recommendation via CNN, WSDM 2018"
+    family = "convolutional"
     Config = CaserConfig
     loss_head = "window"
     ablations = ("loss", "instances")

@@ -69,28 +69,6 @@ class CBiTConfig(BERT4RecSConfig):
         if self.reweight == "dynamic" and self.theta != CBiTConfig.theta:
             raise ConfigError("theta is the static weight: add --ablate reweight=static")
 
-    def identity(self) -> dict[str, Any]:
-        """Runs stored before the shared loss axis hashed the head's loss as `main_loss`
-        (softmax | bce): that key keeps their run ids."""
-        out = super().identity()
-        out["main_loss"] = MAIN_LOSS.get(self.loss, "softmax")
-        if self.loss in MAIN_LOSS:
-            out.pop("loss", None)
-        return out
-
-    @classmethod
-    def from_identity(cls, values: dict[str, Any]) -> CBiTConfig:
-        """The config of a stored run's identity (`identity` read back)."""
-        values = dict(values)
-        main = values.pop("main_loss", "softmax")
-        if main in MAIN_LOSS.values():
-            values["loss"] = main
-        return cls(**values)
-
-
-#: a loss of the axis whose runs were stored as main_loss=bce before the axis
-MAIN_LOSS = {"bce": "bce"}
-
 
 #: the paper's number of views per dataset (synthetic: small and fast)
 CBIT_VIEWS = {"beauty": 4, "toys": 5, "ml-1m": 8, "synthetic": 2}
@@ -121,6 +99,7 @@ class CBiT(BERT4RecSBody):
     """BERT4Rec_S encoder and head; m masked views, NT-Xent on whole outputs, θ reweighting."""
 
     paper = "Du et al., CBiT, CIKM 2022"
+    family = "contrastive, bidirectional"
     Config = CBiTConfig
     micro_key = None  # the contrastive loss couples the rows of a batch
     ablations = ("augment", "reweight", "theta_step", *BERT4RecSBody.ablations)

@@ -21,6 +21,7 @@ class CL4SRec(CL4SRecBody):
     """SASRec encoder trained with next-item BCE plus two-view contrastive learning."""
 
     paper = "Xie et al., Contrastive Learning for Sequential Recommendation, ICDE 2022"
+    family = "contrastive, causal"
     Config = CL4SRecConfig
     departures = (S3REC_INSTANCES,)
     dataset_defaults = {"synthetic": {"epochs": 30, "dropout": 0.2}}

@@ -127,7 +127,7 @@ def model_failure(cls: type[SeqModel], error: BaseException) -> ModelFailure | N
     not: seqbench's own errors keep their traceback), unless $SEQBENCH_DEBUG is set."""
     if os.environ.get(DEBUG_ENV, "") not in ("", "0") or isinstance(error, SeqbenchError):
         return None
-    method = _model_method(error.__traceback__)
+    method = model_method(error.__traceback__)
     if method is None:
         return None
     text = str(error).strip().splitlines()
@@ -150,7 +150,7 @@ def model_failures(cls: type[SeqModel]) -> Iterator[None]:
         raise failure from e
 
 
-def _model_method(tb: types.TracebackType | None) -> str | None:
+def model_method(tb: types.TracebackType | None) -> str | None:
     """The outermost frame of the traceback that runs a SeqModel's method: its name."""
     while tb is not None:
         if isinstance(tb.tb_frame.f_locals.get("self"), SeqModel):

@@ -45,6 +45,7 @@ class CoSeBERT(BERT4RecSBody):
     """Bidirectional encoder on slide windows: cloze loss + CoSeRec's two-view NT-Xent."""
 
     paper = "Du et al., CBiT, CIKM 2022 (CoSeRec's contrastive learning on BERT4Rec_S)"
+    family = "contrastive, bidirectional"
     Config = CoSeBERTConfig
     micro_key = None  # the contrastive loss couples the rows of a batch
     row_keys = ("inputs", "views")

@@ -42,6 +42,7 @@ class CoSeRec(CL4SRecBody):
         "Liu et al., Contrastive Self-supervised Sequential Recommendation with Robust "
         "Augmentation, 2021"
     )
+    family = "contrastive, causal"
     Config = CoSeRecConfig
     ablations = ("augment", "cl_repr", "instances")
     departures = (

@@ -57,22 +57,23 @@ BATCHING = Departure(
     "--set batching=grouped (length-grouped batches: faster, learns less per epoch)",
 )
 
-#: the batching of a model that packs on request only (`packs`, not `packs_by_default`: DuoRec)
+#: the batching of a model that packs on request only (`packs`, its config defaulting to micro:
+#: DuoRec)
 BATCHING_PACKS = replace(
     BATCHING,
     other=f"{BATCHING.other}; --set batching=packed (the same batches in one packed pass: the "
     "same gradient, other float rounding and dropout draws, fused Adam)",
 )
 
-#: the batching of models that pack a batch (`SeqModel.packs`): packed by default since 0.3.0
+#: the batching of models whose config defaults to packing a batch (the SASRec family)
 PACKED_BATCHING = Departure(
     "batch composition",
     "silent",
     "uniformly shuffled training instances",
     "uniform batches, each in one packed pass (since seqbench 0.3.0): the position-wise layers "
     "over the batch's items as one matrix, attention per length bucket; the uniform batch's "
-    "gradient with other float rounding, dropout masks from 16-bit draws and a fused Adam; a "
-    "setting packing cannot run (CL4SRec's flat views in the sasrec layout) runs micro",
+    "gradient with other float rounding, dropout masks from 16-bit draws and a fused Adam (a "
+    "setting packing cannot run, CL4SRec's flat views in the sasrec layout, is refused)",
     "code",
     "batching",
     "--set batching=micro (0.2.0's default: the same batches as length-sorted micro-batches, "
@@ -80,9 +81,9 @@ PACKED_BATCHING = Departure(
 )
 
 
-def batching_departure(packs: bool, packs_by_default: bool) -> Departure:
+def batching_departure(packs: bool, packed: bool) -> Departure:
     """The batch-composition row of a model: packed by default, packing on request, or not."""
-    if packs_by_default:
+    if packed:
         return PACKED_BATCHING
     return BATCHING_PACKS if packs else BATCHING
 

@@ -22,7 +22,7 @@ code's setting for its published runs) or cosine.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal
+from typing import Literal
 
 import torch
 import torch.nn.functional as F
@@ -65,12 +65,6 @@ class DuoRecConfig(ObjectiveFields, ModelConfig):
     epochs: int = 50
     #: prefixes: every prefix of a training sequence is an instance; last: only the whole one
     instances: Literal["prefixes", "last"] = "prefixes"
-    quiet: ClassVar[dict[str, Any]] = {
-        **ObjectiveFields.objective_quiet,
-        "loss": "ce",
-        "ce_chunk": 0,
-        "instances": "prefixes",
-    }
 
     def validate(self) -> None:
         self.validate_objective()
@@ -81,6 +75,7 @@ class DuoRec(ItemDot, SameTargetTraining, SeqModel):
     """Causal Transformer with CE at the last position and a contrastive regulariser."""
 
     paper = "Qiu et al., Contrastive Learning for Representation Degeneration, WSDM 2022"
+    family = "contrastive, causal"
     Config = DuoRecConfig
     piecewise = True  # positions and attention read only a row's own items
     packs = True

@@ -38,7 +38,6 @@ from seqbench.models.same_target import SameTargetTraining
 class FEARecConfig(ObjectiveFields, ModelConfig):
     """The authors' Beauty run (sudaada/FEARec fearec.sh, seq.yaml, FEARec.yaml)."""
 
-    quiet: ClassVar[dict[str, Any]] = {"instances": "prefixes"}
     bounds: ClassVar[dict[str, Bound]] = {
         "global_ratio": FRACTION,
         "spatial_ratio": PROBABILITY,
@@ -156,6 +155,7 @@ class FEARec(ItemDot, SameTargetTraining, SeqModel):
         "Du et al., Frequency Enhanced Hybrid Attention Network for Sequential "
         "Recommendation, SIGIR 2023"
     )
+    family = "contrastive, frequency"
     Config = FEARecConfig
     ablations = ("contrast", "freq_reg", "delays", "spatial_ratio", "loss", "instances")
     dataset_defaults = {

@@ -11,7 +11,7 @@ and scored, so no position reads an item after its target).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal
+from typing import Literal
 
 import torch
 from torch import nn
@@ -32,7 +32,6 @@ from seqbench.models.spectral import LearnableFilter
 class FMLPRecConfig(ObjectiveFields, ModelConfig):
     """The authors' defaults (Woeee/FMLP-Rec main.py)."""
 
-    quiet: ClassVar[dict[str, Any]] = {"instances": "prefixes"}
     #: no all_positions: the filter is not causal, a position would read its own target
     instances: Literal["prefixes", "last"] = "prefixes"
     d: int = 64
@@ -69,6 +68,7 @@ class FMLPRec(WindowNextItem, SeqModel):
     paper = (
         "Zhou et al., Filter-enhanced MLP is All You Need for Sequential Recommendation, WWW 2022"
     )
+    family = "frequency filter MLP"
     Config = FMLPRecConfig
     ablations = ("loss", "instances")
     dataset_defaults = {

@@ -10,7 +10,6 @@ much padding its batch needed.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar
 
 import torch
 from torch import nn
@@ -35,12 +34,6 @@ class GRU4RecConfig(ObjectiveFields, ModelConfig):
     """RecBole's GRU4Rec defaults: embedding 64, one GRU layer of 128, dropout 0.3; full CE
     in one product (as before the loss axis)."""
 
-    quiet: ClassVar[dict[str, Any]] = {
-        **ObjectiveFields.objective_quiet,
-        "loss": "ce",
-        "ce_chunk": 0,
-        "instances": "all_positions",
-    }
     loss: LossName = "ce"
     ce_chunk: int = 0
 
@@ -71,6 +64,7 @@ class GRU4Rec(ItemDot, NextItemTraining, SeqModel):
     """Recurrent next-item model; the hidden state after the last item scores all items."""
 
     paper = "Hidasi et al., Session-based Recommendations with RNNs, ICLR 2016"
+    family = "recurrent (GRU)"
     Config = GRU4RecConfig
     micro_key = "targets"
     ablations = ("loss", "instances")

@@ -43,6 +43,7 @@ class GSASRec(SASRecBody):
         "Petrov & Macdonald, gSASRec: Reducing Overconfidence in Sequential Recommendation "
         "Trained with Negative Sampling, RecSys 2023"
     )
+    family = "causal Transformer"
     preset_of = "sasrec"
     Config = GSASRecConfig
     dataset_defaults = {

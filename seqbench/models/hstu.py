@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal
+from typing import ClassVar, Literal
 
 import numpy as np
 import torch
@@ -43,11 +43,6 @@ TIME_BUCKETS, TIME_DIVISOR = 128, 0.301
 class HSTUConfig(ObjectiveFields, ModelConfig):
     """The authors' ML-1M config (configs/ml-1m/hstu-sampled-softmax-n128-large-h100.gin)."""
 
-    quiet: ClassVar[dict[str, Any]] = {
-        "instances": "all_positions",
-        "bias_tables": "shared",
-        "pos_init": "truncated",
-    }
     bounds: ClassVar[dict[str, Bound]] = {
         "temperature": POSITIVE,
         "linear_dropout": RATE,
@@ -77,12 +72,12 @@ class HSTUConfig(ObjectiveFields, ModelConfig):
     #: relative time bias (position bias always); without timestamps, per_layer tables add
     #: bucket 0 (the code's zero timestamps), shared ones add nothing
     time_bias: bool = True
-    #: per_layer: each layer its own position and time bias tables (the code; the default from
-    #: 0.5.0, `models/releases.py`); shared: one position table for every layer (0.4.0)
-    bias_tables: Literal["shared", "per_layer"] = "shared"
+    #: per_layer: each layer its own position and time bias tables (the code); shared: one
+    #: position table for every layer (seqbench 0.4.0's HSTU)
+    bias_tables: Literal["shared", "per_layer"] = "per_layer"
     #: the position embedding's init: xavier, the code's Xavier-normal draw for its
-    #: (max_len + 11)-row table (the default from 0.5.0); truncated, N(0, 1/d) cut at 2σ (0.4.0)
-    pos_init: Literal["truncated", "xavier"] = "truncated"
+    #: (max_len + 11)-row table; truncated, N(0, 1/d) cut at 2σ (seqbench 0.4.0's HSTU)
+    pos_init: Literal["truncated", "xavier"] = "xavier"
 
     def validate(self) -> None:
         self.validate_objective()
@@ -147,6 +142,7 @@ class HSTU(RelativeBias, ItemDot, NextItemTraining, SeqModel):
         "Zhai et al., Actions Speak Louder than Words: Trillion-Parameter Sequential "
         "Transducers for Generative Recommendations, ICML 2024"
     )
+    family = "pointwise attention"
     Config = HSTUConfig
     micro_key = "targets"
     ablations = ("loss", "time_bias", "instances")

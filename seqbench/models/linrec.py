@@ -12,7 +12,7 @@ every prefix's end.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal
+from typing import Literal
 
 import torch
 import torch.nn.functional as F
@@ -34,7 +34,6 @@ from seqbench.models.objective import (
 class LinRecConfig(ObjectiveFields, ModelConfig):
     """RecBole's SASRec defaults, on which the paper builds LinRec."""
 
-    quiet: ClassVar[dict[str, Any]] = {"instances": "prefixes"}
     loss: LossName = "ce"
     instances: InstanceRule = "prefixes"
     #: causal: prefix sums (no future item is read); paper: the published form, which leaks
@@ -91,6 +90,7 @@ class LinRec(WindowNextItem, SeqModel):
         "Liu et al., Linear Attention Mechanism for Long-term Sequential Recommender Systems, "
         "SIGIR 2023"
     )
+    family = "linear attention"
     Config = LinRecConfig
     micro_key = "targets"
     ablations = ("attention", "loss", "instances")

@@ -7,10 +7,9 @@ reads the device (CUDA-safe). Negatives' scores are [..., K] (a [...] tensor is 
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal
+from typing import Any, Literal
 
 import torch
 import torch.nn.functional as F
@@ -71,15 +70,6 @@ class ObjectiveFields:
     #: loss's own, `Loss.negatives_from`)
     negatives_from: NegativesFrom = "default"
 
-    #: the fields' values that leave them out of a run id (runs stored before the axis): each
-    #: field's default here, but `negatives_from` (see `identity_omits`); set below the class
-    objective_quiet: ClassVar[dict[str, Any]]
-
-    def identity_omits(self) -> set[str]:
-        """Fields left out of the run id: `negatives_from` wherever it resolves to draws outside
-        the user's items, which every run stored before the switch made (so their ids stay)."""
-        return {"negatives_from"} if self.resolved_negatives_from() == "unseen" else set()
-
     def resolved_negatives_from(self) -> str:
         """'all' or 'unseen': the switch, or the loss's default where it is 'default'."""
         if self.negatives_from != "default":
@@ -100,11 +90,6 @@ class ObjectiveFields:
             raise ConfigError(
                 f"negatives_from must be default, all or unseen, got {self.negatives_from!r}"
             )
-
-
-ObjectiveFields.objective_quiet = {
-    f.name: f.default for f in dataclasses.fields(ObjectiveFields) if f.name != "negatives_from"
-}
 
 
 @dataclass(frozen=True)
@@ -196,7 +181,8 @@ def _mean(
     per: torch.Tensor, weight: torch.Tensor, pos: torch.Tensor, neg: torch.Tensor
 ) -> torch.Tensor:
     """Mean of per-target values over the valid ones (0 when none is valid); NaN when a valid
-    score is not finite (the trainer stops on a non-finite loss), as `next_item_loss`."""
+    score is not finite (the trainer stops on a non-finite loss; SASRec's public
+    `sampled_next_item_loss` raises instead)."""
     loss = (per * weight).sum() / weight.sum().clamp(min=1)
     return torch.where(torch.isfinite(pos).all() & torch.isfinite(neg).all(), loss, torch.nan)
 
@@ -281,7 +267,8 @@ def target_terms(
 
 
 def bce(pos: Tensor, neg: Tensor, valid: Tensor) -> Tensor:
-    """BCE, mean over valid targets (SASRec's; K = 1 is `next_item_loss` bit for bit)."""
+    """BCE, mean over valid targets (K = 1: SASRec's `sampled_next_item_loss` without its
+    host-reading checks)."""
     return mean_terms(LOSSES["bce"], pos, neg, valid, valid)
 
 

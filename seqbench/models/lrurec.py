@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal
+from typing import ClassVar, Literal
 
 import torch
 from torch import nn
@@ -37,7 +37,6 @@ from seqbench.models.pieces import NO_PLANS, Plans
 class LRURecConfig(ObjectiveFields, ModelConfig):
     """The authors' settings (yueqirex/LRURec config.py set_template)."""
 
-    quiet: ClassVar[dict[str, Any]] = {"instances": "all_positions"}
     bounds: ClassVar[dict[str, Bound]] = {"r_min": RATE, "r_max": RATE}
     loss: LossName = "ce"
     instances: InstanceRule = "all_positions"
@@ -104,6 +103,7 @@ class LRURec(ItemDot, NextItemTraining, SeqModel):
     """Stacked linear recurrent units; the state after the last item scores all items."""
 
     paper = "Yue et al., Linear Recurrent Units for Sequential Recommendation, WSDM 2024"
+    family = "linear recurrent"
     Config = LRURecConfig
     micro_key = "targets"
     ablations = ("loss", "instances", "optimizer")

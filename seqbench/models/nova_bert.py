@@ -65,6 +65,7 @@ class NovaBERT(BERT4RecBody):
     """BERT4Rec whose layers read side information in Q/K only (or at the input: invasive)."""
 
     paper = "Liu et al., NOVA-BERT (non-invasive self-attention), AAAI 2021"
+    family = "bidirectional Transformer"
     Config = NovaBERTConfig
     ablations = ("mode", "fusion", "side", "values", "window", "loss")
     departures = (

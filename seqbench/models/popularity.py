@@ -25,6 +25,7 @@ class Popularity(SeqModel):
     """Score = number of training interactions of the item (ties broken by the tie rule)."""
 
     paper = "non-personalised baseline"
+    family = "baseline"
     Config = PopularityConfig
     reads_history = False
 

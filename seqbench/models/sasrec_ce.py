@@ -45,6 +45,7 @@ class SASRecCE(SASRecBody):
         "Klenitskiy & Vasilev, Turning Dross Into Gold Loss: is BERT4Rec really better than "
         "SASRec?, RecSys 2023"
     )
+    family = "causal Transformer"
     preset_of = "sasrec"
     Config = SASRecCEConfig
     dataset_defaults = {

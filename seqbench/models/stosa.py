@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal
+from typing import Literal
 
 import torch
 import torch.nn.functional as F
@@ -86,11 +86,6 @@ class STOSAConfig(ObjectiveFields, ModelConfig):
     patience: int = 100
     #: which sub-sequences are trained on (seqbench.data.sequences.instance_ranges)
     instances: InstanceRule = "all_positions"
-    quiet: ClassVar[dict[str, Any]] = {
-        **ObjectiveFields.objective_quiet,
-        "loss": "bpr",
-        "instances": "all_positions",
-    }
 
     def validate(self) -> None:
         self.validate_objective()
@@ -198,6 +193,7 @@ class STOSA(SeqModel):
     """Gaussian item/position embeddings, Wasserstein self-attention and scoring, BPR + pvn."""
 
     paper = "Fan et al., Sequential Recommendation via Stochastic Self-Attention, WWW 2022"
+    family = "stochastic attention"
     Config = STOSAConfig
     micro_key = "targets"
     dataset_defaults = {

@@ -19,31 +19,35 @@ def order(names: Sequence[str], wanted: Sequence[str] | None) -> list[str]:
     return [low[w.lower()] for w in wanted if w.lower() in low]
 
 
+def experiment(r: Run) -> dict:
+    """What a run's id hashes but its seed: its config and what else decides its numbers."""
+    rec = r.config
+    keys = ("revision", "precision", "device", "code")
+    return {**r.settings, **{k: rec.get(k) for k in keys if rec.get(k) is not None}}
+
+
 def one_config(runs: Sequence[Run], what: str) -> tuple[list[Run], str | None]:
     """Keep the seeds of one configuration; with several, the one with most seeds (then newest).
 
     Returns the kept runs and a note naming the config keys that differed, if any.
     """
 
-    def identity(r: Run) -> dict:
-        return {**r.settings, "version": r.result.version}
-
     groups: dict[str, list[Run]] = {}
     for r in runs:
-        groups.setdefault(json.dumps(identity(r), sort_keys=True, default=str), []).append(r)
+        groups.setdefault(json.dumps(experiment(r), sort_keys=True, default=str), []).append(r)
     if len(groups) == 1:
         return list(runs), None
 
     def rank(rs: list[Run]) -> tuple[int, float]:
-        return len(rs), max(r.finished_at for r in rs)
+        return len({r.seed for r in rs}), max(r.finished_at for r in rs)
 
     kept = max(groups.values(), key=rank)
-    keys = sorted({k for r in runs for k in identity(r)})
-    differ = [k for k in keys if len({json.dumps(identity(r).get(k)) for r in runs}) > 1]
-    chosen = ", ".join(f"{k}={identity(kept[0]).get(k)}" for k in differ)
+    keys = sorted({k for r in runs for k in experiment(r)})
+    differ = [k for k in keys if len({json.dumps(experiment(r).get(k)) for r in runs}) > 1]
+    chosen = ", ".join(f"{k}={experiment(kept[0]).get(k)}" for k in differ)
     return kept, (
         f"{what}: {len(groups)} configurations differ in {', '.join(differ)}; showing {chosen} "
-        f"({len(kept)} seed(s)) — narrow with --runs-dir or --sweep"
+        f"({len({r.seed for r in kept})} seed(s)) — narrow with --runs-dir or --sweep"
     )
 
 
@@ -91,6 +95,6 @@ def variant_entries(
 
 
 def run_entries(runs: Sequence[Run]) -> list[Entry]:
-    """One entry per run without ablation, in the selection's order (a sensitivity table
-    groups them by dataset, model and value itself)."""
-    return [Entry(r.run_id, {r.dataset: [r]}) for r in runs if not r.ablate]
+    """One entry per run, in the selection's order (a sensitivity table groups them by
+    dataset, model, ablation and value itself)."""
+    return [Entry(r.run_id, {r.dataset: [r]}) for r in runs]

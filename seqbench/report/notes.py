@@ -7,7 +7,7 @@ import dataclasses
 from collections.abc import Iterable, Sequence
 
 from seqbench.evaluation.protocols import PROTOCOLS
-from seqbench.report import budget
+from seqbench.report import budget, improving
 from seqbench.report.select import Run
 from seqbench.report.tables import Entry
 
@@ -50,15 +50,12 @@ def derived_departures(run: Run) -> list[str] | None:
     if default is None:
         patience = run.protocol_spec.get("patience")
         layer = {} if patience is None else {"patience": patience}
-        release = run.config.get("version")
-        default = dataclasses.asdict(
-            resolve_config(cls, run.dataset, protocol=layer, release=release)
-        )
+        default = dataclasses.asdict(resolve_config(cls, run.dataset, protocol=layer))
     return switched(cls.declared_departures(), run.settings, default)
 
 
 def origins_note(runs: Sequence[Run]) -> str | None:
-    """Where each plugin model of the table came from (module, source hash, version), if any:
+    """Where each plugin model of the table came from (class, source hash), if any:
     a reader can tell an outside model from seqbench's and which code made its numbers."""
     found = sorted({(r.model, r.origin) for r in runs if r.origin})
     if not found:
@@ -77,14 +74,31 @@ def seeds_note(cells: Iterable[tuple[str, str, int]]) -> str | None:
 
 def entry_seeds(entries: Sequence[Entry]) -> list[tuple[str, str, int]]:
     """(label, dataset, number of seeds) of every cell of the entries."""
-    return [(e.label, d, len(rs)) for e in entries for d, rs in e.runs.items()]
+    return [(e.label, d, len({r.seed for r in rs})) for e in entries for d, rs in e.runs.items()]
 
 
-def measured_notes(seeds: Iterable[tuple[str, str, int]], runs: Sequence[Run]) -> list[str]:
-    """The seeds note (when a cell averages several), the protocol and the departures."""
+def entry_groups(entries: Sequence[Entry]) -> list[tuple[str, str, list[Run]]]:
+    """(label, dataset, runs) of every cell of the entries."""
+    return [(e.label, d, rs) for e in entries for d, rs in e.runs.items() if rs]
+
+
+def measured_notes(
+    seeds: Iterable[tuple[str, str, int]],
+    runs: Sequence[Run],
+    groups: Iterable[tuple[str, str, Sequence[Run]]] = (),
+) -> list[str]:
+    """The seeds note (when a cell averages several), which cells (`groups`) were still
+    improving when their budget ended, the protocol and the departures."""
     note, origins = seeds_note(seeds), origins_note(runs)
     extra = [origins] if origins else []
-    return [*([note] if note else []), protocol_note(runs), departures_note(runs), *extra]
+    still = improving.note(groups)
+    return [
+        *([note] if note else []),
+        *([still] if still else []),
+        protocol_note(runs),
+        departures_note(runs),
+        *extra,
+    ]
 
 
 def closing_notes(
@@ -100,6 +114,8 @@ def closing_notes(
     notes = []
     if note := seeds_note(entry_seeds(entries)):
         notes.append(note)
+    if still := improving.note(entry_groups(entries)):
+        notes.append(still)
     if published:
         notes.append(
             "[published, relative difference] after each value measured here, at this "

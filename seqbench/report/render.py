@@ -15,6 +15,7 @@ from pathlib import Path
 
 from seqbench.errors import ConfigError
 from seqbench.registry import Registry
+from seqbench.report.improving import MARK
 from seqbench.report.tables import Cell, Table, missing, number, published
 
 Renderer = Callable[[Sequence[Table]], str]
@@ -36,6 +37,11 @@ class Format:
 FORMATS: Registry[Format] = Registry("format")
 
 
+def marks(cell: Cell) -> str:
+    """A cell's marks as text: its significance marker, then the still-improving mark."""
+    return cell.marker + (MARK if cell.improving else "")
+
+
 # ------------------------------------------------------------------ markdown
 
 
@@ -51,7 +57,7 @@ def _md_cell(cell: Cell) -> str:
         text = f"**{text}**"
     if cell.underline:
         text = f"<u>{text}</u>"
-    text += _md_escape(cell.marker)
+    text += _md_escape(marks(cell))
     if cell.published is not None:
         text += f" [{published(cell)}]"
     return text
@@ -100,9 +106,10 @@ _TEX = {
     "†": r"$\dagger$",
     "‡": r"$\ddagger$",
     "√": r"$\surd$",
+    "↑": r"$\uparrow$",
 }
 #: markers in math mode (a cell's superscript)
-_TEX_MARK = {"†": r"\dagger", "‡": r"\ddagger"}
+_TEX_MARK = {"†": r"\dagger", "‡": r"\ddagger", "↑": r"\uparrow"}
 
 
 def tex_escape(text: str) -> str:
@@ -123,8 +130,8 @@ def _tex_cell(cell: Cell) -> str:
     if cell.ci is not None:
         low, high = (f"{v:.4f}".replace("-", "$-$") for v in cell.ci)
         text += rf"{{\scriptsize{{}} [{low}, {high}]}}"
-    if cell.marker:
-        text += f"$^{{{_TEX_MARK.get(cell.marker) or tex_escape(cell.marker)}}}$"
+    if shown := marks(cell):
+        text += "$^{" + "".join(_TEX_MARK.get(c) or tex_escape(c) for c in shown) + "}$"
     if cell.published is not None:
         text += rf" {{\scriptsize ({tex_escape(published(cell))})}}"
     return text
@@ -178,7 +185,7 @@ def latex_table(table: Table) -> str:
 def _plain(cell: Cell) -> str:
     if cell.mean is None:
         return cell.text or published(cell, minus="-") or "-"
-    text = number(cell, pm="±", minus="-") + cell.marker
+    text = number(cell, pm="±", minus="-") + marks(cell)
     if cell.published is not None:
         text += f" [{published(cell, minus='-')}]"
     return text
@@ -226,8 +233,8 @@ def _html_cell(cell: Cell) -> str:
         text = f"<b>{text}</b>"
     if cell.underline:
         text = f"<u>{text}</u>"
-    if cell.marker:
-        text += f"<sup>{html.escape(cell.marker)}</sup>"
+    if shown := marks(cell):
+        text += f"<sup>{html.escape(shown)}</sup>"
     if cell.published is not None:
         text += f' <span class="pub">[{html.escape(published(cell))}]</span>'
     return text

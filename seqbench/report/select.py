@@ -29,6 +29,8 @@ class Selection:
 
     runs: list[Run]
     notes: list[str] = field(default_factory=list)
+    #: the run ids the user named (--runs): each is shown or the table is refused
+    named: frozenset[str] = frozenset()
 
 
 def _matches(value: str, wanted: list[str] | None) -> bool:
@@ -64,6 +66,7 @@ def select_runs(
                 f"several protocols in the run store: showing {protocol} "
                 f"({counts[protocol]} runs); also present: {others} — choose with --protocol"
             )
+    picked_before = picked
     if protocol is not None:
         picked = [r for r in picked if r.protocol == protocol]
     if not picked:
@@ -76,7 +79,15 @@ def select_runs(
             f"no finished runs{where}{proto}: run `seqbench run MODEL` first "
             "(`seqbench runs` lists the store)"
         )
-    return Selection(picked, notes)
+    dropped = sorted(r.run_id for r in picked_before if r.protocol != protocol) if protocol else []
+    named = frozenset(run_ids or ())
+    if named & set(dropped):
+        first = sorted(named & set(dropped))[0]
+        raise ReportError(
+            f"--runs: run {first} was measured under another protocol than {protocol}: "
+            "name runs of one protocol (or choose it with --protocol)"
+        )
+    return Selection(picked, notes, named)
 
 
 @dataclass(frozen=True)

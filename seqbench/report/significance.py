@@ -28,9 +28,11 @@ from seqbench.report.stats import (
     cell_estimate,
     paired_pvalue,
     paired_users,
+    permutation_floor,
     seed_averaged,
     seed_estimate,
     seed_means,
+    seed_permutation,
     two_level,
     user_matrix,
 )
@@ -82,15 +84,18 @@ def compare(
     >= 2 seeds a side, else None (untestable: `untested_note`)."""
     a, b = better.runs[dataset], other.runs[dataset]
     seeds = (len(a), len(b))
+    seed_p = float("nan")
     if not all(r.has_per_user for r in [*a, *b]):
         if min(seeds) < MIN_SEEDS:
             return None
-        est = seed_means([r.test[metric] for r in a], [r.test[metric] for r in b])
-        p, n, kind = est.p, 0, "seed_means"
+        means = [r.test[metric] for r in a], [r.test[metric] for r in b]
+        est = seed_means(*means)
+        p, n, kind, seed_p = est.p, 0, "seed_means", seed_permutation(*means)
     elif min(seeds) >= MIN_SEEDS:
         joined = user_matrix([*a, *b], metric).to_numpy(float).T
         est = two_level(joined[: len(a)], joined[len(a) :])
         p, n, kind = est.p, joined.shape[1], "seeds"
+        seed_p = seed_permutation(joined[: len(a)].mean(1), joined[len(a) :].mean(1))
     else:
         ua, ub = seed_averaged(a, metric), seed_averaged(b, metric)
         p, n = paired_pvalue(ua, ub, opts.test)
@@ -100,7 +105,7 @@ def compare(
     low, high = est.interval
     return Comparison(
         dataset, metric, better.label, other.label, p, n, kind=kind, diff=est.value,
-        low=low, high=high, df=est.df, seeds=seeds,
+        low=low, high=high, df=est.df, seeds=seeds, seed_p=seed_p,
     )  # fmt: skip
 
 
@@ -175,6 +180,32 @@ def test_note(opts: SignificanceOptions, tests: Sequence[Comparison], what: str)
         f"{_count(n)} (every tested cell); a mark where the adjusted p <= α."
     )
     return " ".join(parts)
+
+
+def permutation_note(tests: Sequence[Comparison]) -> str | None:
+    """Beside each method-level test's p, the exact seed-level permutation p and its floor
+    with the seeds given (None when nothing was tested at the method level)."""
+    method = [t for t in tests if t.kind in ("seeds", "seed_means")]
+    if not method:
+        return None
+    floors = sorted({(t.seeds, permutation_floor(*t.seeds)) for t in method})
+    floor = "; ".join(f"{f:.3g} with {a} v {b} seeds" for (a, b), f in floors)
+    shown = "; ".join(
+        f"{t.better} v {t.other}, {t.metric} on {t.dataset}: {KIND_P[t.kind]} p = {t.p:.2g}, "
+        f"exact p = {t.seed_p:.2g}"
+        for t in method
+    )
+    return (
+        "The uncorrected p of each method-level test beside the exact seed-level permutation "
+        "p (every relabeling of the seed means between the two sides, scipy.stats."
+        "permutation_test: the trained model its only unit, no assumption on the spread), "
+        "which cannot go below "
+        f"2 / C(k_A + k_B, k_A): {floor}. {shown}."
+    )
+
+
+#: how a method-level test's p is named beside the exact permutation p
+KIND_P = {"seeds": "two-level", "seed_means": "Welch"}
 
 
 def untested_note(n: int) -> str | None:

@@ -29,6 +29,8 @@ class Cell:
     published: float | None = None
     #: an interval of the mean (`--ci`), None when not shown
     ci: tuple[float, float] | None = None
+    #: a run of the cell was still improving when its budget ended (`report.improving`)
+    improving: bool = False
 
 
 @dataclass
@@ -52,6 +54,9 @@ class Comparison:
     df: float = float("nan")
     #: seeds of (better, other)
     seeds: tuple[int, int] = (1, 1)
+    #: the exact permutation p of the seed means (`stats.seed_permutation`) beside a
+    #: method-level test; NaN for one trained model a side
+    seed_p: float = float("nan")
 
 
 @dataclass

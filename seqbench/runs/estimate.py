@@ -33,12 +33,14 @@ from seqbench.machine import (
     using_threads,
 )
 from seqbench.runs.execute import ResolvedRun
+from seqbench.runs.memory import check_memory, memory_failures
 from seqbench.training.context import RunContext
 from seqbench.training.feed import EpochFeed
 from seqbench.training.trainer import Trainer, TrainOptions, make_optimizer
 
-#: timed steps: at most this many, at least MIN_STEPS, stopping once SECONDS have passed
-MAX_STEPS, MIN_STEPS, SECONDS = 10, 3, 30.0
+#: timed steps: at most MAX_STEPS, and none begun that would end past SECONDS from the
+#: warm-up's start (each expected to take the mean so far); at least one is timed
+MAX_STEPS, SECONDS = 10, 30.0
 
 
 @dataclass(frozen=True)
@@ -93,8 +95,10 @@ class Estimate:
 
 
 def estimate(run: ResolvedRun, data: SeqDataset, ctx: RunContext) -> Estimate:
-    """Time a few real training steps of `run` (nothing is stored); see the module docstring."""
-    with using_threads(ctx.threads) as threads:
+    """Time a few real training steps of `run` (nothing is stored); see the module docstring.
+    A run that cannot fit is refused before its model is built (`memory.check_memory`)."""
+    check_memory(run, data, ctx.torch_device())
+    with using_threads(ctx.threads) as threads, memory_failures(run):
         seed_everything(run.request.seed)
         model = run.model_cls(run.cfg, data)
         quiet = dataclasses.replace(ctx, tracking=None)
@@ -138,8 +142,10 @@ def estimate(run: ResolvedRun, data: SeqDataset, ctx: RunContext) -> Estimate:
 def _timed_steps(trainer: Trainer, feed: EpochFeed, opt, scaler) -> tuple[int, float]:
     """(steps timed, their seconds): the feed's steps, each from taking its pieces to the end
     of its update (so a feed slower than the steps counts), the first untimed (warm-up);
-    a short epoch goes on with the next epoch's feed (closed here)."""
+    a short epoch goes on with the next epoch's feed (closed here). Stops within the cap
+    (`MAX_STEPS`, `SECONDS`)."""
     timed, seconds, first, current = 0, 0.0, True, feed
+    start = time.perf_counter()
     try:
         while current.steps():
             pieces = iter(current)
@@ -154,7 +160,8 @@ def _timed_steps(trainer: Trainer, feed: EpochFeed, opt, scaler) -> tuple[int, f
                 if not first:
                     timed, seconds = timed + 1, seconds + time.perf_counter() - t0
                 first = False
-                if timed >= MAX_STEPS or (timed >= MIN_STEPS and seconds >= SECONDS):
+                spent = time.perf_counter() - start
+                if timed >= MAX_STEPS or (timed and spent + seconds / timed > SECONDS):
                     return timed, seconds
             if current is not feed:
                 current.close()

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import os
+import socket
 import time
 from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
@@ -11,15 +14,17 @@ from typing import Any
 import pandas as pd
 import torch
 
-from seqbench import __version__
+from seqbench import __version__, distributed
 from seqbench.data.audit import Audit, audit
 from seqbench.data.dataset import SeqDataset, load_dataset, prepared_names
 from seqbench.errors import ConfigError, DataError
-from seqbench.evaluation.evaluator import Evaluator, summarize
+from seqbench.evaluation.evaluator import summarize
 from seqbench.evaluation.protocols import Protocol, get_protocol, split_view
+from seqbench.evaluation.sharded import evaluator
 from seqbench.machine import (
     ThreadChoice,
     check_precision,
+    default_threads,
     device_facts,
     gpu_peak_mb,
     host_peak_mb,
@@ -38,11 +43,14 @@ from seqbench.models.base import (
 from seqbench.models.contract import check_contract, model_failures
 from seqbench.models.departures import switched
 from seqbench.plugins import origin
+from seqbench.runs.identity import ablation_of
+from seqbench.runs.memory import check_memory, memory_failures
 from seqbench.runs.options import RunOptions
 from seqbench.runs.result import RunResult
 from seqbench.runs.store import RunFolder, RunSpec, RunStore
 from seqbench.runs.tracking import TrackedRun, track
-from seqbench.training.context import RunContext
+from seqbench.training.context import LogObserver, Observer, RunContext
+from seqbench.training.micro import check_splittable
 from seqbench.training.trainer import Trainer, TrainOptions, TrainResult
 
 #: a config value as the user (a string on the command line) or a YAML file (typed) gave it
@@ -63,9 +71,8 @@ class RunRequest:
     protocol: str = "seqbench"
     epochs: int | None = None
     precision: str = "fp32"
-    #: the seqbench release whose defaults and run ids it takes (None: this one; an older
-    #: release's runs are read from a store, never trained: `execute` refuses)
-    release: str | None = None
+    #: processes training the run data-parallel (`seqbench run --procs N`; 1: this one)
+    procs: int = 1
 
     def overrides(self) -> dict[str, Value]:
         """The --set layer of the config: --set key=value pairs, and --epochs as epochs=N."""
@@ -93,10 +100,9 @@ class RunRequest:
         protocol = get_protocol(self.protocol)
         sets = self.overrides()
         layer = protocol_settings(protocol)
-        cfg = resolve_config(cls, self.dataset, sets, self.ablate, layer, self.release)
+        cfg = resolve_config(cls, self.dataset, sets, self.ablate, layer)
         values = dataclasses.asdict(cfg)
-        default = resolve_config(cls, self.dataset, protocol=layer, release=self.release)
-        default = dataclasses.asdict(default)
+        default = dataclasses.asdict(resolve_config(cls, self.dataset, protocol=layer))
         spec = RunSpec(
             model=self.model,
             dataset=self.dataset,
@@ -104,13 +110,13 @@ class RunRequest:
             protocol=protocol.to_dict(),
             seed=self.seed,
             data_checksum=checksum,
-            ablate={k: str(v) for k, v in self.ablate.items()},
+            revision=cls.revision,
             precision=self.precision,
             device=device,
-            version=self.release or __version__,
             default_config=default,
             departures=switched(cls.declared_departures(), values, default),
             code=None if (found := origin(cls)) is None else found.identity(),
+            procs=self.procs,
         )
         return ResolvedRun(self, cls, cfg, protocol, spec)
 
@@ -138,6 +144,11 @@ class ResolvedRun:
     @property
     def run_id(self) -> str:
         return self.spec.run_id
+
+    @property
+    def ablation(self) -> dict[str, str]:
+        """The ablation the run is (its axes off the default config), not how it was asked."""
+        return ablation_of(self.spec.config, self.spec.default_config, self.model_cls.ablations)
 
 
 def default_dataset(data_root: str | Path | None = None) -> str:
@@ -177,32 +188,81 @@ def execute(
     run = req if isinstance(req, ResolvedRun) else req.resolve(data, dev.type)
     data, checked = _checked(run, data, dev)
     run_id, force = run.run_id, options.force
-    # one process trains a run; others wait here, then read its result from the store
-    with store.lock(run_id, ctx.observer.on_log):
-        stored = None if force else store.stored(run_id)
+    shard = distributed.current()
+    _check_procs(run, shard, options)
+    # one process trains a run; others wait here, then read its result from the store (over
+    # several processes rank 0 holds the lock and tells the others what it found)
+    lock = store.lock(run_id, ctx.observer.on_log) if shard.writes else contextlib.nullcontext()
+    with lock:
+        stored = None if force or not shard.writes else store.stored(run_id)
+        if shard.active:
+            stored = distributed.broadcast(stored)
         if stored is not None:
             # a run cut short by a time budget only answers a request with that same budget
             if stored.stopped != "budget" or stored.budget_minutes == options.max_minutes:
+                if ctx.tracking is not None:  # logged though not trained now
+                    folder = RunFolder(store.final(run_id))
+                    history = pd.read_parquet(folder.history) if folder.history.exists() else None
+                    _track(ctx, stored, run.spec, history, data, folder.path)
                 return stored, True
             force = True
-        if run.spec.version != __version__:  # its arithmetic is another release's
-            raise ConfigError(
-                f"run {run_id} is a seqbench {run.spec.version} run, not in the run store: "
-                f"seqbench {__version__} cannot train it as {run.spec.version} did"
-            )
         if checked.temporal:  # leave-one-out runs print what they always printed
             ctx.observer.on_log(checked.summary())
-        work = store.start(run.spec, fresh=force)
-        with using_threads(ctx.threads) as threads, model_failures(run.model_cls):
+        work = _work_folder(store, run.spec, force, shard)
+        with (
+            using_threads(ctx.threads) as threads,
+            model_failures(run.model_cls),
+            memory_failures(run),
+        ):
             result, trained, test = _train_and_test(run, data, work, ctx, options, threads, dev)
         history = pd.DataFrame(trained.history)
+        if not shard.writes:
+            return result, False
         store.finish(work, result, test, history, trained.best_state)
     # the run is complete in the store before any tracker sees it
-    tracked = TrackedRun(result, run.spec, history, data.card, store.final(run_id))
-    warning = track(ctx.tracking, tracked)
+    _track(ctx, result, run.spec, history, data, store.final(run_id))
+    return result, False
+
+
+def _track(
+    ctx: RunContext,
+    result: RunResult,
+    spec: RunSpec,
+    history: pd.DataFrame | None,
+    data: SeqDataset,
+    folder: Path,
+) -> None:
+    """Log a stored run (trained now or found in the store) to `ctx.tracking`; a tracker's
+    failure is a one-line warning."""
+    if ctx.tracking is None:
+        return
+    history = pd.DataFrame({"epoch": []}) if history is None else history
+    warning = track(ctx.tracking, TrackedRun(result, spec, history, data.card, folder))
     if warning:
         ctx.observer.on_log(warning)
-    return result, False
+
+
+def _work_folder(
+    store: RunStore, spec: RunSpec, fresh: bool, shard: distributed.Shard
+) -> RunFolder:
+    """The run's partial folder, set up by rank 0 before any rank reads it."""
+    work = store.start(spec, fresh=fresh) if shard.writes else RunFolder(store.partial(spec.run_id))
+    if shard.active:
+        distributed.broadcast(None)
+    return work
+
+
+def _check_procs(run: ResolvedRun, shard: distributed.Shard, options: RunOptions) -> None:
+    """A run planned for N processes trains in a group of N (one-line errors otherwise)."""
+    if run.request.procs != shard.world:
+        raise ConfigError(
+            f"run {run.run_id} is planned for {run.request.procs} process(es) but runs in a "
+            f"group of {shard.world}: pass --procs {shard.world} (torchrun --nproc-per-node)"
+        )
+    if shard.active:
+        check_splittable(run.model_cls, run.request.model)
+        if options.max_minutes is not None:
+            raise ConfigError("--budget-minutes is not supported with --procs > 1 yet")
 
 
 def _checked(run: ResolvedRun, data: SeqDataset, dev: torch.device) -> tuple[SeqDataset, Audit]:
@@ -222,6 +282,7 @@ def _checked(run: ResolvedRun, data: SeqDataset, dev: torch.device) -> tuple[Seq
         )
     check_precision(run.request.precision, dev)
     check_contract(run.model_cls)
+    check_memory(run, data, dev)
     data = split_view(data, run.protocol)
     checked = audit(data)
     if checked.leak():
@@ -247,6 +308,7 @@ def _train_and_test(
     reset_gpu_peak(dev)
     seed_everything(request.seed)
     model = run.model_cls(run.cfg, data)
+    shard = distributed.seed_rank(request.seed)
     n_params = sum(p.numel() for p in model.parameters())
     train = TrainOptions(request.precision, options.max_minutes, options.checkpoint_minutes)
     trainer = Trainer(model, data, run.protocol, request.seed, work, ctx, train)
@@ -255,7 +317,7 @@ def _train_and_test(
     model.load_state_dict(result.best_state)
     t0 = time.perf_counter()
     window = model.input_window
-    test = Evaluator(data, "test", run.protocol, window, run.cfg.eval_batch_size, dev).run(model)
+    test = evaluator(data, "test", run.protocol, window, run.cfg.eval_batch_size, dev).run(model)
     eval_seconds = time.perf_counter() - t0
     metrics = RunResult(
         run_id=run.run_id,
@@ -263,7 +325,7 @@ def _train_and_test(
         dataset=request.dataset,
         protocol=run.protocol.name,
         seed=request.seed,
-        ablate=dict(run.spec.ablate),
+        ablate=run.ablation,
         best_epoch=result.best_epoch,
         epochs_run=len(result.history),
         last_epoch_share=result.history[-1].get("share", 1.0) if result.history else 1.0,
@@ -281,10 +343,58 @@ def _train_and_test(
         threads=threads.threads,
         threads_reason=threads.reason,
         data_checksum=data.checksum,
-        version=run.spec.version,
+        version=__version__,
         gpu_peak_mb=gpu_peak_mb(dev),
         compiled=ctx.compile,
         objective=model.objective(),
+        host=socket.gethostname(),
+        procs=shard.world,
         **dataclasses.asdict(device_facts(dev)),
     )
     return metrics, result, test
+
+
+def execute_procs(
+    run: ResolvedRun, ctx: RunContext, options: RunOptions = RunOptions()
+) -> tuple[RunResult, bool]:
+    """Train `run` over `run.request.procs` processes spawned here (torch.multiprocessing; gloo
+    on CPU, nccl on CUDA with GPU i for rank i), or fetch it from the store; rank 0 stores it
+    and prints its epochs. A rank's failure is one line."""
+    import torch.multiprocessing as mp
+
+    store = RunStore(ctx.runs_dir)
+    stored = None if options.force else store.stored(run.run_id)
+    if stored is not None:
+        return stored, True
+    procs = run.request.procs
+    threads = ctx.threads or default_threads(procs)  # the cores shared among the ranks
+    ctx = dataclasses.replace(ctx.absolute(), observer=Observer(), threads=threads)
+    port = distributed.free_port()
+    try:
+        mp.spawn(_rank_main, args=(procs, port, run.request, ctx, options), nprocs=procs)
+    except mp.ProcessRaisedException as e:
+        lines = [line for line in str(e).strip().splitlines() if line.strip()]
+        last = lines[-1] if lines else repr(e)
+        raise ConfigError(f"--procs {procs}: a process failed: {last}") from None
+    return store.load_result(run.run_id), False
+
+
+def _rank_main(
+    rank: int, world: int, port: int, req: RunRequest, ctx: RunContext, options: RunOptions
+) -> None:
+    """One spawned rank: join the group, train its share of the run, leave the group."""
+    os.environ.update(
+        RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world),
+        MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
+    )  # fmt: skip
+    ctx.load_plugins()
+    device = ctx.device_type()
+    if device == "cuda":
+        ctx = dataclasses.replace(ctx, device=f"cuda:{rank}")
+    if rank == 0:
+        ctx = dataclasses.replace(ctx, observer=LogObserver())
+    distributed.init_from_env(device)
+    try:
+        execute(req, ctx, options)
+    finally:
+        distributed.leave()

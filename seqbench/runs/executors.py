@@ -14,7 +14,6 @@ import ctypes
 import dataclasses
 import multiprocessing as mp
 import os
-import pickle
 import signal
 import sys
 import threading
@@ -291,55 +290,10 @@ def _drain(w: _Worker, emit: Emit) -> bool:
     return True
 
 
-def _ray_job(plugins: tuple[str, ...], job: bytes, threads: int) -> tuple[Outcome, list[Event]]:
-    """Ray task body: same as a local worker; its events come back with the outcome. The job
-    arrives pickled, to be read once the plugins that define its model class are loaded."""
-    choice = ThreadChoice(threads, "Ray CPUs per task")
-    apply_threads(choice)
-    load_plugins(plugins)
-    events: list[Event] = []
-    return run_job(pickle.loads(job), events.append, choice), events
-
-
 @EXECUTORS.register("ray")
 def ray_executor(jobs: list[Job], threads: ThreadChoice | None, pool: Pool, emit: Emit) -> None:
-    """Run jobs as Ray tasks, each requesting `threads` CPUs, at most `pool.size` in flight.
+    """Run jobs as Ray tasks on nodes that need no file system in common with this one
+    (`seqbench.runs.on_ray`)."""
+    from seqbench.runs.on_ray import run_on_ray
 
-    `threads` defaults to the cluster's CPUs divided by the runs in flight; each task requests
-    `pool.gpus` GPUs (1 for CUDA runs by default), and Ray makes those visible to it.
-
-    `address=None` starts a local Ray instance unless one is running in this process or
-    RAY_ADDRESS is set; "auto" joins the cluster this node belongs to. The run store must
-    be a path every node sees (a shared file system): workers write their runs there.
-    """
-    try:
-        import ray
-    except ImportError:
-        raise ConfigError("--executor ray needs Ray: pip install 'seqbench[ray]'") from None
-    if not ray.is_initialized():
-        ray.init(address=pool.address, include_dashboard=False, log_to_driver=False)
-    device = device_type(jobs)
-    gpus = pool.gpus(device)
-    workers = max(1, min(pool.size(len(jobs), device), len(jobs)))
-    cpus = threads.threads if threads else int(ray.cluster_resources().get("CPU", 1)) // workers
-    cpus = max(1, cpus)
-    task = ray.remote(_ray_job)
-    opts = {"num_cpus": cpus, "num_gpus": gpus, "max_retries": 1}
-    queue = list(reversed(jobs))
-    running: dict[Any, Job] = {}
-    while queue or running:
-        while queue and len(running) < workers:
-            job = queue.pop()
-            blob = pickle.dumps(job)
-            running[task.options(**opts).remote(job.ctx.plugins, blob, cpus)] = job
-            emit(("start", job.index))
-        ready, _ = ray.wait(list(running), num_returns=1)
-        for ref in ready:
-            job = running.pop(ref)
-            try:
-                outcome, events = ray.get(ref)
-            except Exception as e:  # the task's worker died or Ray failed to run it
-                outcome, events = Outcome("failed", error=describe_error(e)), []
-            for event in events:
-                emit(event)
-            emit(("end", job.index, outcome))
+    run_on_ray(jobs, threads, pool, emit)

@@ -16,6 +16,7 @@ from seqbench.data.dataset import SeqDataset, load_dataset
 from seqbench.errors import ConfigError, DataError
 from seqbench.evaluation.evaluator import Evaluator, summarize
 from seqbench.evaluation.protocols import Protocol, get_protocol, split_view
+from seqbench.io import load_torch
 from seqbench.machine import seed_everything, using_threads
 from seqbench.models.base import SeqModel, get_model
 from seqbench.runs.result import Evaluation, ResultError
@@ -46,14 +47,14 @@ def load_model(store: RunStore, run_id: str, data: SeqDataset, device: torch.dev
             f"in this seqbench's {spec['model']}: re-run the model (`seqbench run`)"
         )
     seed_everything(int(spec["seed"]))
-    model = cls(cls.Config.from_identity(spec["config"]), data)
+    model = cls(cls.Config(**spec["config"]), data)
     best = RunFolder(store.final(run_id)).best
     try:
-        model.load_state_dict(torch.load(best, map_location="cpu", weights_only=True))
+        model.load_state_dict(load_torch(best))
     except Exception as e:  # torch raises many types for missing, cut or foreign weights
-        first = (str(e).strip().splitlines() or [type(e).__name__])[0][:120]
         raise ResultError(
-            f"{best}: the run's best weights cannot be loaded ({first}): rerun the run's "
+            f"{best}: the run's best weights cannot be loaded (not the weights file seqbench "
+            f"wrote: damaged, cut short or replaced; {type(e).__name__}): rerun the run's "
             "command with --force to retrain it"
         ) from None
     return model.to(device)

@@ -76,6 +76,7 @@ CHECKS: dict[type | str, tuple[Any, str]] = {
     "metrics": (_is_metrics, "a mapping of metric names to numbers"),
     "names": (_is_names, "a mapping of names to values"),
     "objective": (_is_objective, "null or the objective's fields (loss, negatives, ...)"),
+    "revision": (lambda v: _is_int(v) or isinstance(v, str), "an integer or a string"),
 }
 
 
@@ -154,6 +155,11 @@ def check_fields(obj: dict[str, Any], kinds: dict[str, type | str], source: Path
             raise ResultError(f"{source}: {key} must be {words}, got {obj[key]!r}")
 
 
+#: `RunResult.stopped` of a run whose budget ended before early stopping triggered (the
+#: epoch cap, the minutes); the others: "early" (early stopping), "no_training"
+BUDGET_STOPS = ("max_epochs", "budget")
+
+
 @dataclass(frozen=True)
 class RunResult:
     """Everything a finished run records: identity, metrics, how training ended, timings and
@@ -200,6 +206,12 @@ class RunResult:
     #: the share of its last epoch's steps a run trained before its time budget ended (1.0:
     #: every epoch whole)
     last_epoch_share: float = 1.0
+    #: where it trained: the host's name, and the Ray node's id for a run trained on a Ray
+    #: cluster (None: not on Ray, or stored before these were recorded)
+    host: str | None = None
+    ray_node: str | None = None
+    #: the processes that trained it data-parallel (`seqbench run --procs N`)
+    procs: int = 1
 
     def to_json(self) -> dict[str, Any]:
         """The stored form: every field under its own name (an objective's `negatives_from`
@@ -248,6 +260,13 @@ class RunResult:
     def trained(self) -> bool:
         """False for a model without training (e.g. popularity)."""
         return self.stopped != "no_training"
+
+    @property
+    def still_improving(self) -> bool:
+        """Whether its budget (the epoch cap or the minutes) ended training before early
+        stopping triggered: its best validation epoch is then among its last `patience`
+        evaluated ones, so its number measures the budget, not the method."""
+        return self.stopped in BUDGET_STOPS
 
 
 #: each stored field and its kind (checked by `from_json`), and the values older runs' missing
@@ -308,13 +327,20 @@ CONFIG_KINDS: dict[str, type | str] = {
     "protocol": "names",
     "seed": int,
     "data_checksum": str,
-    "version": str,
+    "revision": "revision",
+    "precision": str,
+    "device": str,
 }
 
 
 def read_config(path: Path) -> dict[str, Any]:
-    """A run's recorded identity, checked field by field and for its version."""
+    """A run's recorded identity, checked field by field (one stored under the id scheme of
+    seqbench <= 0.5.0, which hashed the version, is named with the command that re-keys it)."""
     obj = load_json(path)
+    if "revision" not in obj and isinstance(obj.get("version"), str):
+        raise ResultError(
+            f"{path}: stored by seqbench {obj['version']} under its old run id: re-key the "
+            f"store with `seqbench runs migrate {path.parent.parent}` (nothing is re-trained)"
+        )
     check_fields(obj, CONFIG_KINDS, path)
-    check_version(obj, path)
     return obj

@@ -7,7 +7,7 @@ import itertools
 import math
 import random
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,22 +32,29 @@ def expand(
     ablate: dict[str, list[str]] | None = None,
     seeds: list[int] | None = None,
     sets: dict[str, str] | None = None,
-    configs: list[dict[str, str]] | None = None,
+    configs: Iterable[dict[str, str]] | None = None,
     protocol: str = "seqbench",
     epochs: int | None = None,
     precision: str = "fp32",
 ) -> list[RunRequest]:
     """Requests for datasets × (configs or [{}]) × grid × ablations × seeds, in that order.
 
-    `sets` are fixed overrides; `configs` are sampled points of a search (merged with the grid).
+    `sets` are fixed overrides; `configs` are sampled points of a search (merged with the grid),
+    drawn once, as they are needed (a sweep's size is checked before: `SweepDefinition.size`).
     """
-    fixed, searched = set(sets or {}) | set(grid or {}), set(configs[0]) if configs else set()
-    clash = (set(sets or {}) & set(grid or {})) | (fixed & searched)
+    points = [{}] if configs is None else configs
+    if len(datasets) > 1:  # each dataset runs the same points: drawn once
+        points = list(points)
+    fixed = set(sets or {}) | set(grid or {})
+    clash = set(sets or {}) & set(grid or {})
     if clash:
         raise ConfigError(f"{sorted(clash)} given twice (in --set, --grid or --space)")
     out = []
     for data in datasets:
-        for point in configs or [{}]:
+        for point in points:
+            if fixed & set(point):
+                both = sorted(fixed & set(point))
+                raise ConfigError(f"{both} given twice (in --set, --grid or --space)")
             for g in product(grid or {}):
                 for a in product(ablate or {}):
                     for seed in seeds or [0]:
@@ -108,10 +115,12 @@ def sample(dim: Dim, rng: random.Random) -> str:
     return format_value(value, dim.integer)
 
 
-def random_configs(space: dict[str, Dim], trials: int, seed: int = 0) -> list[dict[str, str]]:
-    """`trials` points drawn independently; the same seed gives the same points (resumable)."""
+def random_configs(space: dict[str, Dim], trials: int, seed: int = 0) -> Iterator[dict[str, str]]:
+    """`trials` points drawn independently, one at a time as they are taken; the same seed
+    gives the same points (resumable)."""
     rng = random.Random(seed)
-    return [{k: sample(d, rng) for k, d in space.items()} for _ in range(trials)]
+    for _ in range(trials):
+        yield {k: sample(d, rng) for k, d in space.items()}
 
 
 def tpe_search(

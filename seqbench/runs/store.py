@@ -21,6 +21,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import torch
 
+from seqbench.errors import ConfigError
 from seqbench.io import atomic_path, save_torch, write_json
 from seqbench.paths import check_name, runs_dir
 from seqbench.plugins import describe_origin
@@ -304,6 +305,11 @@ class RunStore:
         runs and folders without metrics.json, i.e. unfinished, are skipped)."""
         runs: list[Run] = []
         damaged: list[DamagedRun] = []
+        if self.root.exists() and not self.root.is_dir():
+            raise ConfigError(
+                f"run store {self.root} is a file, not a folder: give --runs-dir (or "
+                "$SEQBENCH_RUNS) the folder of runs"
+            )
         if not self.root.is_dir():
             return runs, damaged
         for p in sorted(self.root.iterdir()):

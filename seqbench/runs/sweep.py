@@ -8,13 +8,15 @@ expansion is saved as a manifest, <runs>/sweeps/<name>.json, that `report` can s
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from seqbench.errors import ConfigError
 from seqbench.evaluation.protocols import get_protocol
+from seqbench.limits import check_size
 from seqbench.machine import default_workers
 from seqbench.models.base import config_keys, get_model, parse_value
 from seqbench.runs.batch import SweepObserver, SweepResult, resolve_request, run_requests
@@ -48,8 +50,23 @@ class SweepDefinition:
     budget_epochs: int | None = None
     budget_minutes: float | None = None
     precision: str = "fp32"
+    #: the cap on runs (--max-runs; None: $SEQBENCH_MAX_RUNS, else `limits.DEFAULT_MAX_RUNS`)
+    max_runs: int | None = field(default=None, compare=False)
+
+    def report_command(self, name: str) -> str:
+        """The `seqbench report` command whose layout fits what the sweep varied: one grid key
+        a sensitivity table, ablations alone an ablation table, else the overall table."""
+        varied = [k for k, v in self.grid.items() if len(v) > 1]
+        if len(varied) == 1 and self.search is None:
+            layout = f" --layout sensitivity --param {varied[0]}"
+        elif self.ablate and not varied and self.search is None:
+            layout = " --layout ablation"
+        else:
+            layout = ""
+        return f"seqbench report --sweep {name}{layout}"
 
     def __post_init__(self) -> None:
+        check_size(self.size(), "the sweep", self.max_runs)  # before anything is built
         if self.budget_epochs is not None and self.budget_minutes is not None:
             raise ConfigError("give --budget-epochs or --budget-minutes, not both")
         cls = get_model(self.model)
@@ -78,6 +95,13 @@ class SweepDefinition:
             raise ConfigError("--space needs --search random or --search tpe")
         self.dims()  # checks the space
 
+    def size(self) -> int:
+        """The runs the sweep expands to, counted without building one: datasets × (trials
+        of a search) × grid × ablations × seeds."""
+        axes = [*self.grid.values(), *self.ablate.values()]
+        points = math.prod(len(v) for v in axes) * (self.trials if self.search else 1)
+        return len(self.datasets) * points * len(self.seeds)
+
     def dims(self) -> dict[str, Dim]:
         """The search space, typed by the model's config fields."""
         return parse_space(self.model, self.space) if self.search else {}
@@ -105,7 +129,7 @@ class SweepDefinition:
             **({"precision": self.precision} if self.precision != "fp32" else {}),
         }
 
-    def requests(self, configs: list[dict[str, str]] | None = None) -> list[RunRequest]:
+    def requests(self, configs: Iterable[dict[str, str]] | None = None) -> list[RunRequest]:
         """The runs for the given search points (None: the grid alone)."""
         return expand(
             self.model,

@@ -1,7 +1,8 @@
 """Experiment tracking: a run the store holds, logged to MLflow, TensorBoard or W&B.
 
 `execute` calls `track` only after the run store has written the run, so a tracker never sees
-an unfinished run and a tracker's failure (returned as a warning) never loses one; tracking is
+an unfinished run and a tracker's failure (returned as a warning) never loses one; a run found
+in the store is tracked too (MLflow and TensorBoard skip a run id they hold already); tracking is
 no part of a run's identity, so it never changes a run id. Each tracker is an extra
 (`pip install -e ".[mlflow]"`). Logged: the resolved config, run id and protocol as parameters,
 the data card and the run's recorded identity as files, each epoch's loss parts and validation
@@ -164,8 +165,10 @@ TRACKERS: Registry[Callable[[Tracking, TrackedRun], None]] = Registry("tracker")
 
 @TRACKERS.register("mlflow")
 def log_mlflow(tracking: Tracking, run: TrackedRun) -> None:
-    """One MLflow run (named by the run id) in the `seqbench` experiment of `tracking.to`
-    (default ./mlflow.db, a SQLite store); MLflow keys cannot hold '@': HR@10 is HR_at_10."""
+    """One MLflow run (named by the run id; none if that run id is logged already) in the
+    `seqbench` experiment of `tracking.to` (default ./mlflow.db, a SQLite store, which the
+    `mlflow` extra's SQLAlchemy and Alembic open); MLflow keys cannot hold '@': HR@10 is
+    HR_at_10."""
     if (tracking.to or "").startswith("file:"):
         # MLflow >= 3.7 refuses its file store unless asked; a folder given by --track-to is one
         os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
@@ -180,6 +183,9 @@ def log_mlflow(tracking: Tracking, run: TrackedRun) -> None:
         else client.create_experiment(PROJECT, _artifacts(tracking.to or ""))
     )
     tags = {"seqbench.run_id": run.result.run_id, "seqbench.version": run.result.version}
+    logged = f"tags.`seqbench.run_id` = '{run.result.run_id}'"
+    if client.search_runs([exp_id], logged, max_results=1):
+        return  # logged before (a run found in the store is logged once)
     mlrun = client.create_run(exp_id, run_name=run.result.run_id, tags=tags)
     rid, now = mlrun.info.run_id, int(time.time() * 1000)
     params = [Param(k, v) for k, v in run.params().items()]
@@ -205,10 +211,12 @@ def _mlflow_key(key: str) -> str:
 @TRACKERS.register("tensorboard")
 def log_tensorboard(tracking: Tracking, run: TrackedRun) -> None:
     """Scalars (step = epoch; test and budget at the best epoch) and the config and data card
-    as text, in <runs dir>/<run id>/tb (or <tracking.to>/<run id>)."""
+    as text, in <runs dir>/<run id>/tb (or <tracking.to>/<run id>); none if already there."""
     from torch.utils.tensorboard import SummaryWriter
 
     where = run.folder / "tb" if tracking.to is None else Path(tracking.to) / run.result.run_id
+    if where.is_dir() and any(where.iterdir()):
+        return  # logged before (a run found in the store is logged once)
     writer = SummaryWriter(log_dir=str(where))
     try:
         for epoch, values in run.epochs():

@@ -12,6 +12,7 @@ from pathlib import Path
 from seqbench.errors import ConfigError
 from seqbench.evaluation.protocols import get_protocol
 from seqbench.io import atomic_dir, atomic_path
+from seqbench.paths import inside
 from seqbench.report.layouts import LAYOUTS, TableOptions
 from seqbench.report.render import FORMATS, render
 from seqbench.report.select import ReportError, Run
@@ -164,12 +165,12 @@ def write_folder(
         if b.table is None or b.plan.table.name in keep:
             continue
         for fmt in b.plan.table.formats:
-            path = folder / f"{b.plan.table.name}.{FORMATS.get(fmt).suffix}"
+            path = inside(folder, f"{b.plan.table.name}.{FORMATS.get(fmt).suffix}", "table")
             with atomic_path(path) as tmp:
                 tmp.write_text(render(b.table, fmt))
             written.append(path)
         if b.table.figure is not None:
-            path = folder / f"{b.plan.table.name}.png"
+            path = inside(folder, f"{b.plan.table.name}.png", "table")
             with atomic_path(path) as tmp:
                 b.table.figure.savefig(
                     tmp, format="png", dpi=150, bbox_inches="tight", metadata={"Software": None}
@@ -179,10 +180,11 @@ def write_folder(
         with atomic_dir(folder / RUN_FILES) as tmp:
             done = {r.run_id for r in out.done}
             for run in [*out.done, *(r for r in preserve if r.run_id not in done)]:
+                to = inside(tmp, run.run_id, "run id")
                 if isinstance(run, ExportedRun):
-                    copy_exported(run, tmp / run.run_id)
+                    copy_exported(run, to)
                 else:
-                    export(store, run.run_id, tmp / run.run_id)
+                    export(store, run.run_id, to)
         written.append(folder / RUN_FILES)
     if keep:
         return written
@@ -290,7 +292,7 @@ def readme_block(out: StudyOutput, folder: str) -> str:
         + s.precision_clause()
         + ".",
         f"- Runs finished: {n_done} of {len(out.runs)}, each one's files under "
-        f"`{RUN_FILES}/<run_id>/` (seqbench {s.release}).",
+        f"`{RUN_FILES}/<run_id>/`.",
         "- Re-create (trains only what the run store lacks, then rewrites this folder):",
         "",
         "```",

@@ -12,12 +12,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from seqbench.errors import ConfigError
 from seqbench.registry import closest
 from seqbench.report.layouts import LAYOUTS
 from seqbench.study.values import scalar
+from seqbench.yamlsafe import load_yaml
 
 PAPERS_DIR = Path(__file__).parents[1] / "papers"
 STUDY_SUFFIX = ".study.yaml"
@@ -109,10 +108,10 @@ def load_file(path: str | Path) -> dict[str, TableSpec]:
     """The table specs of one paper YAML file."""
     path = Path(path)
     try:
-        raw = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as e:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
         raise ConfigError(f"cannot read paper spec {path}: {e}") from None
-    return parse_paper(path.stem, raw, str(path))
+    return parse_paper(path.stem, load_yaml(text, str(path)), str(path))
 
 
 def all_specs() -> dict[str, TableSpec]:

@@ -2,23 +2,23 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
-
-import yaml
 
 from seqbench.data.registry import get_spec as dataset_spec
 from seqbench.errors import ConfigError, DataError
 from seqbench.evaluation.protocols import get_protocol
-from seqbench.machine import known_precision
-from seqbench.models.releases import check_release
-from seqbench.plugins import PluginError, load_plugins
+from seqbench.limits import check_size
+from seqbench.machine import check_threads, known_precision
+from seqbench.paths import check_label
+from seqbench.plugins import ENV, PluginError, canonical, is_file, load_plugin, loaded
 from seqbench.runs.tracking import TRACKERS
 from seqbench.study.spec import STUDY_FILE, Budget, Study, StudyModel, model_protocols
 from seqbench.study.tables import parse_table
 from seqbench.study.values import mapping, name_list, points, seed_list, yaml_keys
 from seqbench.training.context import Tracking
+from seqbench.yamlsafe import load_yaml
 
 #: a study file's keys: the study's fields, less the file it was read from
 STUDY_KEYS = yaml_keys(Study, "where")
@@ -32,6 +32,7 @@ def parse_budget(raw: Any, where: str) -> Budget:
 
 
 def parse_model(label: str, raw: Any, where: str, datasets: dict[str, str]) -> StudyModel:
+    check_label(label, f"{where}: models")
     at = f"{where}: models.{label}"
     spec = mapping(raw, at, MODEL_KEYS)
     sets = points(spec.get("sets"), f"{at}.sets")
@@ -39,6 +40,8 @@ def parse_model(label: str, raw: Any, where: str, datasets: dict[str, str]) -> S
         raise ConfigError(
             f"{at}.sets: epochs is the study's budget, one for all models: set `budget` instead"
         )
+    ablate = points(spec.get("ablate"), f"{at}.ablate")
+    check_size(len(sets) * len(ablate), f"{at}: sets × ablate", flag=False)
     seeds = None if "seeds" not in spec else tuple(seed_list(spec["seeds"], f"{at}.seeds"))
     protocol = None if spec.get("protocol") is None else str(spec["protocol"])
     _protocols((protocol,) if protocol else (), f"{at}.protocol")
@@ -50,7 +53,7 @@ def parse_model(label: str, raw: Any, where: str, datasets: dict[str, str]) -> S
         label,
         str(spec.get("model", label)),
         sets,
-        points(spec.get("ablate"), f"{at}.ablate"),
+        ablate,
         seeds,
         protocol,
         tuple(data) if data is not None else None,
@@ -78,7 +81,10 @@ def _axis(spec: dict[str, Any], where: str) -> tuple[str, dict[str, str]]:
         protocol = str(spec["protocol"])
         _protocols((protocol,), f"{where}: protocol")
         return protocol, {}
-    axis = {str(k): str(v) for k, v in mapping(spec["protocols"], f"{where}: protocols").items()}
+    axis = {
+        check_label(str(k), f"{where}: protocols"): str(v)
+        for k, v in mapping(spec["protocols"], f"{where}: protocols").items()
+    }
     if not axis:
         raise ConfigError(f"{where}: protocols: name at least one protocol")
     for label, name in axis.items():
@@ -92,6 +98,8 @@ def _datasets(raw: Any, where: str) -> dict[str, str]:
         datasets = {str(k): str(v) for k, v in raw.items()}
     else:
         datasets = {d: d for d in name_list(raw, f"{where}: datasets")}
+    for label in datasets:
+        check_label(label, f"{where}: datasets")
     for name in datasets.values():
         try:
             dataset_spec(name)
@@ -104,8 +112,10 @@ def _counts(spec: dict[str, Any], where: str) -> tuple[int | None, int]:
     """The study's torch threads per run (None: the machine's free cores) and workers."""
     threads, workers = spec.get("threads"), spec.get("workers", 1)
     for key, value in (("threads", threads), ("workers", workers)):
-        if value is not None and (not isinstance(value, int) or value < 1):
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
             raise ConfigError(f"{where}: {key}: expected a positive integer, got {value!r}")
+        if value is not None:
+            check_threads(value, f"{where}: {key}:")
     return threads, workers
 
 
@@ -122,20 +132,49 @@ def parse_tracking(raw: Any, where: str) -> Tracking | None:
 
 
 def _plugins(raw: Any, where: str) -> tuple[str, ...]:
-    """Load the study's `plugins:` (modules, or .py files relative to the study file) now, so
-    its models resolve; the plugins every run of this process has loaded."""
+    """The study's `plugins:` as canonical specs (modules, or .py files relative to the study
+    file), not imported: reading a study runs none of its code (`load_study_plugins`)."""
     if raw is None:
         return ()
-    specs = name_list(raw, f"{where}: plugins")
-    try:
-        return load_plugins(specs, Path(where).parent)
-    except PluginError as e:
-        raise ConfigError(f"{where}: plugins: {e}") from None
+    base = Path(where).parent
+    return tuple(canonical(s, base) for s in name_list(raw, f"{where}: plugins"))
+
+
+def unloaded_plugins(study: Study) -> list[str]:
+    """The study's plugins not imported in this process (by `load_study_plugins`, --plugin or
+    $SEQBENCH_PLUGINS)."""
+    return [p for p in study.plugins if p not in loaded()]
+
+
+def load_study_plugins(study: Study) -> tuple[str, ...]:
+    """Import the study's plugins, so its models resolve (`study run`, `reproduce`): a file
+    inside the study's folder, or one the user named (--plugin, $SEQBENCH_PLUGINS: imported
+    already). Any other is refused in one line: a study someone hands you runs no code from
+    outside its own folder unless you name it. Returns every plugin of this process."""
+    folder = Path(study.where).parent.resolve()
+    for spec in unloaded_plugins(study):
+        if not (is_file(spec) and Path(spec).is_relative_to(folder)):
+            raise ConfigError(
+                f"{study.where}: plugins: {spec} is outside the study's folder {folder}/: "
+                f"a study runs only its own folder's code; to run it, name it yourself with "
+                f"--plugin {spec} (or ${ENV}), or move it into the folder"
+            )
+        try:
+            load_plugin(spec)
+        except PluginError as e:
+            raise ConfigError(f"{study.where}: plugins: {e}") from None
+    return loaded()
 
 
 def parse_study(raw: Any, where: str) -> Study:
     """A study from its YAML document; every mistake is a one-line ConfigError naming `where`
     (the file) and the key."""
+    if isinstance(raw, dict) and "seqbench" in raw:
+        raise ConfigError(
+            f"{where}: seqbench: a study no longer names a release (run ids hash each model's "
+            "revision, not the version): remove the field; `seqbench runs migrate` re-keys "
+            "runs stored before"
+        )
     spec = mapping(raw, where, STUDY_KEYS)
     for key in ("datasets", "budget", "models", "tables"):
         if key not in spec:
@@ -149,15 +188,17 @@ def parse_study(raw: Any, where: str) -> Study:
     )
     models = _models(spec["models"], where, datasets)
     labels = {k for m in models.values() for k in model_protocols(m, axis or {protocol: protocol})}
+    _size(models.values(), datasets, seeds, dataset_seeds, axis or {protocol: protocol}, where)
     tables = tuple(
-        parse_table(str(name), t, where, models, datasets, sorted(labels))
+        parse_table(
+            check_label(str(name), f"{where}: tables"), t, where, models, datasets, sorted(labels)
+        )
         for name, t in mapping(spec["tables"], f"{where}: tables").items()
     )
     prepare = _prepare(spec.get("prepare"), where, datasets)
     evaluate = name_list(spec["evaluate"], f"{where}: evaluate") if "evaluate" in spec else ()
     _protocols(evaluate, f"{where}: evaluate")
     threads, workers = _counts(spec, where)
-    raw_release = spec.get("seqbench")
     return Study(
         where=where,
         title=str(spec.get("title", Path(where).parent.name or where)),
@@ -178,8 +219,24 @@ def parse_study(raw: Any, where: str) -> Study:
         protocols=axis,
         dataset_seeds=dataset_seeds,
         dataset_budget=_per_dataset(spec, "dataset_budget", datasets, where, parse_budget),
-        seqbench=None if raw_release is None else check_release(raw_release, f"{where}: seqbench"),
     )
+
+
+def _size(
+    models: Iterable[StudyModel],
+    datasets: dict[str, str],
+    seeds: list[int],
+    dataset_seeds: dict[str, tuple[int, ...]],
+    axis: dict[str, str],
+    where: str,
+) -> None:
+    """The study's runs, counted before any is planned, within the cap on runs."""
+    n = 0
+    for m in models:
+        per = len(m.points()) * len(model_protocols(m, axis))
+        for label in m.datasets or datasets:
+            n += per * len(m.seeds or dataset_seeds.get(datasets[label]) or seeds)
+    check_size(n, f"{where}: the study", flag=False)
 
 
 def _models(raw: Any, where: str, datasets: dict[str, str]) -> dict[str, StudyModel]:
@@ -225,13 +282,11 @@ def load_study(path: str | Path) -> Study:
     """Read and validate a study folder's study.yaml (or a study file)."""
     file = study_file(path)
     try:
-        raw = yaml.safe_load(file.read_text())
+        text = file.read_text(encoding="utf-8")
     except OSError as e:
         raise ConfigError(
             f"cannot read study {file}: {e.strerror} (expected {STUDY_FILE})"
         ) from None
     except UnicodeDecodeError:
         raise ConfigError(f"{file}: not UTF-8 text (damaged?): restore it from git") from None
-    except yaml.YAMLError as e:
-        raise ConfigError(f"{file}: not valid YAML ({' '.join(str(e).split())})") from None
-    return parse_study(raw, str(file))
+    return parse_study(load_yaml(text, str(file)), str(file))

@@ -11,6 +11,7 @@ from pathlib import Path
 from seqbench.data.dataset import dataset_path, read_card
 from seqbench.errors import ConfigError, DataError
 from seqbench.models.base import MODELS
+from seqbench.plugins import loaded
 from seqbench.registry import closest
 from seqbench.runs.execute import ResolvedRun, RunRequest
 from seqbench.runs.store import Run, RunStore
@@ -114,6 +115,14 @@ def plan(
             if m.datasets is not None and dlabel not in m.datasets:
                 continue
             runs = _resolved(m, _runs(study, m, name, own), checksum, device)
+            unimported = [p for p in study.plugins if p not in loaded()]
+            if isinstance(runs, str) and m.model not in MODELS and unimported:
+                out.skipped.append(
+                    f"{m.label}: its model comes from the study's plugins, which are imported "
+                    f"only to train (`study run`) or when named (--plugin "
+                    f"{' --plugin '.join(unimported)})"
+                )
+                continue
             if isinstance(runs, str):  # why the model's runs cannot be made
                 if not lenient:
                     raise ConfigError(f"{study.where}: models.{m.label} on {name}: {runs}")
@@ -145,7 +154,6 @@ def _runs(study: Study, m: StudyModel, dataset: str, budget: Budget) -> list[Stu
                     protocol=protocol,
                     epochs=budget.epochs,
                     precision=study.precision,
-                    release=study.seqbench,
                 )
                 out.append(StudyRun(m, label, dataset, sets, ablate, req, plabel))
     return out
@@ -280,22 +288,39 @@ def _default_reference(label: str, study: Study, entries: dict[str, TableEntry])
 
 #: the status of a planned run the store lacks but the study folder has (metrics/<run_id>/)
 IN_FOLDER = "from the folder"
+#: a run the folder has without the per-user counts a table's tests need: trained again
+NO_COUNTS = "in the folder without per-user counts: trained again"
 
 
 def statuses(
-    p: Plan, store: RunStore, committed: Collection[str] = ()
+    p: Plan, store: RunStore, committed: Collection[str] | Mapping[str, Run] = ()
 ) -> list[tuple[str | None, str]]:
     """(run id, status) of each planned run: done (in the store), from the folder (one of the
-    `committed` run ids), missing, or its dataset not prepared."""
+    `committed` run ids with its per-user counts), in the folder without them (trained
+    again), missing, or its dataset not prepared. A run whose data is not
+    prepared is still found in the folder: identified on the checksums its runs record."""
+    sums: dict[str, set[str]] = {}
+    for run in committed.values() if isinstance(committed, Mapping) else ():
+        sums.setdefault(run.dataset, set()).add(run.checksum)
+    usable = (
+        {i for i, run in committed.items() if getattr(run, "has_per_user", True)}
+        if (isinstance(committed, Mapping))
+        else set(committed)
+    )
     out = []
     for r in p.runs:
         run_id = r.run_id
         if run_id is None:
+            ids = (r.request.identify(c).run_id for c in sorted(sums.get(r.dataset, ())))
+            run_id = next((i for i in ids if i in committed or store.is_done(i)), None)
+        if run_id is None:
             out.append((None, "dataset not prepared"))
         elif store.is_done(run_id):
             out.append((run_id, "done"))
+        elif run_id in usable:
+            out.append((run_id, IN_FOLDER))
         else:
-            out.append((run_id, IN_FOLDER if run_id in committed else "missing"))
+            out.append((run_id, NO_COUNTS if run_id in committed else "missing"))
     return out
 
 

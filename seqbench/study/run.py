@@ -6,11 +6,10 @@ render its folder from what is stored (`render_study`)."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from seqbench import __version__
 from seqbench.errors import ConfigError
 from seqbench.report.significance import PER_USER
 from seqbench.runs.batch import SweepObserver, SweepResult, run_requests
@@ -27,7 +26,7 @@ from seqbench.study.output import (
     study_notes,
     write_folder,
 )
-from seqbench.study.plan import Plan, StudyRun, run_ids, statuses
+from seqbench.study.plan import Plan, StudyRun, run_ids
 from seqbench.training.context import RunContext
 
 
@@ -61,7 +60,6 @@ def run_study(
     t0 = time.perf_counter()
     store = RunStore(ctx.runs_dir)
     reused = from_folder(p, store, reusable(committed or {}))
-    refuse_older(p, store, reused)
     options = RunOptions(max_minutes=p.budget.minutes)
     results = run_requests(
         p.runnable, ctx=ctx, pool=pool, options=options, observer=observer,
@@ -95,19 +93,6 @@ def from_folder(
                 f"{RUN_FILES}/{run_id}/ to train it again"
             )
     return out
-
-
-def refuse_older(p: Plan, store: RunStore, committed: Collection[str]) -> None:
-    """Refuse a study that states an older release (`seqbench: 0.2.0`) whose runs are not all
-    in the store or the folder's `committed` copies: this release cannot train them as it did."""
-    study = p.study
-    missing = sum(s == "missing" for _, s in statuses(p, store, committed))
-    if study.release != __version__ and missing:
-        raise ConfigError(
-            f"{study.where}: seqbench {study.release} made these runs ({missing} not found in "
-            f"the run store or {RUN_FILES}/); this is {__version__}: remove `seqbench:` to "
-            f"re-run them all under {__version__}"
-        )
 
 
 @dataclass

@@ -23,8 +23,6 @@ what is missing and `output` writes the folder.
                                     # to: FOLDER}), as `seqbench run --track … --track-to …`
     prepare: {beauty: seqbench prepare beauty --raw-dir ../shared/data/s3rec}   # optional
     plugins: [my_model.py]          # outside models: modules or files beside it (optional)
-    seqbench: 0.2.0                 # the release that made the runs: their ids and defaults
-                                    # (optional; runs it lacks are refused: remove it to re-run)
     models:
       sasrec: {sets: {patience: 100}}
       stosa: {}                     # label: {model, sets, ablate, seeds, protocol, datasets};
@@ -41,14 +39,15 @@ what is missing and `output` writes the folder.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
+import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from seqbench import __version__
 from seqbench.errors import ConfigError
+from seqbench.limits import INT64_MAX
 from seqbench.machine import check_precision, known_precision
-from seqbench.models.releases import release_key
 from seqbench.study.papers import TableSpec
 from seqbench.study.values import Point, scalar
 from seqbench.training.context import Tracking
@@ -57,8 +56,6 @@ if TYPE_CHECKING:
     import torch
 
 STUDY_FILE = "study.yaml"
-#: the release from which a minutes budget ends an epoch part-way (before: at its end)
-PART_WAY = release_key("0.4.0")
 DEFAULT_FORMATS = ("markdown", "latex", "html")
 
 
@@ -80,29 +77,27 @@ class Budget:
             )
         if "minutes" in budget:
             minutes = budget["minutes"]
-            if isinstance(minutes, bool) or not isinstance(minutes, int | float) or minutes <= 0:
+            number = not isinstance(minutes, bool) and isinstance(minutes, int | float)
+            if not number or not 0 < minutes < math.inf:
                 raise ConfigError(f"{at}: minutes must be a positive number, got {minutes!r}")
             return cls(minutes=float(minutes))
         epochs = budget["epochs"]
         if epochs == "default":
             return cls()
-        if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 1:
+        if isinstance(epochs, bool) or not isinstance(epochs, int) or not 1 <= epochs <= INT64_MAX:
             raise ConfigError(f"{at}: epochs must be a positive integer or default, got {epochs!r}")
         return cls(epochs=epochs)
 
-    def describe(self, release: str | None = None) -> str:
-        """The budget in words, as `release` (None: this one) applied it: since 0.4.0 the
-        time ends an epoch part-way, before it at the first epoch's end past the cap."""
+    def describe(self) -> str:
+        """The budget in words (a time cap ends an epoch part-way since seqbench 0.4.0)."""
         if self.epochs is not None:
             return f"every model at most {self.epochs} epoch{'s' if self.epochs != 1 else ''}"
         if self.minutes is not None:
-            if release_key(release or __version__) < PART_WAY:
-                how = "the cap checked at each epoch's end, so the last epoch may pass it"
-            else:
-                how = (
-                    "the time ends an epoch part-way, whose share the epoch count gives: "
-                    "2.31 = two epochs and 31% of the third"
-                )
+            how = (
+                "the time ends an epoch part-way, whose share the epoch count gives: "
+                "2.31 = two epochs and 31% of the third; runs made before seqbench 0.4.0 "
+                "(the `version` their metrics record) ended at the first epoch's end past it"
+            )
             return (
                 f"every model at most {self.minutes:g} minutes of training per run "
                 f"(epochs: each model's own count; {how})"
@@ -127,23 +122,26 @@ class StudyModel:
 
     def points(self) -> list[tuple[Point, Point]]:
         """(sets, ablate) of each configuration the model runs in, in order, no duplicates."""
-        out: list[tuple[Point, Point]] = []
+        out: dict[tuple, tuple[Point, Point]] = {}
         for s, a in itertools.product(self.sets, self.ablate):
-            if (s, a) not in out:
-                out.append((s, a))
-        return out
+            out.setdefault((tuple(sorted(s.items())), tuple(sorted(a.items()))), (s, a))
+        return list(out.values())
 
-    def entry_label(self, sets: Point, ablate: Point) -> str:
-        """The label of one configuration in tables: the model label, plus the values that
-        differ between the model's configurations when it runs in several."""
+    @functools.cached_property
+    def varying(self) -> list[str]:
+        """The keys whose value differs between the model's configurations (once per model)."""
         merged = [{**a, **s} for s, a in self.points()]
-        varying = [
+        return [
             k
             for k in dict.fromkeys(k for m in merged for k in m)
             if len({m.get(k) for m in merged}) > 1
         ]
+
+    def entry_label(self, sets: Point, ablate: Point) -> str:
+        """The label of one configuration in tables: the model label, plus the values that
+        differ between the model's configurations when it runs in several."""
         point = {**ablate, **sets}
-        shown = ", ".join(f"{k}={point[k]}" for k in varying if k in point)
+        shown = ", ".join(f"{k}={point[k]}" for k in self.varying if k in point)
         return f"{self.label} ({shown})" if shown else self.label
 
 
@@ -195,7 +193,8 @@ class Study:
     evaluate: tuple[str, ...] = ()
     precision: str = "fp32"
     tracking: Tracking | None = None
-    #: plugins its models need (loaded when the study is read; run contexts carry them)
+    #: plugins its models need, as canonical specs (imported by `parse.load_study_plugins`
+    #: when the study runs, never when it is read or shown; run contexts carry them)
     plugins: tuple[str, ...] = ()
     #: the protocol axis, label -> protocol string, crossed with the models (empty: `protocol`)
     protocols: dict[str, str] = field(default_factory=dict)
@@ -203,21 +202,14 @@ class Study:
     dataset_seeds: dict[str, tuple[int, ...]] = field(default_factory=dict)
     #: dataset name -> its own budget (`dataset_budget`), else the study's
     dataset_budget: dict[str, Budget] = field(default_factory=dict)
-    #: the seqbench release that made the runs (`seqbench: 0.2.0`); None: this one
-    seqbench: str | None = None
-
-    @property
-    def release(self) -> str:
-        """The release whose run ids and defaults the study's runs take."""
-        return self.seqbench or __version__
 
     def budget_text(self) -> str:
         """The study's budget in words, then each dataset's own."""
         own = {label: self.dataset_budget[d] for label, d in self.datasets.items() if d in
                self.dataset_budget}  # fmt: skip
-        text = self.budget.describe(self.release)
+        text = self.budget.describe()
         for label, b in own.items():
-            text += f"; on {label}: {b.describe(self.release)}"
+            text += f"; on {label}: {b.describe()}"
             if self.budget.minutes is not None and b.minutes is None:
                 text += f" (and the study's {self.budget.minutes:g}-minute cap)"
         whom = "on a dataset" if own else "of the study"

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import math
 from typing import Any
 
 from seqbench.errors import ConfigError
+from seqbench.limits import INT64_MAX, check_size
 from seqbench.registry import closest
 
 #: one point of a sweep: config key -> its value as a --set/--ablate string
@@ -49,18 +51,23 @@ def name_list(raw: Any, where: str) -> tuple[str, ...]:
 def seed_list(raw: Any, at: str) -> list[int]:
     """A non-empty list of distinct non-negative integer seeds, or a one-line error at `at`."""
     ok = isinstance(raw, list) and raw and len(set(raw)) == len(raw)
-    if not ok or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in raw):
-        raise ConfigError(f"{at}: expected a list of integers (distinct, >= 0), got {raw!r}")
+    if not ok or not all(
+        isinstance(x, int) and not isinstance(x, bool) and 0 <= x <= INT64_MAX for x in raw
+    ):
+        raise ConfigError(
+            f"{at}: expected a list of integers (distinct, 0 to {INT64_MAX}), got {raw!r}"
+        )
     return raw
 
 
 def points(raw: Any, where: str) -> tuple[Point, ...]:
     """A mapping (list values sweep that key, first key slowest) or a list of mappings, as the
-    list of its points."""
+    list of its points, each once; their number is checked against the cap on runs
+    (`limits.check_size`) before any is built."""
     if raw is None:
         return ({},)
     blocks = raw if isinstance(raw, list) else [raw]
-    out: list[Point] = []
+    parsed = []
     for i, block in enumerate(blocks):
         at = f"{where}[{i}]" if isinstance(raw, list) else where
         axes = {
@@ -69,8 +76,11 @@ def points(raw: Any, where: str) -> tuple[Point, ...]:
         }
         if any(not vs for vs in axes.values()):
             raise ConfigError(f"{at}: empty list of values")
+        parsed.append(axes)
+    check_size(sum(math.prod(map(len, a.values())) for a in parsed), where, flag=False)
+    out: dict[tuple[tuple[str, str], ...], Point] = {}
+    for axes in parsed:
         for combo in itertools.product(*axes.values()):
             point = dict(zip(axes, combo, strict=True))
-            if point not in out:
-                out.append(point)
-    return tuple(out) or ({},)
+            out.setdefault(tuple(sorted(point.items())), point)
+    return tuple(out.values()) or ({},)

@@ -12,12 +12,15 @@ the training ones.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+import signal
+import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Literal
 
 from seqbench.models.base import SeqModel
-from seqbench.models.contract import contract_problems
+from seqbench.models.contract import contract_problems, model_method
 from seqbench.testing.probe import Broken, Probe, Skipped
 from seqbench.testing.scoring import (
     batch_independence,
@@ -93,10 +96,61 @@ CHECKS: dict[str, Callable[[Probe], str]] = {
 }
 
 
-def run_check(name: str, probe: Probe) -> Check:
-    """One check as a Check: pass, fail with the reason, skip (or warn) with why."""
+#: seconds each check may take (`seqbench check --step-seconds`): the learning check trains
+#: for a few seconds; every other calls the model a handful of times on a tiny dataset
+STEP_SECONDS = {"beats popularity": 600.0}
+DEFAULT_STEP_SECONDS = 120.0
+
+
+class TooSlow(BaseException):
+    """A check that ran past its time budget (raised inside it by a timer; not an Exception,
+    so no `except Exception` of the model or the check takes it for the model's error)."""
+
+
+@contextlib.contextmanager
+def time_budget(seconds: float | None) -> Iterator[None]:
+    """Raise TooSlow inside the block once `seconds` have passed (a SIGALRM timer, so only in
+    the main thread of a platform that has one; elsewhere, and with None, no limit)."""
+    usable = (
+        seconds is not None
+        and hasattr(signal, "setitimer")
+        and threading.current_thread() is threading.main_thread()
+    )
+    if not usable:
+        yield
+        return
+
+    def expire(signum: int, frame: object) -> None:
+        raise TooSlow
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
     try:
-        return Check(name, "pass", CHECKS[name](probe))
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def _slow_method(e: TooSlow) -> str:
+    """The model method the check was in when its time ran out ('' when none)."""
+    method = model_method(e.__traceback__)
+    return f"{method}() " if method else ""
+
+
+def run_check(name: str, probe: Probe, seconds: float | None = None) -> Check:
+    """One check as a Check: pass, fail with the reason (also when it runs past `seconds`,
+    naming the model method it was in), skip (or warn) with why."""
+    try:
+        with time_budget(seconds):
+            return Check(name, "pass", CHECKS[name](probe))
+    except TooSlow as e:
+        return Check(
+            name,
+            "fail",
+            f"the model's {_slow_method(e)}ran past the check's {seconds:g} s: make it faster "
+            "on a tiny dataset, or give more time with --step-seconds",
+        )
     except Broken as e:
         return Check(name, "fail", str(e))
     except Skipped as e:
@@ -115,12 +169,18 @@ def check_model(
     *,
     learn: bool = True,
     only: tuple[str, ...] | None = None,
+    step_seconds: float | None = None,
 ) -> CheckReport:
     """Run the contract on `cls` (with config overrides `sets`); `learn=False` leaves out the
-    training run against popularity, `only` picks checks by name."""
+    training run against popularity, `only` picks checks by name; each check fails once it
+    runs past `step_seconds` (None: its default budget, `STEP_SECONDS`)."""
     probe = Probe(cls, dict(sets or {}))
     names = [n for n in (only or CHECKS) if learn or n != "beats popularity"]
     unknown = [n for n in names if n not in CHECKS]
     if unknown:
         raise ValueError(f"unknown checks {unknown} (valid: {', '.join(CHECKS)})")
-    return CheckReport(cls.name or cls.__name__, tuple(run_check(n, probe) for n in names))
+    checks = tuple(
+        run_check(n, probe, step_seconds or STEP_SECONDS.get(n, DEFAULT_STEP_SECONDS))
+        for n in names
+    )
+    return CheckReport(cls.name or cls.__name__, checks)

@@ -20,7 +20,7 @@ from typing import Any, Protocol
 import torch
 
 from seqbench.errors import ConfigError, Terminated
-from seqbench.io import save_torch
+from seqbench.io import load_torch, save_torch
 from seqbench.models.base import SeqModel
 
 #: what every epoch checkpoint holds (the trainer's state)
@@ -90,7 +90,7 @@ def load_checkpoint(paths: tuple[Path, ...], warn: Callable[[str], None]) -> dic
         if not path.exists():
             continue
         try:
-            state = torch.load(path, map_location="cpu", weights_only=True)
+            state = load_torch(path)
         except Exception as e:  # torch raises several types for truncated/corrupt files
             first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             warn(f"checkpoint {path} is unreadable ({first}); falling back to an older one")

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 import torch
 
 from seqbench.data.sequences import take_rows
+from seqbench.distributed import Shard, current
+from seqbench.errors import ConfigError
 from seqbench.models.base import Batch, SeqModel
 from seqbench.models.contract import call_loss
 from seqbench.models.pieces import Plans, split_points
@@ -55,10 +57,18 @@ def to_device(t: torch.Tensor, device: torch.device) -> torch.Tensor:
 
 def step_pieces(model: SeqModel, batch: Batch, device: torch.device = CPU) -> list[Piece]:
     """Host side, on the CPU `batch`: split it (`training_pieces`), plan each piece's row cuts,
-    then move the pieces to `device`. Every split decision reads CPU tensors, so the step that
-    runs the pieces reads no device tensor to make one."""
+    then move the pieces to `device` (in a run over several processes, this rank's share of
+    the rows, each weight scaled by its share: `shard_batch`). Every split decision reads CPU
+    tensors, so the step that runs the pieces reads no device tensor to make one."""
     pieces = []
+    scale = 1.0
+    shard = current()
+    if shard.active and model.micro_key is not None:  # this rank's rows (`distributed`)
+        batch, scale = shard_batch(batch, model.micro_key, shard)
+        if scale == 0.0:
+            return []
     for piece, weight in training_pieces(model, batch):
+        weight *= scale
         plans = {k: p.to(device) for k, p in model.plan_rows(piece).items()}
         pieces.append(Piece(move(piece, device), weight, plans))
     return pieces
@@ -141,3 +151,23 @@ def micro_batches(batch: Batch, key: str, overhead: int) -> list[tuple[Batch, fl
         if count:
             pieces.append((piece, count / max(1, total)))
     return pieces
+
+
+def check_splittable(model_cls: type[SeqModel], name: str) -> None:
+    """Refuse a model whose loss couples the rows of a batch (its gradient cannot be split)."""
+    if model_cls.micro_key is None:
+        raise ConfigError(
+            f"--procs: model {name}'s loss couples the rows of a batch (in-batch negatives or "
+            "contrastive views), so its gradient cannot be split over processes: use --procs 1"
+        )
+
+
+def shard_batch(batch: Batch, key: str, shard: Shard) -> tuple[Batch, float]:
+    """This rank's rows of a CPU `batch` (every `world`-th from `rank`) and the weight of their
+    mean loss: their count of non-zero `batch[key]` entries over the whole batch's."""
+    rows_n = batch["seqs"].shape[0]
+    idx = torch.arange(shard.rank, rows_n, shard.world)
+    total = int((batch[key] != 0).sum())
+    rows = {k: v for k, v in batch.items() if v.dim() >= 1 and v.shape[0] == rows_n}
+    part = take_rows(rows, idx, "seqs")
+    return part, int((part[key] != 0).sum()) / max(1, total)

@@ -17,11 +17,13 @@ from typing import Any
 
 import torch
 
+from seqbench import distributed
 from seqbench.data.dataset import SeqDataset
 from seqbench.data.order import shuffled_training
 from seqbench.errors import ConfigError, SeqbenchError
-from seqbench.evaluation.evaluator import Evaluator, summarize
+from seqbench.evaluation.evaluator import summarize
 from seqbench.evaluation.protocols import Protocol
+from seqbench.evaluation.sharded import evaluator
 from seqbench.machine import PRECISIONS, grad_scaler, retain_freed_memory
 from seqbench.models.base import SeqModel
 from seqbench.training.checkpoint import (
@@ -35,7 +37,7 @@ from seqbench.training.checkpoint import (
 )
 from seqbench.training.context import EpochReport, RunContext
 from seqbench.training.feed import EpochFeed
-from seqbench.training.micro import Piece, accumulate_pieces
+from seqbench.training.micro import Piece, accumulate_pieces, check_splittable
 
 #: steps between reads of the loss on the host (progress, and the check that it is finite)
 LOG_EVERY = 20
@@ -168,11 +170,15 @@ class Trainer:
         self.cfg, self.seed, self.options = model.cfg, seed, options
         self.checkpoints = files.checkpoints
         self.observer = ctx.observer
+        #: this process's rank among the processes training the run (`distributed`)
+        self.shard = distributed.current()
+        if self.shard.active:
+            check_splittable(type(model), model.name or type(model).__name__)
         if ctx.compile:
             compile_encoder(self.model)
         # autocast dtype of the loss (the forward and backward): None trains in plain fp32
         self.dtype = PRECISIONS[options.precision]
-        self.valid = Evaluator(
+        self.valid = evaluator(
             data, "valid", protocol, model.input_window, self.cfg.eval_batch_size, self.device
         )
         # what training reads: under `order=shuffled` each user's training part in a seeded
@@ -220,7 +226,8 @@ class Trainer:
                     break
                 with pauses:
                     feed, gen_state = self._fit_epoch(epoch, opt, feed, gen, scaler, p, pauses)
-                save_checkpoint(*self.checkpoints, self._state(epoch, opt, gen_state, p))
+                if self.shard.writes:  # every rank holds the same state; rank 0 keeps it
+                    save_checkpoint(*self.checkpoints, self._state(epoch, opt, gen_state, p))
                 pauses.saved()  # a signal during the epoch's last steps or validation stops here
                 if p.bad >= cfg.patience and epoch >= cfg.min_epochs:
                     stopped = "early"
@@ -331,6 +338,8 @@ class Trainer:
                 self._save_mid(epoch, step + 1, opt, feed, sums, p, clock)
         clock.pauses.stepping = False
         watch.check(epoch)
+        if self.shard.active:  # each rank's sums are its share's: the batch's are their sum
+            sums = distributed.sum_over_ranks(sums, self.device)
         means = {k: float(v) / max(1, done) for k, v in sums.items()}
         return means if done == steps else {**means, "share": done / steps}
 
@@ -347,7 +356,8 @@ class Trainer:
             "seconds": time.perf_counter() - clock.t0,
             "cpu": time.process_time() - clock.c0,
         }
-        save_checkpoint(*self.checkpoints, state)
+        if self.shard.writes:
+            save_checkpoint(*self.checkpoints, state)
         clock.pauses.stepping = False  # a signal from here on stops at once
         clock.pauses.saved()
         clock.pauses.stepping = True
@@ -357,6 +367,8 @@ class Trainer:
         the loss (kept on the device) and its parts, with the model's after-step values."""
         opt.zero_grad(set_to_none=True)
         value, parts = accumulate_pieces(self.model, pieces, self._autocast, scaler)
+        if self.shard.active:  # the batch's gradient: the sum of the ranks' weighted shares
+            distributed.all_reduce_grads(self.model)
         if scaler is not None:
             scaler.unscale_(opt)
         if self.cfg.grad_clip > 0:

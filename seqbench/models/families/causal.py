@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal
+from typing import Literal
 
 import torch
 import torch.nn.functional as F
@@ -43,15 +43,6 @@ from seqbench.models.pieces import NO_PLANS, Plans, RowPieces, pack
 class SASRecConfig(ObjectiveFields, ModelConfig):
     """SASRec paper defaults (Amazon); ML-1M overrides in dataset_defaults."""
 
-    quiet: ClassVar[dict[str, Any]] = {
-        **ObjectiveFields.objective_quiet,
-        "instances": "all_positions",
-        "attn_proj": True,
-        "attn_out_dropout": True,
-        "init": "seqbench",
-        "positions": "right",
-    }
-
     d: int = 50
     layers: int = 2
     heads: int = 1
@@ -59,6 +50,8 @@ class SASRecConfig(ObjectiveFields, ModelConfig):
     max_len: int = 50
     batch_size: int = 128
     adam_beta2: float = 0.98
+    #: one packed pass per uniform batch (`ModelConfig.batching`); micro: seqbench 0.2.0's
+    batching: Literal["micro", "uniform", "grouped", "packed"] = "packed"
     #: which sub-sequences are trained on (seqbench.data.sequences.instance_ranges)
     instances: InstanceRule = "all_positions"
     #: an output projection W_o after attention (the paper and kang205/SASRec have none)
@@ -139,7 +132,6 @@ class SASRecBody(ItemDot, SeqModel):
     Config = SASRecConfig
     micro_key = "targets"
     packs = True
-    packs_by_default = True
     row_keys = ("seqs",)
     ablations = ("loss", "instances")
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal
+from typing import Literal
 
 import torch
 import torch.nn.functional as F
@@ -34,11 +34,6 @@ class BERT4RecConfig(ObjectiveFields, ModelConfig):
     """BERT4Rec paper defaults; `window`, `norm` and `head` select the BERT4Rec_S layout; the
     cloze loss is full softmax CE (`loss=sampled_ce`: K uniform negatives per masked item)."""
 
-    quiet: ClassVar[dict[str, Any]] = {
-        **ObjectiveFields.objective_quiet,
-        "loss": "ce",
-        "ce_chunk": 0,
-    }
     loss: Literal["ce", "sampled_ce"] = "ce"
     ce_chunk: int = 0
 

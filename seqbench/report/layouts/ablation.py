@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from seqbench.report import budget
+from seqbench.report import budget, improving
 from seqbench.report.entries import variant_entries
 from seqbench.report.layouts.base import FOCUS_METRICS, Layout, TableOptions, register
 from seqbench.report.notes import closing_notes
@@ -16,6 +16,7 @@ from seqbench.report.significance import (
     cell_interval,
     compare,
     interval_note,
+    permutation_note,
     test_note,
     untested_note,
 )
@@ -40,6 +41,7 @@ def variant_row(
             cell = Cell(published=options.published.get((d, e.label, m)))
             if e.runs.get(d):
                 cell.mean, cell.std = mean_std(e.runs[d], m)
+                improving.mark(cell, e.runs[d])
                 if options.tests.ci:
                     cell.ci = cell_interval(e.runs[d], m)
                 if ref is not None and ref.runs.get(d):
@@ -131,6 +133,8 @@ class Ablation(Layout):
         table.notes.append("Bold = best, underlined = second best per column.")
         what = "the difference from the model's default is"
         table.notes.append(test_note(options.tests, [c for _, c in pending], what))
+        if exact := permutation_note([c for _, c in pending]):
+            table.notes.append(exact)
         if covers := interval_note(options.tests, runs):
             table.notes.append(covers)
         if why := untested_note(untested):

@@ -57,6 +57,8 @@ class Layout(ABC):
     cards: ClassVar[bool] = False
     #: a metric may also name any column of the run histories (e.g. loss)
     history_columns: ClassVar[bool] = False
+    #: whether ablated runs are entries of its tables (overall: default configurations only)
+    shows_ablations: ClassVar[bool] = True
 
     def build(
         self,
@@ -106,9 +108,48 @@ class Layout(ABC):
             raise ReportError("this layout needs runs")
         entries, notes = self.group(sel.runs, models)
         shown = order({r.dataset for r in sel.runs}, datasets)
+        left = self.left_out(sel.runs, entries, shown)
+        named = [(r, why) for r, why in left if r.run_id in sel.named]
+        if named:
+            r, why = named[0]
+            raise ReportError(f"--runs: run {r.run_id} cannot share this {self.name} table: {why}")
         table = self.build(entries, shown, metrics, options)
-        table.notes = [*sel.notes, *notes, *table.notes]
+        table.notes = [*sel.notes, *notes, *left_notes(left), *table.notes]
         return table
+
+    def left_out(
+        self, runs: Sequence[Run], entries: Sequence[Entry], datasets: Sequence[str]
+    ) -> list[tuple[Run, str]]:
+        """The selected runs the entries leave out, each with the reason."""
+        kept = {r.run_id for e in entries for d, rs in e.runs.items() if d in datasets for r in rs}
+        out = []
+        for r in runs:
+            if r.run_id in kept:
+                continue
+            if r.ablate and not self.shows_ablations:
+                why = (
+                    f"it is an ablation ({r.variant()}) and the {self.name} layout shows "
+                    "default configurations (--layout ablation shows it)"
+                )
+            elif r.dataset not in datasets:
+                why = f"its dataset {r.dataset} is not among the table's"
+            else:
+                why = (
+                    f"another configuration of {r.model} on {r.dataset} than the one shown "
+                    "(see the note on its configurations)"
+                )
+            out.append((r, why))
+        return out
+
+
+def left_notes(left: Sequence[tuple[Run, str]]) -> list[str]:
+    """One note per reason, naming the runs a filter matched but the table leaves out."""
+    by_why: dict[str, list[str]] = {}
+    for r, why in left:
+        by_why.setdefault(why, []).append(r.run_id)
+    return [
+        f"Left out: {len(ids)} run(s) ({', '.join(ids)}): {why}." for why, ids in by_why.items()
+    ]
 
 
 class DataLayout(Layout):

@@ -8,9 +8,10 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from seqbench.report import improving
 from seqbench.report.entries import variant_entries
 from seqbench.report.layouts.base import Layout, TableOptions, register
-from seqbench.report.notes import entry_seeds, measured_notes
+from seqbench.report.notes import entry_groups, entry_seeds, measured_notes
 from seqbench.report.plots import Series, line_figure
 from seqbench.report.select import ReportError, Run
 from seqbench.report.stats import LEVEL, seed_estimate
@@ -56,8 +57,12 @@ def epoch_rows(
     shown: list[Entry], d: str, metrics: tuple[str, ...], curves: Curves, ci: bool = False
 ) -> list[list[Cell]]:
     """A dataset's rows, one per epoch any curve has (`ci`: with the interval of each mean
-    over seeds)."""
+    over seeds); the last epoch of a run still improving when its budget ended is marked."""
     epochs = sorted({int(ep) for c in curves.values() for ep in c.index})
+    ends = {
+        e.label: {r.result.epochs_run for r in improving.improving(e.runs.get(d, []))}
+        for e in shown
+    }
     rows = []
     for i, ep in enumerate(epochs):
         row = [Cell(text=d if i == 0 else ""), Cell(text=str(ep))]
@@ -69,6 +74,7 @@ def epoch_rows(
                     std = c.at[ep, "std"]
                     cell.mean = float(c.at[ep, "mean"])
                     cell.std = None if np.isnan(std) else float(std)
+                    cell.improving = ep in ends[e.label]
                     low, high = c.at[ep, "low"], c.at[ep, "high"]
                     if ci and not np.isnan(low):
                         cell.ci = (float(low), float(high))
@@ -141,7 +147,7 @@ class TrainingCurves(Layout):
                 "sample std of the seeds' values / √k on k − 1 degrees of freedom (the "
                 "validation users taken as fixed); none for one seed."
             )
-        table.notes += measured_notes(entry_seeds(shown), runs)
+        table.notes += measured_notes(entry_seeds(shown), runs, entry_groups(shown))
         table.figure = line_figure(series, "epoch", ", ".join(f"valid {m}" for m in metrics))
         return table
 

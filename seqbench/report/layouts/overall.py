@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from seqbench.report import budget
+from seqbench.report import budget, improving
 from seqbench.report.entries import model_entries
 from seqbench.report.layouts.base import OVERALL_METRICS, Layout, TableOptions, register
 from seqbench.report.notes import closing_notes
@@ -16,6 +16,7 @@ from seqbench.report.significance import (
     compare,
     covers,
     interval_note,
+    permutation_note,
     test_note,
     untested_note,
 )
@@ -57,6 +58,7 @@ def metric_row(
         cell = Cell(published=options.published.get((d, e.label, m)))
         if e.runs.get(d):
             cell.mean, cell.std = mean_std(e.runs[d], m)
+            improving.mark(cell, e.runs[d])
             if options.tests.ci:
                 cell.ci = cell_interval(e.runs[d], m)
         cells.append(cell)
@@ -105,6 +107,7 @@ class Overall(Layout):
     name = "overall"
     title = "Overall performance"
     metrics = OVERALL_METRICS
+    shows_ablations = False
 
     def group(
         self, runs: Sequence[Run], models: Sequence[str] | None
@@ -184,6 +187,8 @@ class Overall(Layout):
             f"{base_text}.{improv}",
             test_note(options.tests, tested, "the best is"),
         ]
+        if exact := permutation_note(tested):
+            notes.append(exact)
         if cells := interval_note(options.tests, runs):
             notes.append(cells)
         if why := untested_note(untested):

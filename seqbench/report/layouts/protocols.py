@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from scipy.stats import kendalltau
 
-from seqbench.report import budget
+from seqbench.report import budget, improving
 from seqbench.report.entries import model_entries, order
 from seqbench.report.layouts.base import Layout, TableOptions, register
 from seqbench.report.notes import departures_note, entry_seeds, protocol_note, seeds_note
@@ -136,6 +136,7 @@ def block(
             cell = Cell()
             if (m, c, d) in cells:
                 cell.mean, cell.std = mean_std(cells[m, c, d], metric)
+                improving.mark(cell, cells[m, c, d])
                 means[c][m] = cell.mean
             row.append(cell)
         rows.append(row)
@@ -167,6 +168,9 @@ def protocols_notes(
     ]
     if note := seeds_note(entry_seeds(entries)):
         notes.append(note)
+    cells = ((f"{e.label} under {column(e)}", d, rs) for e in entries for d, rs in e.runs.items())
+    if still := improving.note(cells):
+        notes.append(still)
     groups = [(e.label, d, e.runs[d]) for d in datasets for e in entries if e.runs.get(d)]
     notes.append(budget.equality_note(groups))
     notes += [f"{c}: {protocol_note(runs)}" for c, runs in by_column.items()]

@@ -7,6 +7,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from seqbench.report import improving
 from seqbench.report.entries import run_entries
 from seqbench.report.layouts.base import FOCUS_METRICS, Layout, TableOptions, register
 from seqbench.report.notes import measured_notes
@@ -21,11 +22,17 @@ def _varying(runs: Sequence[Run]) -> list[str]:
     return [k for k in keys if len({json.dumps(r.settings.get(k)) for r in runs}) > 1]
 
 
+def series(r: Run) -> str:
+    """The line a run belongs to: its model, and its ablation where it is one."""
+    return r.model if not r.ablate else f"{r.model} ({r.variant()})"
+
+
 def sweep_param(runs: Sequence[Run], param: str | None) -> str:
-    """The hyper-parameter the runs were swept over (the single varying config key)."""
+    """The hyper-parameter the runs were swept over: the single config key that varies among
+    the runs of one dataset, model and ablation (an ablation is its own line)."""
     by_group: dict[tuple[str, str], list[Run]] = {}
     for r in runs:
-        by_group.setdefault((r.dataset, r.model), []).append(r)
+        by_group.setdefault((r.dataset, series(r)), []).append(r)
     varying = sorted({k for rs in by_group.values() for k in _varying(rs)})
     if param is None:
         if len(varying) != 1:
@@ -59,9 +66,11 @@ class Sweep:
         self, runs: Sequence[Run], key: str, metrics: tuple[str, ...], ci: bool = False
     ) -> None:
         self.runs, self.key, self.metrics, self.ci = runs, key, metrics, ci
-        self.models = sorted({r.model for r in runs})
+        self.models = sorted({series(r) for r in runs})
         self.series: Series = {}
         self.seeds: list[tuple[str, str, int]] = []
+        #: (label, dataset, runs) of every cell, for the still-improving note
+        self.groups: list[tuple[str, str, list[Run]]] = []
 
     def values(self, d: str) -> list[Any]:
         """The swept values on one dataset, numbers by size, then the others by text."""
@@ -72,14 +81,16 @@ class Sweep:
         """One model's cells at one value: mean ± std over its seeds for each metric."""
         key, several = self.key, len(self.models) > 1
         group = [
-            r for r in self.runs if r.dataset == d and r.model == model and r.settings[key] == x
+            r for r in self.runs if r.dataset == d and series(r) == model and r.settings[key] == x
         ]
         out = []
         for metric in self.metrics:
             cell = Cell()
             if group:
-                self.seeds.append((f"{model} {key}={x}", d, len(group)))
+                self.seeds.append((f"{model} {key}={x}", d, len({r.seed for r in group})))
+                self.groups.append((f"{model} {key}={x}", d, group))
                 cell.mean, cell.std = mean_std(group, metric)
+                improving.mark(cell, group)
                 if self.ci:
                     cell.ci = cell_interval(group, metric)
                 line = f"{model} {metric}" if several else metric
@@ -102,7 +113,7 @@ class Sweep:
 
 class Sensitivity(Layout):
     """Every run of the entries is a point: rows dataset × value of the swept key (`param`,
-    else the one key that varies), a column group per model; datasets by name."""
+    else the one key that varies), a column group per model (and ablation); datasets by name."""
 
     name = "sensitivity"
     title = "Sensitivity"
@@ -142,7 +153,7 @@ class Sensitivity(Layout):
         table.notes.append(f"Bold = best, underlined = second best {key} per dataset and column.")
         if covers := interval_note(options.tests, runs):
             table.notes.append(covers)
-        table.notes += measured_notes(sweep.seeds, runs)
+        table.notes += measured_notes(sweep.seeds, runs, sweep.groups)
         numeric = all(
             isinstance(p[0], int | float)
             for s in sweep.series.values()
