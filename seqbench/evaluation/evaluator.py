@@ -447,10 +447,10 @@ class Evaluator:
 
 
 def model_label(model: torch.nn.Module) -> str:
-    """A model as an error names it: its registry name, and the plugin it came from."""
+    """A model as an error names it: its registry name, and the plugin module it came from."""
     name = getattr(model, "name", "") or type(model).__name__
-    where = origin(type(model)) if isinstance(model, SeqModel) else None
-    return f"{name} ({where.module})" if where is not None else name
+    plugin = isinstance(model, SeqModel) and origin(type(model)) is not None
+    return f"{name} ({type(model).__module__})" if plugin else name
 
 
 def padded_index(starts: np.ndarray, ends: np.ndarray, width: int) -> np.ndarray:
