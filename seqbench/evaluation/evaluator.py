@@ -26,7 +26,7 @@ from seqbench.data.segments import segment_offsets
 from seqbench.data.sequences import NegativeSampler, gather_padded, trim
 from seqbench.data.splits import TargetSets
 from seqbench.errors import ConfigError, ModelError
-from seqbench.evaluation.chunked import History, tile_counts
+from seqbench.evaluation.chunked import History, TileScorer, tile_counts
 from seqbench.evaluation.metrics import (
     METRICS,
     metrics_from_counts,
@@ -275,6 +275,28 @@ class Evaluator:
             )
         return scores.float()
 
+    def _tile_scorer(self, model: torch.nn.Module, inputs: EvalInputs) -> TileScorer:
+        """`item_scorer` of the batch, each tile's shape checked as `_scores` checks `score`'s
+        (metadata only): a short item table or query is one line naming the model, not
+        counts that silently miss items or an index error deep in the ranking."""
+        ranged = item_scorer(model, inputs.batch)
+        batch = len(inputs.target)
+
+        def scores(lo: int, hi: int, rows: slice | torch.Tensor | None = None) -> torch.Tensor:
+            s = ranged(lo, hi, rows)  # type: ignore[arg-type]
+            whole = rows if rows is not None else slice(None)
+            picked = len(rows) if isinstance(rows, torch.Tensor) else len(range(batch)[whole])
+            if not isinstance(s, torch.Tensor) or tuple(s.shape) != (picked, hi - lo):
+                got = f"shape {tuple(s.shape)}" if isinstance(s, torch.Tensor) else type(s).__name__
+                raise ModelError(
+                    f"model {model_label(model)}: score_items(query, {lo}, {hi}) returned {got}, "
+                    f"expected [rows, hi - lo] = ({picked}, {hi - lo}): fix its query() or "
+                    "score_items() (`seqbench check` tests it)"
+                )
+            return s
+
+        return scores
+
     def _inputs(self, sl: slice) -> EvalInputs:
         """The slice's inputs on the device, kept while they fit the cache: validation runs
         every epoch on the same users, so later epochs copy nothing to the device."""
@@ -329,7 +351,7 @@ class Evaluator:
             getattr(model, "item_ranges", False) and self.protocol.candidates == "full"
         )
         if ranged:
-            scorer = item_scorer(model, inputs.batch)
+            scorer = self._tile_scorer(model, inputs)
             owned = type(model).score_items is ItemDot.score_items
         else:
             whole = self._scores(model, inputs)
