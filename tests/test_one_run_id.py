@@ -171,12 +171,11 @@ QUIET_02 = {
 def test_the_readmes_reproduce_commands_dry_run_on_a_fresh_clone(
     data_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
 ) -> None:
-    """README "Reproduce a committed result": each study's dry run, with no data prepared and
-    an empty run store, exits 0 and finds the folder's runs (what it would train is what
-    `study show` calls missing)."""
+    """The docs' "Reproduce a committed result" (moved there from the README): each study's
+    dry run, with no data prepared and an empty run store, exits 0 and finds the folder's runs
+    (what it would train is what `study show` calls missing)."""
     repo = Path(__file__).resolve().parents[1]
-    text = (repo / "README.md").read_text()
-    block = text[text.index("### Reproduce a committed result") :].split("\n## ")[0]
+    block = (repo / "docs" / "guide" / "reproduce.md").read_text()
     folders = list(dict.fromkeys(re.findall(r"seqbench study (?:run|show) (results/\S+)", block)))
     assert "results/stosa" in folders and len(folders) >= 9
     monkeypatch.setenv("SEQBENCH_RUNS", str(tmp_path / "runs"))
