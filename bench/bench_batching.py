@@ -27,7 +27,8 @@ import torch
 
 from seqbench.data.dataset import load_dataset
 from seqbench.data.sequences import batch_indices, next_item_instances
-from seqbench.runs.execute import RunRequest, execute
+from seqbench.runs.execute import execute
+from seqbench.runs.request import RunRequest
 from seqbench.runs.store import RunStore
 from seqbench.training.context import RunContext
 

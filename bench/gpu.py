@@ -33,7 +33,8 @@ from seqbench.evaluation.evaluator import Evaluator
 from seqbench.evaluation.protocols import get_protocol
 from seqbench.machine import PRECISIONS, ThreadChoice, check_precision, device_facts
 from seqbench.models.base import MODELS, get_model, resolve_config
-from seqbench.runs.execute import RunRequest, execute
+from seqbench.runs.execute import execute
+from seqbench.runs.request import RunRequest
 from seqbench.training.context import RunContext
 from seqbench.training.micro import accumulate_pieces, step_pieces
 from seqbench.training.trainer import make_optimizer

@@ -30,9 +30,10 @@ from seqbench.report.select import evaluated_under, select_runs
 from seqbench.report.significance import SignificanceOptions
 from seqbench.report.tables import Table
 from seqbench.runs.batch import SweepObserver
-from seqbench.runs.execute import ResolvedRun, RunRequest, Value, default_dataset, execute
+from seqbench.runs.execute import default_dataset, execute
 from seqbench.runs.manifest import sweep_run_ids
 from seqbench.runs.options import Pool, RunOptions
+from seqbench.runs.request import ResolvedRun, RunRequest, Value
 from seqbench.runs.result import RunResult
 from seqbench.runs.store import DamagedRun, Run, RunStore
 from seqbench.runs.sweep import SweepDefinition, SweepOutcome, run_sweep

@@ -391,32 +391,3 @@ def default_workers(n_jobs: int, mb_per_run: int = 2048) -> int:
     except (ValueError, OSError, AttributeError):
         free_mb = mb_per_run * cpu_cores()
     return max(1, min(cpu_cores(), free_mb // mb_per_run, n_jobs))
-
-
-def available_bytes(device: torch.device | None = None) -> int | None:
-    """Bytes this process may still allocate on `device` (None: the host): on a GPU its free
-    memory; on the host the kernel's MemAvailable, and under an address-space limit
-    (`ulimit -v`) that limit less what the process maps already. None when unknown."""
-    if device is not None and device.type == "cuda":
-        return int(torch.cuda.mem_get_info(device)[0])
-    if device is not None and device.type != "cpu":
-        return None
-    found = _proc_kb("/proc/meminfo", "MemAvailable:")
-    left = None if found is None else found * 1024
-    soft = resource.getrlimit(resource.RLIMIT_AS)[0]
-    mapped = _proc_kb("/proc/self/status", "VmSize:")
-    if soft != resource.RLIM_INFINITY and mapped is not None:
-        room = max(0, soft - mapped * 1024)
-        left = room if left is None else min(left, room)
-    return left
-
-
-def _proc_kb(path: str, key: str) -> int | None:
-    """A 'Key:  N kB' figure of a /proc file (None where there is none)."""
-    try:
-        for line in Path(path).read_text().splitlines():
-            if line.startswith(key):
-                return int(line.split()[1])
-    except (OSError, ValueError, IndexError):
-        return None
-    return None

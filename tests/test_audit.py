@@ -15,7 +15,8 @@ from seqbench.data.audit import audit
 from seqbench.data.dataset import SeqDataset
 from seqbench.data.splits import GlobalTemporalSplit
 from seqbench.errors import DataError
-from seqbench.runs.execute import RunRequest, execute
+from seqbench.runs.execute import execute
+from seqbench.runs.request import RunRequest
 from seqbench.training.context import RunContext
 
 #: the raw folder of ../shared/data each public dataset is prepared from, here (seconds)

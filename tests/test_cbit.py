@@ -18,7 +18,8 @@ from seqbench.errors import ConfigError
 from seqbench.evaluation.protocols import get_protocol
 from seqbench.models.base import get_model, resolve_config
 from seqbench.models.contrastive import nt_xent
-from seqbench.runs.execute import RunRequest, execute
+from seqbench.runs.execute import execute
+from seqbench.runs.request import RunRequest
 from seqbench.runs.store import RunFolder, RunStore
 from seqbench.training.context import RunContext
 from seqbench.training.trainer import Trainer

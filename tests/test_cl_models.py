@@ -11,7 +11,8 @@ from seqbench.data.dataset import SeqDataset
 from seqbench.data.synthetic import generate
 from seqbench.errors import ConfigError
 from seqbench.models.base import get_model, resolve_config
-from seqbench.runs.execute import RunRequest, execute
+from seqbench.runs.execute import execute
+from seqbench.runs.request import RunRequest
 from seqbench.runs.store import RunStore
 from seqbench.training.context import RunContext
 

@@ -18,7 +18,7 @@ from helpers import write_tiny
 import seqbench
 from seqbench.cli import main
 from seqbench.cli.app import console
-from seqbench.runs.execute import RunRequest
+from seqbench.runs.request import RunRequest
 
 REGISTRY = Path(seqbench.__file__).parent / "datasets.yaml"
 
@@ -97,7 +97,7 @@ OUT_OF_RANGE = [
     (["sweep", "sasrec", "--budget-minutes", "-1"], "'--budget-minutes': Input should be greater"),
     (["sweep", "sasrec", "--search-seed", "-1"], f"'--search-seed': {GE} 0"),
     (["sweep", "sasrec", "--gpus-per-run", "-1"], f"'--gpus-per-run': {GE} 0"),
-    (["sweep", "sasrec", "--seeds", "0,-1"], "--seeds: seeds must be >= 0"),
+    (["sweep", "sasrec", "--seeds", "0,-1"], "--seeds expects comma-separated integers from 0"),
     (["reproduce", "cbit-table3", "--workers", "0"], f"'--workers': {GE} 1"),
     (["reproduce", "cbit-table3", "--threads", "0"], f"'--threads': {GE} 1"),
     (["reproduce", "cbit-table3", "--budget-epochs", "0"], f"'--budget-epochs': {GE} 1"),

@@ -229,7 +229,7 @@ def test_runs_record_their_switched_departures_and_the_note_reads_them(tmp_path)
     from types import SimpleNamespace
 
     from seqbench.report.notes import departures_note
-    from seqbench.runs.execute import RunRequest
+    from seqbench.runs.request import RunRequest
 
     card = SimpleNamespace(checksum="0" * 64)
     plain = RunRequest("cbit", "beauty").resolve(card).spec

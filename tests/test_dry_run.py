@@ -11,7 +11,7 @@ import pytest
 from seqbench.cli import main
 from seqbench.data.dataset import load_dataset
 from seqbench.runs.estimate import estimate
-from seqbench.runs.execute import RunRequest
+from seqbench.runs.request import RunRequest
 from seqbench.training.context import RunContext
 
 

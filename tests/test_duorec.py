@@ -17,7 +17,8 @@ from seqbench.errors import ConfigError
 from seqbench.models.base import get_model, resolve_config
 from seqbench.models.contrastive import nt_xent
 from seqbench.models.same_target import SameTargetSampler
-from seqbench.runs.execute import RunRequest, execute
+from seqbench.runs.execute import execute
+from seqbench.runs.request import RunRequest
 from seqbench.runs.store import RunStore
 from seqbench.training.context import RunContext
 

@@ -8,7 +8,8 @@ import pytest
 
 from seqbench.data.dataset import SeqDataset
 from seqbench.errors import ConfigError
-from seqbench.runs.execute import RunRequest, execute
+from seqbench.runs.execute import execute
+from seqbench.runs.request import RunRequest
 from seqbench.training.context import RunContext
 
 FROZEN = {"epochs": "10", "d": "8", "lr": "1e-12", "patience": "2"}

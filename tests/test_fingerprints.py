@@ -20,7 +20,8 @@ from seqbench.api import context
 from seqbench.data.dataset import SeqDataset
 from seqbench.data.synthetic import generate
 from seqbench.models.base import MODELS, get_model
-from seqbench.runs.execute import RunRequest, execute
+from seqbench.runs.execute import execute
+from seqbench.runs.request import RunRequest
 
 GOLDEN = Path(__file__).parent / "golden" / "fingerprints.json"
 #: significant digits compared: far above a one-line change, below a machine's float rounding

@@ -19,8 +19,9 @@ from seqbench.errors import ConfigError
 from seqbench.models.base import get_model, resolve_config
 from seqbench.models.contrastive import nt_xent
 from seqbench.models.wasserstein import wasserstein2, wasserstein2_matrix
-from seqbench.runs.execute import RunRequest, execute
+from seqbench.runs.execute import execute
 from seqbench.runs.options import Pool
+from seqbench.runs.request import RunRequest
 from seqbench.runs.result import ResultError, RunResult
 from seqbench.training import micro
 from seqbench.training.context import RunContext

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from seqbench.data.dataset import SeqDataset
-from seqbench.runs.execute import RunRequest, execute
+from seqbench.runs.execute import execute
+from seqbench.runs.request import RunRequest
 from seqbench.runs.store import RunStore
 from seqbench.training.context import RunContext
 

@@ -21,7 +21,8 @@ from seqbench.data.synthetic import generate
 from seqbench.errors import ConfigError
 from seqbench.models.base import MODELS, get_model, resolve_config
 from seqbench.models.losses import LOSSES
-from seqbench.runs.execute import RunRequest, execute
+from seqbench.runs.execute import execute
+from seqbench.runs.request import RunRequest
 from seqbench.training.context import RunContext
 
 get_model("sasrec")  # fills the registry

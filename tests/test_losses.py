@@ -24,7 +24,8 @@ from seqbench.models.losses import (
     sampled_ce,
 )
 from seqbench.models.objective import draw_negatives
-from seqbench.runs.execute import RunRequest, execute
+from seqbench.runs.execute import execute
+from seqbench.runs.request import RunRequest
 from seqbench.runs.result import ResultError, RunResult
 from seqbench.training.context import RunContext
 

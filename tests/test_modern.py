@@ -15,7 +15,8 @@ from seqbench.data.synthetic import generate
 from seqbench.models.base import get_model, resolve_config
 from seqbench.models.layers import linear_scan
 from seqbench.models.spectral import LearnableFilter, low_pass
-from seqbench.runs.execute import RunRequest, execute
+from seqbench.runs.execute import execute
+from seqbench.runs.request import RunRequest
 from seqbench.training.context import RunContext
 
 

@@ -25,7 +25,8 @@ from seqbench.models.families.cloze import BERT4RecConfig
 from seqbench.models.fusion import Fusion
 from seqbench.models.nova_bert import NovaBERT
 from seqbench.models.side import SideFeatures, resolve_fields
-from seqbench.runs.execute import RunRequest, execute
+from seqbench.runs.execute import execute
+from seqbench.runs.request import RunRequest
 from seqbench.runs.store import RunStore
 from seqbench.training.context import RunContext
 

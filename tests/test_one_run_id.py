@@ -168,12 +168,12 @@ QUIET_02 = {
 }  # fmt: skip
 
 
-def test_the_readmes_reproduce_commands_dry_run_on_a_fresh_clone(
+def test_the_docs_reproduce_commands_dry_run_on_a_fresh_clone(
     data_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
 ) -> None:
-    """The docs' "Reproduce a committed result" (moved there from the README): each study's
-    dry run, with no data prepared and an empty run store, exits 0 and finds the folder's runs
-    (what it would train is what `study show` calls missing)."""
+    """docs/guide/reproduce.md ("Reproduce a committed result"): each study's dry run, with no
+    data prepared and an empty run store, exits 0 and finds the folder's runs (what it would
+    train is what `study show` calls missing)."""
     repo = Path(__file__).resolve().parents[1]
     block = (repo / "docs" / "guide" / "reproduce.md").read_text()
     folders = list(dict.fromkeys(re.findall(r"seqbench study (?:run|show) (results/\S+)", block)))

@@ -15,7 +15,7 @@ import pytest
 from seqbench.data.dataset import SeqDataset
 from seqbench.data.order import order_signal, shuffled_training
 from seqbench.models.base import MODELS, ModelConfig, get_model, identity_config, resolve_config
-from seqbench.runs.execute import RunRequest
+from seqbench.runs.request import RunRequest
 
 
 def dataset(seed: int = 0, n_users: int = 60, n_items: int = 12) -> SeqDataset:

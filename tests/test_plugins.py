@@ -88,7 +88,7 @@ def test_editing_the_plugin_changes_its_run_id(tmp_path: Path, monkeypatch) -> N
     from seqbench.data.dataset import SeqDataset
     from seqbench.data.synthetic import generate
     from seqbench.plugins import load_plugin
-    from seqbench.runs.execute import RunRequest
+    from seqbench.runs.request import RunRequest
 
     file = tmp_path / "edited_mlp.py"
     file.write_text(render_template("edited_mlp", str(file)))

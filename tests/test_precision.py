@@ -16,7 +16,7 @@ from seqbench.cli import main
 from seqbench.errors import ConfigError
 from seqbench.machine import check_precision, cpu_bf16_supported
 from seqbench.models.sasrec import SASRec
-from seqbench.runs.execute import RunRequest
+from seqbench.runs.request import RunRequest
 from seqbench.runs.sweep import SweepDefinition
 
 DATA = SimpleNamespace(checksum="0" * 64)

@@ -16,8 +16,9 @@ import torch
 from seqbench.cli import main
 from seqbench.data.dataset import SeqDataset
 from seqbench.models.sasrec import SASRec
-from seqbench.runs.execute import RunRequest, execute
+from seqbench.runs.execute import execute
 from seqbench.runs.options import RunOptions
+from seqbench.runs.request import RunRequest
 from seqbench.runs.store import RunStore
 from seqbench.training.context import RunContext
 from seqbench.training.trainer import TrainingError

@@ -19,7 +19,8 @@ from seqbench.cli import main
 from seqbench.data.dataset import SeqDataset
 from seqbench.evaluation import protocols
 from seqbench.machine import ThreadChoice, forced_threads
-from seqbench.runs.execute import RunRequest, execute
+from seqbench.runs.execute import execute
+from seqbench.runs.request import RunRequest
 from seqbench.runs.store import RunStore
 from seqbench.training.context import EpochReport, LogObserver, Observer, RunContext
 

@@ -13,7 +13,8 @@ import pytest
 from seqbench.errors import DataError
 from seqbench.evaluation.protocols import get_protocol
 from seqbench.models.base import get_model, identity_config, resolve_config
-from seqbench.runs.execute import RunRequest, execute
+from seqbench.runs.execute import execute
+from seqbench.runs.request import RunRequest
 from seqbench.runs.store import RunSpec
 from seqbench.training.context import RunContext
 

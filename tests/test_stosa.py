@@ -15,7 +15,8 @@ from seqbench.models.layers import with_self
 from seqbench.models.sasrec import causal_item_mask
 from seqbench.models.stosa import STOSA, elu1
 from seqbench.models.wasserstein import wasserstein2, wasserstein2_matrix
-from seqbench.runs.execute import RunRequest, execute
+from seqbench.runs.execute import execute
+from seqbench.runs.request import RunRequest
 from seqbench.runs.store import RunStore
 from seqbench.training.context import RunContext
 

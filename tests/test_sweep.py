@@ -24,9 +24,9 @@ from seqbench.data.synthetic import generate
 from seqbench.errors import ConfigError
 from seqbench.machine import forced_threads
 from seqbench.runs.batch import SweepResult, request_run_id, run_requests
-from seqbench.runs.execute import RunRequest
 from seqbench.runs.manifest import load_manifest, sweep_run_ids
 from seqbench.runs.options import Pool
+from seqbench.runs.request import RunRequest
 from seqbench.runs.search import Dim, expand, parse_space, random_configs
 from seqbench.runs.store import RunStore
 from seqbench.training.context import RunContext

@@ -12,7 +12,7 @@ from helpers import write_tiny
 from seqbench.errors import ConfigError
 from seqbench.machine import forced_threads
 from seqbench.runs.batch import SweepObserver
-from seqbench.runs.executors import Outcome
+from seqbench.runs.jobs import Outcome
 from seqbench.runs.manifest import load_manifest
 from seqbench.runs.options import Pool
 from seqbench.runs.sweep import SweepDefinition, run_sweep

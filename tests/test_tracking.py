@@ -20,7 +20,8 @@ from seqbench.cli import main
 from seqbench.data.dataset import SeqDataset
 from seqbench.errors import ConfigError
 from seqbench.runs import tracking
-from seqbench.runs.execute import RunRequest, execute
+from seqbench.runs.execute import execute
+from seqbench.runs.request import RunRequest
 from seqbench.runs.store import RunStore
 from seqbench.runs.tracking import TRACKERS, TrackedRun, tracking_for
 from seqbench.study.parse import parse_study

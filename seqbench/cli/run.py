@@ -36,8 +36,9 @@ from seqbench.machine import ThreadChoice, check_precision
 from seqbench.models.base import get_model
 from seqbench.models.contract import DEBUG_ENV
 from seqbench.runs.estimate import Estimate, estimate
-from seqbench.runs.execute import RunRequest, default_dataset, execute_procs
+from seqbench.runs.execute import default_dataset, execute_procs
 from seqbench.runs.options import RunOptions
+from seqbench.runs.request import RunRequest
 from seqbench.runs.result import RunResult
 from seqbench.runs.store import RunStore
 from seqbench.runs.tracking import tracking_for

@@ -39,8 +39,10 @@ from seqbench.evaluation.protocols import get_protocol
 from seqbench.limits import INT64_MAX
 from seqbench.models.base import get_model
 from seqbench.runs.batch import STATUSES, SweepObserver, SweepResult, label
-from seqbench.runs.execute import RunRequest, default_dataset
-from seqbench.runs.executors import Outcome, Pool
+from seqbench.runs.execute import default_dataset
+from seqbench.runs.jobs import Outcome
+from seqbench.runs.options import Pool
+from seqbench.runs.request import RunRequest
 from seqbench.runs.sweep import SweepDefinition
 from seqbench.runs.tracking import tracking_for
 from seqbench.training.context import EpochReport

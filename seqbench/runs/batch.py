@@ -10,9 +10,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from seqbench import paths
-from seqbench.runs.execute import ResolvedRun, RunRequest
-from seqbench.runs.executors import EXECUTORS, Event, Job, Outcome, dataset, describe_error
+from seqbench.runs.executors import EXECUTORS
+from seqbench.runs.jobs import Event, Job, Outcome, dataset, describe_error
 from seqbench.runs.options import Pool, RunOptions
+from seqbench.runs.request import ResolvedRun, RunRequest
 from seqbench.runs.result import ResultError, RunResult
 from seqbench.runs.store import RunStore
 from seqbench.training.context import EpochReport, Observer, RunContext

@@ -32,8 +32,8 @@ from seqbench.machine import (
     seed_everything,
     using_threads,
 )
-from seqbench.runs.execute import ResolvedRun
 from seqbench.runs.memory import check_memory, memory_failures
+from seqbench.runs.request import ResolvedRun
 from seqbench.training.context import RunContext
 from seqbench.training.feed import EpochFeed
 from seqbench.training.trainer import Trainer, TrainOptions, make_optimizer

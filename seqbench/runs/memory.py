@@ -14,15 +14,18 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import re
+import resource
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING
 
+import torch
+
 from seqbench.errors import ConfigError
-from seqbench.machine import available_bytes
 
 if TYPE_CHECKING:
     from seqbench.data.dataset import SeqDataset
-    from seqbench.runs.execute import ResolvedRun
+    from seqbench.runs.request import ResolvedRun
 
 #: the config fields that size a run's memory, the most telling first
 SIZE_KEYS = ("layers", "max_len", "batch_size", "d", "heads", "hidden", "eval_batch_size")
@@ -144,3 +147,32 @@ def memory_failures(run: ResolvedRun) -> Iterator[None]:
         line = out_of_memory(run, e)
         e.__traceback__ = None
         raise line from None
+
+
+def available_bytes(device: torch.device | None = None) -> int | None:
+    """Bytes this process may still allocate on `device` (None: the host): on a GPU its free
+    memory; on the host the kernel's MemAvailable, and under an address-space limit
+    (`ulimit -v`) that limit less what the process maps already. None when unknown."""
+    if device is not None and device.type == "cuda":
+        return int(torch.cuda.mem_get_info(device)[0])
+    if device is not None and device.type != "cpu":
+        return None
+    found = _proc_kb("/proc/meminfo", "MemAvailable:")
+    left = None if found is None else found * 1024
+    soft = resource.getrlimit(resource.RLIMIT_AS)[0]
+    mapped = _proc_kb("/proc/self/status", "VmSize:")
+    if soft != resource.RLIM_INFINITY and mapped is not None:
+        room = max(0, soft - mapped * 1024)
+        left = room if left is None else min(left, room)
+    return left
+
+
+def _proc_kb(path: str, key: str) -> int | None:
+    """A 'Key:  N kB' figure of a /proc file (None where there is none)."""
+    try:
+        for line in Path(path).read_text().splitlines():
+            if line.startswith(key):
+                return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return None

@@ -18,7 +18,7 @@ from typing import Any
 
 from seqbench.errors import ConfigError
 from seqbench.io import atomic_path, write_json
-from seqbench.models.base import MODELS, SeqModel, resolve_config
+from seqbench.models.base import MODELS, ModelConfig, SeqModel, resolve_config
 from seqbench.models.losses import LOSSES
 from seqbench.plugins import origin
 from seqbench.runs.identity import IDENTITY_KEYS, ablation_of, hash_identity
@@ -149,6 +149,44 @@ def plan_move(path: Path) -> Move:
         if new_id != rec.get("run_id"):
             raise MigrationError(f"{where}: the record does not hash to its run_id: restore it")
         return Move(path, str(rec["run_id"]), new_id, rec, {**metrics, "run_id": new_id})
+    old_id, cls = _old_record(where, rec)
+    model = str(rec["model"])
+    identity = {
+        "model": model,
+        "dataset": rec["dataset"],
+        "config": dataclasses.asdict(_todays_config(where, old_id, cls, rec)),
+        "revision": cls.revision,
+        "protocol": rec["protocol"],
+        "seed": rec["seed"],
+        "data_checksum": rec["data_checksum"],
+        "precision": rec.get("precision", "fp32"),
+        "device": rec.get("device", "cpu"),
+    }
+    if (code := origin(cls)) is not None:
+        identity["code"] = code.identity()
+    new_id = hash_identity(identity)
+    default = rec.get("default_config")
+    if default is None:
+        default = dataclasses.asdict(resolve_config(cls, str(rec["dataset"])))
+    recorded_ablate = {**rec.get("ablate", {}), **metrics.get("ablate", {})}
+    axes = tuple(a for a in cls.ablations if a in recorded_ablate)
+    ablate = ablation_of(identity["config"], default, axes)
+    record = {
+        **identity,
+        "run_id": new_id,
+        "migrated_from": old_id,
+        "seqbench_version": str(rec["version"]),
+    }
+    for key in ("default_config", "departures"):
+        if key in rec:
+            record[key] = rec[key]
+    new_metrics = {**metrics, "run_id": new_id, "ablate": ablate}
+    return Move(path, old_id, new_id, record, new_metrics)
+
+
+def _old_record(where: Path, rec: dict[str, Any]) -> tuple[str, type[SeqModel]]:
+    """(old run id, today's model class) of a record of seqbench <= 0.5.0, checked: it hashes
+    to its id, its release computes what today's models do and its model is registered."""
     old = {k: rec[k] for k in OLD_KEYS if k in rec}
     old.update({k: rec[k] for k in OLD_OPTIONAL if k in rec})
     old_id = hash_identity(old) if set(OLD_KEYS) <= set(rec) else None
@@ -168,7 +206,15 @@ def plan_move(path: Path) -> Move:
         raise MigrationError(
             f"{where}: model {model!r} is not registered: load its plugin with --plugin"
         )
-    cls = MODELS.get(model)
+    return old_id, MODELS.get(model)
+
+
+def _todays_config(
+    where: Path, old_id: str, cls: type[SeqModel], rec: dict[str, Any]
+) -> ModelConfig:
+    """The record's config as today's model takes it, every field given; its plugin source,
+    if any, the loaded one."""
+    model = str(rec["model"])
     config = full_config(model, cls, rec["config"])
     absent = sorted({f.name for f in dataclasses.fields(cls.Config)} - set(config))
     if absent:
@@ -191,32 +237,7 @@ def plan_move(path: Path) -> Move:
             f"{where}: run {old_id}'s plugin source {rec['code'].get('source_sha256', '')[:12]} "
             f"is not the loaded {model}'s ({code.source[:12]}): load the source that made it"
         )
-    identity = {
-        "model": model,
-        "dataset": rec["dataset"],
-        "config": dataclasses.asdict(cfg),
-        "revision": cls.revision,
-        "protocol": rec["protocol"],
-        "seed": rec["seed"],
-        "data_checksum": rec["data_checksum"],
-        "precision": rec.get("precision", "fp32"),
-        "device": rec.get("device", "cpu"),
-    }
-    if code is not None:
-        identity["code"] = code.identity()
-    new_id = hash_identity(identity)
-    default = rec.get("default_config")
-    if default is None:
-        default = dataclasses.asdict(resolve_config(cls, str(rec["dataset"])))
-    recorded_ablate = {**rec.get("ablate", {}), **metrics.get("ablate", {})}
-    axes = tuple(a for a in cls.ablations if a in recorded_ablate)
-    ablate = ablation_of(identity["config"], default, axes)
-    record = {**identity, "run_id": new_id, "migrated_from": old_id, "seqbench_version": version}
-    for key in ("default_config", "departures"):
-        if key in rec:
-            record[key] = rec[key]
-    new_metrics = {**metrics, "run_id": new_id, "ablate": ablate}
-    return Move(path, old_id, new_id, record, new_metrics)
+    return cfg
 
 
 def run_folders(root: Path) -> list[Path]:

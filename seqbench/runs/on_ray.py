@@ -25,7 +25,7 @@ from seqbench.errors import ConfigError
 from seqbench.io import atomic_dir
 from seqbench.machine import ThreadChoice, apply_threads
 from seqbench.plugins import load_plugins
-from seqbench.runs.executors import (
+from seqbench.runs.jobs import (
     Emit,
     Event,
     Job,

@@ -15,7 +15,7 @@ from seqbench.errors import ConfigError
 from seqbench.evaluation.protocols import get_protocol
 from seqbench.models.base import get_model
 from seqbench.runs.batch import SweepResult
-from seqbench.runs.execute import RunRequest
+from seqbench.runs.request import RunRequest
 
 
 def product(axes: dict[str, list[str]]) -> list[dict[str, str]]:

@@ -20,10 +20,10 @@ from seqbench.limits import check_size
 from seqbench.machine import default_workers
 from seqbench.models.base import config_keys, get_model, parse_value
 from seqbench.runs.batch import SweepObserver, SweepResult, resolve_request, run_requests
-from seqbench.runs.execute import ResolvedRun, RunRequest
 from seqbench.runs.executors import EXECUTORS
 from seqbench.runs.manifest import check_name, default_name, write_manifest
 from seqbench.runs.options import Pool, RunOptions
+from seqbench.runs.request import ResolvedRun, RunRequest
 from seqbench.runs.search import Dim, expand, parse_space, random_configs, tpe_search
 from seqbench.training.context import RunContext
 

@@ -166,9 +166,8 @@ def load_study_plugins(study: Study) -> tuple[str, ...]:
     return loaded()
 
 
-def parse_study(raw: Any, where: str) -> Study:
-    """A study from its YAML document; every mistake is a one-line ConfigError naming `where`
-    (the file) and the key."""
+def _document(raw: Any, where: str) -> dict[str, Any]:
+    """The study file's top-level mapping, its required keys there and no release pin."""
     if isinstance(raw, dict) and "seqbench" in raw:
         raise ConfigError(
             f"{where}: seqbench: a study no longer names a release (run ids hash each model's "
@@ -179,6 +178,13 @@ def parse_study(raw: Any, where: str) -> Study:
     for key in ("datasets", "budget", "models", "tables"):
         if key not in spec:
             raise ConfigError(f"{where}: missing key {key!r}")
+    return spec
+
+
+def parse_study(raw: Any, where: str) -> Study:
+    """A study from its YAML document; every mistake is a one-line ConfigError naming `where`
+    (the file) and the key."""
+    spec = _document(raw, where)
     plugins = _plugins(spec.get("plugins"), where)
     protocol, axis = _axis(spec, where)
     datasets = _datasets(spec["datasets"], where)

@@ -13,7 +13,7 @@ from seqbench.errors import ConfigError, DataError
 from seqbench.models.base import MODELS
 from seqbench.plugins import loaded
 from seqbench.registry import closest
-from seqbench.runs.execute import ResolvedRun, RunRequest
+from seqbench.runs.request import ResolvedRun, RunRequest
 from seqbench.runs.store import Run, RunStore
 from seqbench.study.spec import Budget, Point, Study, StudyModel, StudyTable
 

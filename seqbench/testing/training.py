@@ -13,8 +13,9 @@ from seqbench.data.dataset import SeqDataset
 from seqbench.data.synthetic import generate
 from seqbench.models.base import SeqModel
 from seqbench.plugins import as_registered
-from seqbench.runs.execute import RunRequest, execute
+from seqbench.runs.execute import execute
 from seqbench.runs.options import RunOptions
+from seqbench.runs.request import RunRequest
 from seqbench.testing.probe import Broken, Probe, Skipped, first_batch, scores_of, train_loss
 from seqbench.training.context import RunContext
 from seqbench.training.micro import backward_pieces, step_pieces
