@@ -10,6 +10,7 @@ import re
 import typing
 
 import pytest
+import typer.rich_utils
 from typer.models import ParameterInfo
 
 from seqbench.cli import _load_commands, main
@@ -38,7 +39,8 @@ BRACKETED = [
 
 def help_text(args: list[str], capsys, monkeypatch, width: int) -> str:
     monkeypatch.setenv("COLUMNS", str(width))
-    monkeypatch.setenv("TERMINAL_WIDTH", str(width))
+    # typer reads $TERMINAL_WIDTH once, at import: set its width, undone after the test
+    monkeypatch.setattr(typer.rich_utils, "MAX_WIDTH", width)
     try:
         main([*args, "--help"])
     except SystemExit as done:

@@ -72,6 +72,9 @@ def test_old_metrics_read_with_no_device_facts_and_new_ones_round_trip() -> None
         "threads_reason": "",
         "objective": None,
         "last_epoch_share": 1.0,  # older runs trained whole epochs
+        "host": None,  # older runs did not record where they ran
+        "ray_node": None,
+        "procs": 1,  # older runs trained in one process
     }
     with pytest.raises(ResultError, match=r"m\.json: gpu_peak_mb must be a number or null"):
         RunResult.from_json({**new, "gpu_peak_mb": "812"}, "m.json")

@@ -219,7 +219,7 @@ def test_run_names_a_plugin_whose_score_has_the_wrong_shape(
     args = ["run", "bad_mlp", "--plugin", str(bad), "-d", "synthetic", "--epochs", "1"]
     got = Cli(tree, capsys)(*args, "--threads", "1", "--no-progress")
     line = one_line(got.err)
-    assert got.code == 2 and "model bad_mlp (seqbench_plugin_bad_mlp)" in line, line
+    assert got.code == 2 and "model bad_mlp (plugin bad_mlp.py)" in line, line
     assert "score(batch) returned shape" in line and "expected [B, N+1]" in line, line
 
 
@@ -233,7 +233,7 @@ def test_run_names_a_plugin_that_scores_nan(tree: Path, capsys: pytest.CaptureFi
     args = ["run", "nan_mlp", "--plugin", str(bad), "-d", "synthetic", "--epochs", "1"]
     got = Cli(tree, capsys)(*args, "--threads", "1", "--no-progress")
     line = one_line(got.err)
-    assert got.code == 2 and "model nan_mlp (seqbench_plugin_nan_mlp) scored item" in line, line
+    assert got.code == 2 and "model nan_mlp (plugin nan_mlp.py) scored item" in line, line
     assert "every candidate's score must be finite" in line, line
 
 

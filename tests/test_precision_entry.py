@@ -209,6 +209,6 @@ def test_reproduce_passes_its_precision_to_every_run(
     for extra, expected in (([], "fp32"), (["--precision", "bf16"], "bf16")):
         seen.clear()
         with pytest.raises(Stopped):
-            main([*args, *extra])
+            main([*args, *extra, "--debug"])  # (raised, not the last-resort line)
         assert seen == [expected, expected]
     assert not folder["runs"].exists()

@@ -14,8 +14,10 @@ counts beside the user's set metrics (`set_metrics_from_counts`).
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -469,10 +471,12 @@ class Evaluator:
 
 
 def model_label(model: torch.nn.Module) -> str:
-    """A model as an error names it: its registry name, and the plugin module it came from."""
+    """A model as an error names it: its registry name, and the plugin it came from."""
     name = getattr(model, "name", "") or type(model).__name__
-    plugin = isinstance(model, SeqModel) and origin(type(model)) is not None
-    return f"{name} ({type(model).__module__})" if plugin else name
+    if not isinstance(model, SeqModel) or origin(type(model)) is None:
+        return name
+    source = inspect.getsourcefile(type(model)) or type(model).__module__
+    return f"{name} (plugin {Path(source).name})"
 
 
 def padded_index(starts: np.ndarray, ends: np.ndarray, width: int) -> np.ndarray:
