@@ -14,10 +14,8 @@ counts beside the user's set metrics (`set_metrics_from_counts`).
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -28,7 +26,14 @@ from seqbench.data.segments import segment_offsets
 from seqbench.data.sequences import NegativeSampler, gather_padded, trim
 from seqbench.data.splits import TargetSets
 from seqbench.errors import ConfigError, ModelError
-from seqbench.evaluation.chunked import History, TileScorer, tile_counts
+from seqbench.evaluation.chunked import History, tile_counts
+from seqbench.evaluation.history import (
+    history_csr,
+    history_mask,
+    on_device,
+    pad_column,
+    padded_index,
+)
 from seqbench.evaluation.metrics import (
     METRICS,
     metrics_from_counts,
@@ -36,10 +41,14 @@ from seqbench.evaluation.metrics import (
     set_metrics_from_counts,
 )
 from seqbench.evaluation.protocols import Protocol
-from seqbench.models.base import SeqModel
-from seqbench.models.contract import item_scorer
+from seqbench.evaluation.score_checks import (
+    bad_in_rows,
+    bad_in_tile,
+    checked_scores,
+    checked_tile_scorer,
+    model_label,
+)
 from seqbench.models.item_scores import ItemDot
-from seqbench.plugins import origin
 
 SPLIT_SEED = {"valid": 17, "test": 29}
 #: most bytes of batch inputs an evaluator keeps between passes (validation reuses them every
@@ -66,29 +75,6 @@ class EvalInputs:
     history: History | None
     negatives: torch.Tensor | None
     pairs: tuple[torch.Tensor, torch.Tensor] | None = None
-
-
-def history_items(data: SeqDataset, users: np.ndarray, ends: np.ndarray) -> torch.Tensor:
-    """[B, W] every item of each user's input history, zero-padded."""
-    starts = data.offsets[users]
-    width = int((ends - starts).max()) if len(users) else 1
-    return torch.from_numpy(gather_padded(data.items, starts, ends, max(width, 1)))
-
-
-def history_csr(data: SeqDataset, users: np.ndarray, ends: np.ndarray) -> History:
-    """Every item of each user's input history, as a CSR (no padding)."""
-    starts = data.offsets[users]
-    lengths = ends - starts
-    indptr = np.concatenate([[0], np.cumsum(lengths)])
-    flat = np.repeat(starts - indptr[:-1], lengths) + np.arange(indptr[-1])
-    items = data.items[flat].astype(np.int64)
-    return History(torch.from_numpy(indptr.astype(np.int64)), torch.from_numpy(items))
-
-
-def history_mask(data: SeqDataset, users: np.ndarray, ends: np.ndarray) -> torch.Tensor:
-    """Bool [B, N+1]: True for every item in the user's whole input history."""
-    mask = torch.zeros(len(users), data.n_items + 1, dtype=torch.bool)
-    return mask.scatter_(1, history_items(data, users, ends), True)
 
 
 class Evaluator:
@@ -257,47 +243,12 @@ class Evaluator:
         return {**out, "target_above": pair_above, "target_equal": pair_equal}
 
     def _scores(self, model: torch.nn.Module, inputs: EvalInputs) -> torch.Tensor:
-        """`model.score` of the batch as float, its shape checked (metadata only: no device
-        work): a model scoring other than [B, N+1] is one line naming it, the method and the
-        shape expected, not an index error deep in the ranking."""
-        scores = model.score(inputs.batch)
-        rows, want = len(inputs.target), self.data.n_items + 1
-        shape = tuple(getattr(scores, "shape", ()))
-        if (
-            not isinstance(scores, torch.Tensor)
-            or len(shape) != 2
-            or shape[0] != rows
-            or shape[1] < want
-        ):
-            got = f"shape {shape}" if isinstance(scores, torch.Tensor) else type(scores).__name__
-            raise ModelError(
-                f"model {model_label(model)}: score(batch) returned {got}, expected [B, N+1] = "
-                f"({rows}, {want}) (a score per item, column 0 padding): fix its score() "
-                "(`seqbench check` tests it)"
-            )
-        return scores.float()
+        return checked_scores(model, inputs.batch, len(inputs.target), self.data.n_items)
 
-    def _tile_scorer(self, model: torch.nn.Module, inputs: EvalInputs) -> TileScorer:
-        """`item_scorer` of the batch, each tile's shape checked as `_scores` checks `score`'s
-        (metadata only): a short item table or query is one line naming the model, not
-        counts that silently miss items or an index error deep in the ranking."""
-        ranged = item_scorer(model, inputs.batch)
-        batch = len(inputs.target)
-
-        def scores(lo: int, hi: int, rows: slice | torch.Tensor | None = None) -> torch.Tensor:
-            s = ranged(lo, hi, rows)  # type: ignore[arg-type]
-            whole = rows if rows is not None else slice(None)
-            picked = len(rows) if isinstance(rows, torch.Tensor) else len(range(batch)[whole])
-            if not isinstance(s, torch.Tensor) or tuple(s.shape) != (picked, hi - lo):
-                got = f"shape {tuple(s.shape)}" if isinstance(s, torch.Tensor) else type(s).__name__
-                raise ModelError(
-                    f"model {model_label(model)}: score_items(query, {lo}, {hi}) returned {got}, "
-                    f"expected [rows, hi - lo] = ({picked}, {hi - lo}): fix its query() or "
-                    "score_items() (`seqbench check` tests it)"
-                )
-            return s
-
-        return scores
+    def _check_finite(self, model: torch.nn.Module, sl: slice, *args) -> None:
+        """Refuse a non-finite candidate score in whole rows (`score_checks.bad_in_rows`)."""
+        if (bad := bad_in_rows(*args)) is not None:
+            self._refuse(model, sl, *bad)
 
     def _inputs(self, sl: slice) -> EvalInputs:
         """The slice's inputs on the device, kept while they fit the cache: validation runs
@@ -353,7 +304,7 @@ class Evaluator:
             getattr(model, "item_ranges", False) and self.protocol.candidates == "full"
         )
         if ranged:
-            scorer = self._tile_scorer(model, inputs)
+            scorer = checked_tile_scorer(model, inputs.batch, len(inputs.target))
             owned = type(model).score_items is ItemDot.score_items
         else:
             whole = self._scores(model, inputs)
@@ -366,66 +317,11 @@ class Evaluator:
         history = self._rule_history(inputs, lambda rows, items: items == target[rows])
 
         def check(s: torch.Tensor, r0: int, lo: int, at: tuple[torch.Tensor, torch.Tensor]):
-            self._check_tile(model, sl, s, r0, lo, at)
+            if (bad := bad_in_tile(s, r0, lo, at)) is not None:
+                self._refuse(model, sl, *bad)
 
         zero = self.protocol.history == "zero"
         return tile_counts(scorer, target, history, zero, n, chunk or n, check, owned)
-
-    def _check_tile(
-        self,
-        model: torch.nn.Module,
-        sl: slice,
-        s: torch.Tensor,
-        r0: int,
-        lo: int,
-        at: tuple[torch.Tensor, torch.Tensor],
-    ) -> None:
-        """`_check_finite` of a tile of rows r0.. and items lo.., `at` (row, column) its
-        history items that are not candidates (padding never is)."""
-        if lo == 0:
-            s[:, 0] = 0.0  # padding is never a candidate (its score is set to -inf next)
-        screened = (~torch.isfinite(s.sum(1))).nonzero()[:, 0]
-        if len(screened) == 0:
-            return
-        bad = ~torch.isfinite(s)
-        bad[at] = False
-        bad = bad[screened]
-        if not bool(bad.any()):
-            return
-        at_row, col = (int(v) for v in bad.nonzero()[0])
-        row = int(screened[at_row])
-        self._refuse(model, sl, row + r0, lo + col, float(s[row, col]))
-
-    def _check_finite(
-        self,
-        model: torch.nn.Module,
-        sl: slice,
-        scores: torch.Tensor,
-        excl: torch.Tensor | None,
-        items: torch.Tensor | None = None,
-        lo: int = 0,
-    ) -> None:
-        """Refuse a non-finite score on any candidate (the target or another item): NaN
-        compares false with everything, so it would rank below the target unseen. `excl`:
-        columns that are not candidates (a column past the last: none); `items`: each
-        column's item (None: the column is item `lo` + column). A row's sum screens it
-        (isfinite over [B, I] costs as much as the ranking); only rows whose sum is not finite
-        are checked score by score."""
-        first = 1 if excl is not None and lo == 0 else 0  # padding is never a candidate
-        screened = (~torch.isfinite(scores[:, first:].sum(1))).nonzero()[:, 0]
-        if len(screened) == 0:
-            return
-        bad = ~torch.isfinite(scores[screened])
-        bad[:, :first] = False
-        if excl is not None:
-            bad = torch.cat([bad, torch.zeros_like(bad[:, :1])], dim=1)
-            bad.scatter_(1, excl[screened], False)
-        if not bool(bad.any()):
-            return
-        at, col = (int(v) for v in bad.nonzero()[0])
-        row = int(screened[at])
-        item = lo + col if items is None else int(items[row, col])
-        self._refuse(model, sl, row, item, float(scores[row, col]))
 
     def _refuse(self, model: torch.nn.Module, sl: slice, row: int, item: int, value: float):
         """Raise for the non-finite score `value` of `item` for the slice's `row`."""
@@ -470,38 +366,12 @@ class Evaluator:
         return scores.scatter(1, items, kept), pad
 
 
-def model_label(model: torch.nn.Module) -> str:
-    """A model as an error names it: its registry name, and the plugin it came from."""
-    name = getattr(model, "name", "") or type(model).__name__
-    if not isinstance(model, SeqModel) or origin(type(model)) is None:
-        return name
-    source = inspect.getsourcefile(type(model)) or type(model).__module__
-    return f"{name} (plugin {Path(source).name})"
-
-
-def padded_index(starts: np.ndarray, ends: np.ndarray, width: int) -> np.ndarray:
-    """Left-padded [B, width] global interaction index + 1 of each row's last `width` items
-    (what `gather_padded` gives on 1..len(items), without that array)."""
-    idx = ends[:, None] - width + np.arange(width)[None, :]
-    return np.where(idx >= starts[:, None], idx + 1, 0).astype(np.int64)
-
-
 def inputs_bytes(inputs: EvalInputs) -> int:
     """Bytes held by one batch's input tensors."""
     tensors = [*inputs.batch.values(), inputs.target, inputs.window, inputs.negatives]
     tensors += [*(inputs.pairs or ())]
     held = sum(t.numel() * t.element_size() for t in tensors if t is not None)
     return held + (inputs.history.nbytes() if inputs.history is not None else 0)
-
-
-def on_device(history: History, dev: torch.device) -> History:
-    """`history` with its tensors on `dev`."""
-    return History(history.indptr.to(dev), history.items.to(dev))
-
-
-def pad_column(target: torch.Tensor) -> torch.Tensor:
-    """[B, 1] zeros: column 0 is the padding item, never a candidate."""
-    return torch.zeros_like(target)[:, None]
 
 
 def summarize(per_user: pd.DataFrame) -> dict[str, float]:
