@@ -21,7 +21,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 from helpers import write_tiny
 
-from seqbench.distributed import current, free_port
+from seqbench.distributed import all_reduce_grads, current, free_port
 from seqbench.errors import Terminated
 from seqbench.training.checkpoint import Pauses
 
@@ -39,12 +39,16 @@ def _agree_rank(rank: int, port: int, out: Path) -> None:
     dist.init_process_group("gloo", rank=rank, world_size=2)
     try:
         got = {}
+        model = torch.nn.Linear(3, 1)
         for name, seen in SEEN.items():
             late, interval, sig = seen[rank]
             pauses = Pauses(0.0 if interval else None, current())
+            pauses.deadline = time.perf_counter() - 1 if late else None
             if sig is not None:
                 pauses.asked = Terminated() if sig == signal.SIGTERM else KeyboardInterrupt()
-            decided = pauses.decide(late)
+            model(torch.ones(2, 3)).sum().backward()
+            # as the trainer's step does: the flags ride on the gradients' host all-reduce
+            decided = pauses.decide(all_reduce_grads(model, pauses.flags()))
             got[name] = (*decided, type(pauses.asked).__name__)
         torch.save(got, out / f"rank{rank}.pt")
     finally:
@@ -95,6 +99,7 @@ def test_sigterm_to_the_launcher_then_resume_matches_an_unbroken_run(tmp_path: P
     deadline = time.monotonic() + 600
     while not list(runs.glob(".*.partial/checkpoint.pt")) and time.monotonic() < deadline:
         time.sleep(0.02)
+    time.sleep(0.1)  # most often inside epoch 2's steps (else: between them, also resumed)
     proc.send_signal(signal.SIGTERM)  # to the launcher alone: it passes it on to its ranks
     out = proc.stdout.read().decode()
     assert proc.wait(timeout=600) in (130, 143), out

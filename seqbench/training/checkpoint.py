@@ -81,10 +81,12 @@ class Pauses:
     """When training checkpoints inside an epoch: every `every` seconds (a host clock read
     once a step, no device read), and on SIGINT/SIGTERM, which stop the run once the step in
     flight is saved (a second signal, or one outside the steps, stops at once). Over several
-    processes the ranks agree after each step, so all checkpoint and stop at the same one."""
+    processes the ranks agree at each step, so all checkpoint and stop at the same one."""
 
     def __init__(self, every: float | None, shard: Shard = Shard()) -> None:
         self.every, self.last, self.shard = every, time.monotonic(), shard
+        #: when the run's time budget ends (host clock, `time.perf_counter`; None: no budget)
+        self.deadline: float | None = None
         self.asked: KeyboardInterrupt | None = None
         self.stepping = False
         self._saved: dict[int, Any] = {}
@@ -105,24 +107,29 @@ class Pauses:
             raise stop
         self.asked = stop
 
-    def decide(self, late: bool) -> tuple[bool, bool]:
-        """After a step: whether the time budget ends here (`late`: its deadline is past) and
-        whether to checkpoint. Over several processes each is the most over the ranks (one
-        host all-reduce), and a signal to any rank is taken by all."""
+    def flags(self) -> list[int]:
+        """This process's view after a step: [the time budget's `deadline` (host clock) is past,
+        the checkpoint interval is due, SIGINT asked to stop, SIGTERM asked to stop]."""
+        late = self.deadline is not None and time.perf_counter() >= self.deadline
         interval = self.every is not None and time.monotonic() - self.last >= self.every
-        if not self.shard.active:
-            return late, interval or self.asked is not None
-        kind = 0 if self.asked is None else 2 if isinstance(self.asked, Terminated) else 1
-        late_n, interval_n, kind_n = distributed.agree([int(late), int(interval), kind])
-        if kind_n and self.asked is None:
-            self.asked = Terminated() if kind_n == 2 else KeyboardInterrupt()
-        return bool(late_n), bool(interval_n or kind_n)
+        term = isinstance(self.asked, Terminated)
+        return [int(late), int(interval), int(self.asked is not None and not term), int(term)]
+
+    def decide(self, agreed: list[int] | None = None) -> tuple[bool, bool]:
+        """After a step: whether the time budget ends here and whether to checkpoint, from this
+        process's `flags`, or over several processes from `agreed`: every rank's flags summed
+        (with the step's gradients), so all stop or checkpoint at the same step and a signal
+        to any rank is taken by all."""
+        late, interval, sigint, sigterm = self.flags() if agreed is None else agreed
+        if self.asked is None and (sigint or sigterm):
+            self.asked = Terminated() if sigterm else KeyboardInterrupt()
+        return bool(late), bool(interval or sigint or sigterm)
 
     def saved(self) -> None:
         """The checkpoint is written: stop here if a signal (to any rank) asked for it."""
         self.last = time.monotonic()
         if self.shard.active:
-            self.decide(False)
+            self.decide(distributed.agree(self.flags()))
         if self.asked is not None:
             raise self.asked
 

@@ -170,6 +170,7 @@ class Trainer:
         self.cfg, self.seed, self.options = model.cfg, seed, options
         self.checkpoints = files.checkpoints
         self.observer = ctx.observer
+        self.pauses, self.agreed = Pauses(None), [0, 0, 0, 0]  # fit's; the ranks' view (step)
         #: this process's rank among the processes training the run (`distributed`)
         self.shard = distributed.current()
         if self.shard.active:
@@ -215,7 +216,7 @@ class Trainer:
         skip = p.mid["step"] if p.mid else 0
         feed = self._feed(gen, skip) if opt is not None and p.start <= cfg.epochs else None
         minutes = self.options.checkpoint_minutes
-        pauses = Pauses(None if minutes is None else minutes * 60, self.shard)
+        self.pauses = pauses = Pauses(None if minutes is None else minutes * 60, self.shard)
         try:
             budget = self.options.max_minutes
             for epoch in range(p.start, cfg.epochs + 1):
@@ -316,7 +317,7 @@ class Trainer:
         p.mid = None
         watch = FiniteWatch(self.device)
         self.observer.on_epoch_start(epoch, steps)
-        clock.pauses.stepping = True
+        clock.pauses.stepping, clock.pauses.deadline = True, clock.deadline
         done = steps
         for step, pieces in enumerate(feed, feed.skip):
             for group in opt.param_groups:
@@ -330,8 +331,8 @@ class Trainer:
             if step % LOG_EVERY == 0:
                 watch.check(epoch)
                 self.observer.on_step(step + 1, float(value))
-            late = clock.deadline is not None and time.perf_counter() >= clock.deadline
-            late, due = clock.pauses.decide(late)  # over several processes: agreed
+            # over several processes: as all ranks' flags, summed with the step's gradients
+            late, due = clock.pauses.decide(self.agreed if self.shard.active else None)
             if late and step + 1 < steps:
                 done = step + 1
                 break
@@ -369,7 +370,7 @@ class Trainer:
         opt.zero_grad(set_to_none=True)
         value, parts = accumulate_pieces(self.model, pieces, self._autocast, scaler)
         if self.shard.active:  # the batch's gradient: the sum of the ranks' weighted shares
-            distributed.all_reduce_grads(self.model)
+            self.agreed = distributed.all_reduce_grads(self.model, self.pauses.flags())
         if scaler is not None:
             scaler.unscale_(opt)
         if self.cfg.grad_clip > 0:
