@@ -88,7 +88,28 @@ def _outcome(runs: Path) -> tuple[dict, pd.DataFrame]:
     return {k: metrics[k] for k in keep}, history.drop(columns=["seconds", "cpu_seconds"])
 
 
-def test_sigterm_to_the_launcher_then_resume_matches_an_unbroken_run(tmp_path: Path) -> None:
+def _ranks_of(pid: int) -> list[int]:
+    """The rank processes torch spawned under `pid` (Linux /proc)."""
+    ranks = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+            cmd = (stat.parent / "cmdline").read_bytes()
+        except (OSError, IndexError, ValueError):
+            continue
+        if ppid == pid and b"spawn_main" in cmd:
+            ranks.append(int(stat.parent.name))
+    return ranks
+
+
+@pytest.mark.parametrize(
+    "sig", [signal.SIGTERM, pytest.param(signal.SIGKILL, marks=pytest.mark.slow)]
+)
+def test_a_signal_to_the_launcher_then_resume_matches_an_unbroken_run(
+    tmp_path: Path, sig: int
+) -> None:
+    """SIGTERM: the launcher passes it on. SIGKILL: the kernel sends its ranks SIGINT (torch's
+    spawn asks for that when their parent dies)."""
     data = write_tiny(tmp_path / "data")
     full = _cli(data, tmp_path / "full")
     assert full.wait(timeout=600) == 0, full.stdout.read().decode()
@@ -99,11 +120,20 @@ def test_sigterm_to_the_launcher_then_resume_matches_an_unbroken_run(tmp_path: P
     deadline = time.monotonic() + 600
     while not list(runs.glob(".*.partial/checkpoint.pt")) and time.monotonic() < deadline:
         time.sleep(0.02)
+    ranks = _ranks_of(proc.pid)
+    assert len(ranks) == 2
     time.sleep(0.1)  # most often inside epoch 2's steps (else: between them, also resumed)
-    proc.send_signal(signal.SIGTERM)  # to the launcher alone: it passes it on to its ranks
+    proc.send_signal(sig)  # to the launcher alone
     out = proc.stdout.read().decode()
-    assert proc.wait(timeout=600) in (130, 143), out
-    assert "interrupted: rerun the same command to resume" in out and "Traceback" not in out
+    code = proc.wait(timeout=600)
+    while any(Path(f"/proc/{pid}").exists() for pid in ranks) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if sig == signal.SIGTERM:
+        assert code in (130, 143), out
+        assert "interrupted: rerun the same command to resume" in out and "Traceback" not in out
+    else:
+        assert code == -signal.SIGKILL
+    assert not any(Path(f"/proc/{pid}").exists() for pid in ranks)  # none left behind
     (partial,) = runs.glob(".*.partial")
     # one folder, written by rank 0 alone: its config and checkpoints, no temp file
     assert {p.name for p in partial.iterdir()} <= {"config.json", "checkpoint.pt",
