@@ -31,8 +31,13 @@ PAGES = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
 FENCE = re.compile(r"^```.*?\n(.*?)^```", re.S | re.M)
 SPAN = re.compile(r"(?<!`)`([^`]+)`(?!`)")
 #: where a command may start in a code line: the line's start, after a shell separator, after
-#: `python -m` / `torchrun ... -m`, or as a YAML value (`prepare: {beauty: seqbench ...}`)
-START = re.compile(r"(?:^|&&|\|\||;|\|\s|-m\s|:\s)\s*(seqbench)(?=\s+[\w-])")
+#: `python -m` / `torchrun ... -m`, or as a YAML value (`prepare: {beauty: seqbench ...}`),
+#: after any environment settings (`SEQBENCH_DATA=d seqbench ...`)
+START = re.compile(
+    r"(?:^|&&|\|\||;|\|\s|-m\s|:\s)\s*(?:[A-Z_][A-Z0-9_]*=\S*\s+)*(seqbench)(?=\s+[\w-])"
+)
+#: the command whose output a checked block shows (`tests/test_docs_examples.py`)
+MARKER = re.compile(r"<!-- checked: (seqbench [^(]*?) \(")
 #: where a command ends: a shell separator, a comment, a redirect, a YAML flow's end
 END = re.compile(r"\s(?:&&|\|\||;|\||#|\d?>).*$|[;}].*$")
 ELLIPSIS = {"…", "..."}
@@ -73,7 +78,7 @@ def _block_commands(page: str, body: str, first_line: int) -> list[DocCommand]:
         line = line.removeprefix("$ ")
         while line.rstrip().endswith("\\") and i + 1 < len(lines):
             i += 1
-            line = line.rstrip()[:-1] + " " + lines[i].strip()
+            line = line.rstrip()[:-1].rstrip() + " " + lines[i].strip()
         i += 1
         for m in START.finditer(line):
             command = END.sub("", line[m.start(1) :]).strip()
@@ -91,6 +96,8 @@ def doc_commands() -> list[DocCommand]:
         for m in FENCE.finditer(text):
             out += _block_commands(page, m[1], _line_of(text, m.start(1)))
             prose = prose[: m.start()] + re.sub(r"[^\n]", " ", m[0]) + prose[m.end() :]
+        for m in MARKER.finditer(prose):
+            out.append(DocCommand(page, _line_of(text, m.start()), m[1], inline=False))
         for m in SPAN.finditer(prose):
             span = END.sub("", " ".join(m[1].split()))
             if re.match(r"seqbench [\w-]", span):
@@ -264,6 +271,9 @@ def test_every_page_with_commands_is_read() -> None:
     assert "seqbench report --format markdown" in texts  # after `&&` in the README
     assert "seqbench prepare beauty --raw-dir ../shared/data/s3rec" in texts  # YAML and `$ `
     assert "seqbench run sasrec -d synthetic --epochs 2 --threads 1" in texts  # torchrun -m
+    assert _block_commands("p", "X_Y=1 seqbench runs \\\n  --model sasrec # all\n", 1) == [
+        DocCommand("p", 1, "seqbench runs --model sasrec", inline=False)
+    ]
 
 
 @pytest.mark.parametrize(
