@@ -23,7 +23,7 @@ from seqbench.cli.app import app, console, console_err
 from seqbench.data.registry import dataset_names
 from seqbench.errors import SeqbenchError
 from seqbench.evaluation.protocols import get_protocol
-from seqbench.models.base import MODELS, get_model
+from seqbench.models.base import MODELS, config_keys, get_model, resolve_config
 
 REPO = Path(__file__).resolve().parents[1]
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
@@ -213,7 +213,7 @@ def problems(cmd: DocCommand) -> list[str]:
                 except ValueError:
                     found.append(f"`{name} {param.opts[0]}` takes a number, not {value!r}")
     found += _registry_problems(name, opts)
-    return found
+    return found or _config_problems(name, opts)
 
 
 def _number_kind(param) -> type | None:
@@ -256,6 +256,36 @@ def _registry_problems(name: str, opts: dict) -> list[str]:
     return found
 
 
+def _config_problems(name: str, opts: dict) -> list[str]:
+    """The config keys and values a run, sweep or check sets (`--set`, `--grid`, `--ablate`,
+    `--space`) are the model's, each value as the run's own config resolution takes it."""
+    model = opts.get("model")
+    if name not in ("seqbench run", "seqbench sweep", "seqbench check") or model not in MODELS:
+        return []
+    model_cls = get_model(model)
+    dataset = next(iter(_names(_values(opts, "dataset"))), "synthetic")
+    found = []
+    # (the option, its parameter's name, whether it takes a comma-separated list of values)
+    for option, param, several in (
+        ("set", "set_", False),
+        ("grid", "grid", True),
+        ("ablate", "ablate", name == "seqbench sweep"),
+    ):
+        for setting in _values(opts, param):
+            key, _, raw = setting.partition("=")
+            for value in raw.split(",") if several else [raw]:
+                layer = {"ablate": {key: value}} if option == "ablate" else {"sets": {key: value}}
+                try:
+                    resolve_config(model_cls, dataset, **layer)
+                except SeqbenchError as e:
+                    found.append(f"--{option} {setting}: {e}")
+    for dimension in _values(opts, "space"):
+        key = dimension.partition("=")[0]
+        if model_cls.key_aliases.get(key, key) not in config_keys(model_cls.Config):
+            found.append(f"--space {dimension}: {model} has no config key {key!r}")
+    return found
+
+
 @pytest.mark.parametrize("cmd", COMMANDS, ids=[c.id for c in COMMANDS])
 def test_a_documented_command_matches_the_cli(cmd: DocCommand) -> None:
     found = problems(cmd)
@@ -294,6 +324,10 @@ def test_every_page_with_commands_is_read() -> None:
         ("seqbench run sasrec --protocol gtss", "unknown protocol 'gtss'"),
         ("seqbench reproduce cbit-table9", "no paper or study 'cbit-table9'"),
         ("seqbench models sasrec extra", "takes no more arguments: extra"),
+        ("seqbench sweep cbit --grid tau=0.1,x", "bad value 'x' for 'tau'"),
+        ("seqbench run sasrec --set dropot=0.1", "unknown config key 'dropot'"),
+        ("seqbench run sasrec --ablate los=ce", "unknown ablation axis 'los'"),
+        ("seqbench sweep sasrec --search random --space l=1e-4:1e-2", "no config key 'l'"),
     ],
 )
 def test_the_check_finds_a_wrong_command(text: str, why: str) -> None:
