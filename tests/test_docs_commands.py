@@ -20,10 +20,17 @@ import typer.main
 
 from seqbench.cli import _load_commands, main
 from seqbench.cli.app import app, console, console_err
+from seqbench.cli.audit import AUDIT_FORMATS
 from seqbench.data.registry import dataset_names
 from seqbench.errors import SeqbenchError
 from seqbench.evaluation.protocols import get_protocol
 from seqbench.models.base import MODELS, config_keys, get_model, resolve_config
+from seqbench.report.layouts import LAYOUTS
+from seqbench.report.render import FORMATS
+from seqbench.report.stats import CORRECTIONS, TESTS
+from seqbench.runs.executors import EXECUTORS
+from seqbench.runs.reevaluate import SPLITS
+from seqbench.runs.tracking import TRACKERS
 
 REPO = Path(__file__).resolve().parents[1]
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
@@ -34,7 +41,7 @@ SPAN = re.compile(r"(?<!`)`([^`]+)`(?!`)")
 #: `python -m` / `torchrun ... -m`, or as a YAML value (`prepare: {beauty: seqbench ...}`),
 #: after any environment settings (`SEQBENCH_DATA=d seqbench ...`)
 START = re.compile(
-    r"(?:^|&&|\|\||;|\|\s|-m\s|:\s)\s*(?:[A-Z_][A-Z0-9_]*=\S*\s+)*(seqbench)(?=\s+[\w-])"
+    r"(?:^|&&|\|\||;|\|\s|-m\s|:\s)\s*(?:[A-Z_][A-Z0-9_]*=\S*\s+)*(seqbench)(?=\s+[a-z-])"
 )
 #: the command whose output a checked block shows (`tests/test_docs_examples.py`)
 MARKER = re.compile(r"<!-- checked: (seqbench [^(]*?) \(")
@@ -100,7 +107,7 @@ def doc_commands() -> list[DocCommand]:
             out.append(DocCommand(page, _line_of(text, m.start()), m[1], inline=False))
         for m in SPAN.finditer(prose):
             span = END.sub("", " ".join(m[1].split()))
-            if re.match(r"seqbench [\w-]", span):
+            if re.match(r"seqbench [a-z-]", span):
                 out.append(DocCommand(page, _line_of(text, m.start()), span, inline=True))
     return out
 
@@ -109,10 +116,11 @@ COMMANDS = doc_commands()
 
 
 def is_placeholder(token: str) -> bool:
-    """NAME, DIR, RUN_ID, HEAD_IP:6379, <...>, … stand for what a reader fills in."""
+    """NAME, DIR, RUN_ID, HEAD_IP:6379, results/X, <...> (also in a word: results/<folder>),
+    … stand for what a reader fills in."""
     return bool(
-        re.fullmatch(r"[A-Z][A-Z0-9_]*(?::\d+)?", token)
-        or re.fullmatch(r"<[^>]*>", token)
+        re.fullmatch(r"[A-Z][A-Z0-9_]*(?::\d+)?", token.rsplit("/", 1)[-1])
+        or re.search(r"<[^>]*>", token)
         or any(e in token for e in ELLIPSIS)
     )
 
@@ -127,6 +135,26 @@ def declared_choices(param) -> list[str] | None:
     return [re.sub(r" \(.*", "", w) for w in m[1].split(" | ")]
 
 
+#: the registries the code looks option values up in (what it takes, whatever the help says)
+REGISTERED = {
+    "--layout": LAYOUTS.names,
+    "--format": FORMATS.names,
+    "--test": TESTS.names,
+    "--correction": CORRECTIONS.names,
+    "--executor": EXECUTORS.names,
+    "--track": TRACKERS.names,
+    "--split": lambda: list(SPLITS),
+}
+
+
+def choices(command: str, param) -> list[str] | None:
+    """The values an option takes: its registry's names, else those its help declares."""
+    if command == "seqbench audit" and param.name == "format_":
+        return list(AUDIT_FORMATS)
+    registry = REGISTERED.get(param.opts[0])
+    return registry() if registry is not None else declared_choices(param)
+
+
 def choice_ok(value: str, choices: list[str]) -> bool:
     """`value` is one of `choices`, where `cuda:N` takes any N."""
     return any(
@@ -137,10 +165,10 @@ def choice_ok(value: str, choices: list[str]) -> bool:
 
 def tokens(cmd: DocCommand) -> list[str]:
     """The words after `seqbench`: quotes undone, `[...]` marking optional parts unwrapped,
-    `…` standing for omitted words dropped, `--debug` (any command, taken by `main`) dropped."""
+    `--debug` (any command, taken by `main`) dropped."""
     words = shlex.split(cmd.text)[1:]
     words = [w.removeprefix("[").removesuffix("]") for w in words]
-    return [w for w in words if w and w not in ELLIPSIS and w != "--debug"]
+    return [w for w in words if w and w != "--debug"]
 
 
 def _values(opts: dict, name: str) -> list[str]:
@@ -190,6 +218,7 @@ def problems(cmd: DocCommand) -> list[str]:
         opts, extra, _ = command.make_parser(ctx).parse_args(list(words))
     except Exception as e:  # the parser's UsageError family
         return [f"`{name}`: {e.format_message() if hasattr(e, 'format_message') else e}"]
+    extra = [w for w in extra if w not in ELLIPSIS]  # `…`: more words of the reader's
     if extra:
         return [f"`{name}` takes no more arguments: {' '.join(extra)}"]
     if opts.get("help"):
@@ -200,13 +229,13 @@ def problems(cmd: DocCommand) -> list[str]:
             if param.required and opts.get(param.name) in (None, (), []) and not elided:
                 found.append(f"`{name}` needs its argument {param.name.upper()}")
             continue
-        choices = None if param.is_flag else declared_choices(param)
+        takes = None if param.is_flag else choices(name, param)
         number = _number_kind(param)
         for value in _values(opts, param.name):
             if is_placeholder(value):
                 continue
-            if choices and not choice_ok(value, choices):
-                found.append(f"`{name} {param.opts[0]}` takes {'|'.join(choices)}, not {value!r}")
+            if takes and not choice_ok(value, takes):
+                found.append(f"`{name} {param.opts[0]}` takes {'|'.join(takes)}, not {value!r}")
             if number is not None:
                 try:
                     number(value)
@@ -250,7 +279,7 @@ def _registry_problems(name: str, opts: dict) -> list[str]:
         papers = REPO / "seqbench" / "papers"
         if not any((papers / f"{spec}{ext}").is_file() for ext in (".study.yaml", ".yaml")):
             found.append(f"no paper or study {spec!r} in seqbench/papers/")
-    for folder in _values(opts, "folder"):
+    for folder in _names(_values(opts, "folder")):
         if folder.startswith("results/") and not (REPO / folder / "study.yaml").is_file():
             found.append(f"no committed study {folder}/study.yaml")
     return found
@@ -274,6 +303,8 @@ def _config_problems(name: str, opts: dict) -> list[str]:
         for setting in _values(opts, param):
             key, _, raw = setting.partition("=")
             for value in raw.split(",") if several else [raw]:
+                if is_placeholder(value):
+                    continue
                 layer = {"ablate": {key: value}} if option == "ablate" else {"sets": {key: value}}
                 try:
                     resolve_config(model_cls, dataset, **layer)
@@ -309,7 +340,10 @@ def test_every_page_with_commands_is_read() -> None:
 @pytest.mark.parametrize(
     ("text", "why"),
     [
-        ("seqbench report --format pdf", "takes markdown|latex|csv|html, not 'pdf'"),
+        ("seqbench report --format pdf", "takes csv|html|latex|markdown, not 'pdf'"),
+        ("seqbench report --layout overal", "not 'overal'"),
+        ("seqbench audit synthetic --format html", "takes text|markdown|csv, not 'html'"),
+        ("seqbench evaluate r --protocol seqbench --split val", "takes test|valid, not 'val'"),
         ("seqbench report --fromat markdown", "No such option: --fromat"),
         ("seqbench study runn results/stosa", "has no command 'runn'"),
         ("seqbench study run results/nope", "no committed study results/nope"),
@@ -336,13 +370,19 @@ def test_the_check_finds_a_wrong_command(text: str, why: str) -> None:
     assert len(found) == 1 and why in found[0], found
 
 
-def test_the_check_takes_placeholders_and_fills() -> None:
+def test_the_check_takes_placeholders_and_right_commands() -> None:
     for text in (
         "seqbench run sasrec --device cuda:1 --precision bf16 --epochs 3",
         "seqbench evaluate RUN_ID --protocol P [--split valid]",
         "seqbench runs migrate [STORE ...] [--rename-in FILES]",
         "seqbench run … --procs N",
+        "seqbench prepare ml-20m --raw-dir …",
+        "seqbench prepare amazon2018-<category>",
+        "seqbench study show results/<folder>",
+        "seqbench study run results/X --render-only",
+        "seqbench run nova_bert -d DATASET --ablate mode=… --set d=64",
         "seqbench report --layout ablation --test ttest --correction holm",
+        "seqbench report --layout audit --protocol gts",  # registered, not in the help
         "seqbench --help",
     ):
         assert problems(DocCommand("page.md", 1, text, inline=False)) == [], text
