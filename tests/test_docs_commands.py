@@ -1,9 +1,11 @@
 """Every `seqbench ...` command line the docs show (README.md and docs/**/*.md: code blocks,
 `\\` continuations, the `$ ` lines of transcripts, inline code spans) is checked against the
 real CLI without running it: the command path exists, every option exists for that command
-and has its value where it needs one, choices its help declares hold, models, datasets,
-protocols, papers and committed studies it names exist. The ones that run offline in seconds
-on the synthetic dataset are then run in a temp folder and must exit 0."""
+and has its value where it needs one, values are among those the code's registries (else the
+option's help) take, numbers are numbers, the models, datasets, protocols, papers, committed
+studies and config keys it names exist. Option spans in prose and study files shown are
+checked too. The commands that run offline in seconds on the synthetic dataset are then run in
+a temp folder and must exit 0."""
 
 from __future__ import annotations
 
@@ -31,6 +33,8 @@ from seqbench.report.stats import CORRECTIONS, TESTS
 from seqbench.runs.executors import EXECUTORS
 from seqbench.runs.reevaluate import SPLITS
 from seqbench.runs.tracking import TRACKERS
+from seqbench.study.parse import parse_study
+from seqbench.yamlsafe import load_yaml
 
 REPO = Path(__file__).resolve().parents[1]
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
@@ -387,6 +391,18 @@ def test_the_check_takes_placeholders_and_right_commands() -> None:
     ):
         assert problems(DocCommand("page.md", 1, text, inline=False)) == [], text
     assert problems(DocCommand("page.md", 1, "seqbench run", inline=True)) == []  # a name
+
+
+def test_a_documented_study_file_parses() -> None:
+    """A YAML block of the docs that is a study (`models:` and `tables:`) is one the study
+    parser takes, keys and values."""
+    studies = []
+    for path in PAGES:
+        for m in re.finditer(r"^```yaml\n(.*?)^```", path.read_text(), re.S | re.M):
+            if re.search(r"^models:", m[1], re.M) and re.search(r"^tables:", m[1], re.M):
+                where = str(path.relative_to(REPO))
+                studies.append(parse_study(load_yaml(m[1], where), where))
+    assert len(studies) >= 2  # the study and own-model tutorials'
 
 
 #: options the docs show for other tools than seqbench, with the tool
