@@ -33,7 +33,7 @@ from seqbench.report.stats import CORRECTIONS, TESTS
 from seqbench.runs.executors import EXECUTORS
 from seqbench.runs.reevaluate import SPLITS
 from seqbench.runs.tracking import TRACKERS
-from seqbench.study.parse import parse_study
+from seqbench.study.parse import load_study, parse_study
 from seqbench.yamlsafe import load_yaml
 
 REPO = Path(__file__).resolve().parents[1]
@@ -284,8 +284,15 @@ def _registry_problems(name: str, opts: dict) -> list[str]:
         if not any((papers / f"{spec}{ext}").is_file() for ext in (".study.yaml", ".yaml")):
             found.append(f"no paper or study {spec!r} in seqbench/papers/")
     for folder in _names(_values(opts, "folder")):
-        if folder.startswith("results/") and not (REPO / folder / "study.yaml").is_file():
+        if not folder.startswith("results/"):
+            continue
+        if not (REPO / folder / "study.yaml").is_file():
             found.append(f"no committed study {folder}/study.yaml")
+            continue
+        try:
+            load_study(REPO / folder / "study.yaml")
+        except SeqbenchError as e:
+            found.append(str(e))
     return found
 
 
