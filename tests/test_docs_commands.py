@@ -26,6 +26,7 @@ from seqbench.cli.audit import AUDIT_FORMATS
 from seqbench.data.registry import dataset_names
 from seqbench.errors import SeqbenchError
 from seqbench.evaluation.protocols import get_protocol
+from seqbench.machine import PRECISIONS
 from seqbench.models.base import MODELS, config_keys, get_model, resolve_config
 from seqbench.report.layouts import LAYOUTS
 from seqbench.report.render import FORMATS
@@ -148,6 +149,8 @@ REGISTERED = {
     "--executor": EXECUTORS.names,
     "--track": TRACKERS.names,
     "--split": lambda: list(SPLITS),
+    "--precision": lambda: list(PRECISIONS),
+    "--device": lambda: ["auto", "cpu", "cuda", "cuda:N", "mps"],  # machine.resolve_device's
 }
 
 
@@ -395,6 +398,7 @@ def test_the_check_takes_placeholders_and_right_commands() -> None:
         "seqbench report --layout ablation --test ttest --correction holm",
         "seqbench report --layout audit --protocol gts",  # registered, not in the help
         "seqbench --help",
+        "seqbench study run results/stosa --device cuda:1",  # as `run` takes it
     ):
         assert problems(DocCommand("page.md", 1, text, inline=False)) == [], text
     assert problems(DocCommand("page.md", 1, "seqbench run", inline=True)) == []  # a name
