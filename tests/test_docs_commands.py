@@ -222,7 +222,7 @@ def problems(cmd: DocCommand) -> list[str]:
             return [f"`{name}` takes a command, not {words[0]!r}"]
         return []
     try:  # the real option parser: unknown options, options missing their value
-        opts, extra, _ = command.make_parser(ctx).parse_args(list(words))
+        opts, extra, order = command.make_parser(ctx).parse_args(list(words))
     except Exception as e:  # the parser's UsageError family
         return [f"`{name}`: {e.format_message() if hasattr(e, 'format_message') else e}"]
     extra = [w for w in extra if w not in ELLIPSIS]  # `…`: more words of the reader's
@@ -230,7 +230,11 @@ def problems(cmd: DocCommand) -> list[str]:
         return [f"`{name}` takes no more arguments: {' '.join(extra)}"]
     if opts.get("help"):
         return []
-    found = []
+    found = [
+        f"`{name} {p.opts[0]}` is hidden from --help: {p.help or 'not for users'}"
+        for p in dict.fromkeys(order)
+        if getattr(p, "hidden", False)
+    ]
     for param in command.params:
         if param.__class__.__name__ == "TyperArgument":
             if param.required and opts.get(param.name) in (None, (), []) and not elided:
@@ -372,6 +376,7 @@ def test_every_page_with_commands_is_read() -> None:
         ("seqbench run sasrec --protocol gtss", "unknown protocol 'gtss'"),
         ("seqbench reproduce cbit-table9", "no paper or study 'cbit-table9'"),
         ("seqbench models sasrec extra", "takes no more arguments: extra"),
+        ("seqbench run sasrec --amp", "`seqbench run --amp` is hidden from --help: replaced by"),
         ("seqbench sweep cbit --grid tau=0.1,x", "bad value 'x' for 'tau'"),
         ("seqbench run sasrec --set dropot=0.1", "unknown config key 'dropot'"),
         ("seqbench run sasrec --ablate los=ce", "unknown ablation axis 'los'"),
