@@ -20,6 +20,11 @@ from pathlib import Path
 import pytest
 import typer.main
 
+try:  # recent typer bundles its own click
+    from typer._click.exceptions import ClickException
+except ImportError:
+    from click import ClickException
+
 from seqbench.cli import _load_commands, main
 from seqbench.cli.app import app, console, console_err
 from seqbench.cli.audit import AUDIT_FORMATS
@@ -223,8 +228,8 @@ def problems(cmd: DocCommand) -> list[str]:
         return []
     try:  # the real option parser: unknown options, options missing their value
         opts, extra, order = command.make_parser(ctx).parse_args(list(words))
-    except Exception as e:  # the parser's UsageError family
-        return [f"`{name}`: {e.format_message() if hasattr(e, 'format_message') else e}"]
+    except ClickException as e:  # unknown option, missing value, ...
+        return [f"`{name}`: {e.format_message()}"]
     extra = [w for w in extra if w not in ELLIPSIS]  # `…`: more words of the reader's
     if extra:
         return [f"`{name}` takes no more arguments: {' '.join(extra)}"]
@@ -236,7 +241,7 @@ def problems(cmd: DocCommand) -> list[str]:
         if getattr(p, "hidden", False)
     ]
     for param in command.params:
-        if param.__class__.__name__ == "TyperArgument":
+        if param.param_type_name == "argument":
             if param.required and opts.get(param.name) in (None, (), []) and not elided:
                 found.append(f"`{name}` needs its argument {param.name.upper()}")
             continue
@@ -258,11 +263,12 @@ def problems(cmd: DocCommand) -> list[str]:
 
 def _number_kind(param) -> type | None:
     """int or float for an option holding numbers (alone or a list), else None."""
-    hint = param.type_descriptor.annotation
-    for kind in (int, float):
-        if hint is kind or hint == list[kind]:
-            return kind
-    return None
+    descriptor = getattr(param, "type_descriptor", None)  # typer with its own click
+    if descriptor is not None:
+        hint = descriptor.annotation
+        return next((k for k in (int, float) if hint is k or hint == list[k]), None)
+    kind = getattr(getattr(param, "type", None), "name", "")  # click's INT, FLOAT, ranges
+    return int if kind.startswith("integer") else float if kind.startswith("float") else None
 
 
 def _registry_problems(name: str, opts: dict) -> list[str]:
