@@ -95,3 +95,75 @@ def test_study_commands_refuse_an_escaping_target_in_one_line(
         line = one_line(got.err)
         assert got.code == 2 and "tracking.to: '../../ESCAPED.db' leaves" in line, line
     assert snapshot(tmp_path) == before
+
+
+# ---------------------------------------------------------------- 2. --workers
+
+
+def test_the_local_worker_bound_is_cores_and_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+    from seqbench.runs import options
+
+    pages = {"SC_PAGE_SIZE": 4096, "SC_PHYS_PAGES": 16 * 2**30 // 4096}  # 16 GiB
+    monkeypatch.setattr(options.os, "sysconf", lambda name: pages[name])
+    monkeypatch.setattr(options, "cpu_cores", lambda: 2)
+    assert options.max_local_workers() == (8, "4 per core, 2 cores")
+    monkeypatch.setattr(options, "cpu_cores", lambda: 64)  # 256 by cores; 16384 // 512 = 32
+    assert options.max_local_workers() == (32, "512 MB each of 16,384 MB")
+    pages["SC_PHYS_PAGES"] = 100 * 2**20 // 4096  # 100 MB: still one
+    assert options.max_local_workers()[0] == 1
+
+
+def test_workers_above_the_bound_are_refused_and_below_it_kept(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from seqbench.runs import options
+    from seqbench.runs.options import Pool
+
+    monkeypatch.setattr(options, "max_local_workers", lambda: (8, "4 per core, 2 cores"))
+    for n in (9, 10**6, 10**30):
+        with pytest.raises(ConfigError, match=rf"^workers {n}: at most 8 runs at once here"):
+            Pool(workers=n)
+    assert Pool(workers=8).size(100) == 8
+    assert Pool("ray", workers=10**6).size(3) == 10**6  # Ray queues runs on its own CPUs
+    monkeypatch.setattr(options, "visible_gpus", lambda: ["0", "1"], raising=False)
+    monkeypatch.setattr(options, "default_gpu_workers", lambda n, g: int(2 / g))
+    assert Pool(workers=None, gpus_per_run=1e-9).size(10**4, "cuda") == 8
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["sweep", "sasrec", "-d", "synthetic", "--grid", "d=8,16", "--budget-epochs", "1"],
+        ["study", "run"],
+        ["reproduce", "cbit-table3"],
+    ],
+)
+def test_a_huge_workers_is_one_line_before_anything_runs(
+    args: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    work = tmp_path / "work"
+    write_tiny(work / "data")
+    if args[0] == "study":
+        (work / "s").mkdir()
+        (work / "s" / "study.yaml").write_text(yaml.safe_dump(STUDY))
+        args = [*args, str(work / "s")]
+    before = snapshot(tmp_path)
+    got = Cli(work, capsys)(*args, "--workers", "100000", "--no-progress")
+    line = one_line(got.err)
+    assert got.code == 2 and line.startswith("error: workers 100000: at most "), line
+    assert snapshot(tmp_path) == before
+
+
+def test_a_study_files_huge_workers_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    work = tmp_path / "work"
+    write_tiny(work / "data")
+    folder = work / "s"
+    folder.mkdir()
+    (folder / "study.yaml").write_text(yaml.safe_dump({**STUDY, "workers": 4096}))
+    before = snapshot(tmp_path)
+    got = Cli(work, capsys)("study", "run", str(folder), "--no-progress")
+    line = one_line(got.err)
+    assert got.code == 2 and "workers 4096: at most " in line and "--workers" in line, line
+    assert snapshot(tmp_path) == before
