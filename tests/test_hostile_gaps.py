@@ -4,6 +4,9 @@ user's own --track-to names one anywhere), --workers is bounded by what the mach
 
 from __future__ import annotations
 
+import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -167,3 +170,62 @@ def test_a_study_files_huge_workers_is_one_line(
     line = one_line(got.err)
     assert got.code == 2 and "workers 4096: at most " in line and "--workers" in line, line
     assert snapshot(tmp_path) == before
+
+
+# ---------------------------------------------------------------- 3. check off the main thread
+
+
+def sleepy_model() -> type:
+    from seqbench.models.sasrec import SASRec
+
+    class Sleepy(SASRec):
+        def loss(self, *args):  # type: ignore[override]
+            time.sleep(60)
+            return super().loss(*args)
+
+    return Sleepy
+
+
+def in_thread(fn: Callable[[], object]) -> object:
+    """fn() called on a thread of its own (not the main one), its result."""
+    out: list[object] = []
+    worker = threading.Thread(target=lambda: out.append(fn()))
+    worker.start()
+    worker.join(120)
+    assert out, "the call did not return"
+    return out[0]
+
+
+def test_a_check_off_the_main_thread_keeps_its_time_budget() -> None:
+    from seqbench.testing import check_model
+
+    only = ("loss and gradients", "seed")
+    t0 = time.perf_counter()
+    report = in_thread(lambda: check_model(sleepy_model(), {"d": "8"}, only=only, step_seconds=1))
+    assert time.perf_counter() - t0 < 30
+    slow, after = report.checks
+    assert slow.status == "fail" and "loss() ran past the check's 1 s" in slow.detail, slow
+    assert after.status == "skip" and "loss and gradients check still runs" in after.detail
+
+
+def test_a_check_without_sigalrm_keeps_its_time_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    from seqbench import testing
+
+    monkeypatch.delattr(testing.signal, "setitimer")  # as on a platform without SIGALRM
+    t0 = time.perf_counter()
+    report = testing.check_model(
+        sleepy_model(), {"d": "8"}, only=("loss and gradients",), step_seconds=1
+    )
+    assert time.perf_counter() - t0 < 30
+    assert "loss() ran past the check's 1 s" in report.checks[0].detail
+
+
+def test_checks_in_a_thread_give_what_they_give_on_the_main_thread() -> None:
+    from seqbench.models.sasrec import SASRec
+    from seqbench.testing import check_model
+
+    only = ("contract", "score shape", "batch independence", "no peeking", "seed")
+    main = check_model(SASRec, {"d": "8"}, only=only, step_seconds=60)
+    off = in_thread(lambda: check_model(SASRec, {"d": "8"}, only=only, step_seconds=60))
+    assert [(c.name, c.status) for c in off.checks] == [(c.name, c.status) for c in main.checks]
+    assert all(c.status == "pass" for c in main.checks), main
