@@ -60,7 +60,7 @@ class Pool:
         limit, why = max_local_workers()
         if self.workers > limit:
             raise ConfigError(
-                f"workers {self.workers}: at most {limit} runs at once here ({why}): "
+                f"workers {self.workers}: at most {limit} runs at once ({why}): "
                 f"give --workers {limit}"
             )
 

@@ -139,19 +139,13 @@ def tracking_target(to: Any, where: str) -> str:
     refused in one line; only the user's own --track-to names a target anywhere."""
     at = f"{where}: tracking.to"
     if not isinstance(to, str) or not to.strip():
-        raise ConfigError(f"{at}: expected a path inside the study's folder, got {to!r}")
+        raise ConfigError(f"{at}: expected a path inside the study folder, got {to!r}")
     if ":" in to:
-        raise ConfigError(
-            f"{at}: {to!r} is a URI or a drive: a study file names a path inside its folder "
-            "(e.g. tb or mlflow.db); name a server yourself with --track-to"
-        )
+        raise ConfigError(f"{at}: {to!r} is a URI: use a path inside the folder or --track-to")
     folder = Path(where).parent.resolve()
     target = (folder / to).resolve()
     if Path(to).is_absolute() or not target.is_relative_to(folder):
-        raise ConfigError(
-            f"{at}: {to!r} leaves the study's folder: give a path inside it "
-            "(e.g. tb or mlflow.db), or a target of your own with --track-to"
-        )
+        raise ConfigError(f"{at}: {to!r} is outside the folder: use a path inside it or --track-to")
     return str(target)
 
 
