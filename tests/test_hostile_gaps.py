@@ -235,3 +235,46 @@ def test_checks_in_a_thread_give_what_they_give_on_the_main_thread() -> None:
     off = in_thread(lambda: check_model(SASRec, {"d": "8"}, only=only, step_seconds=60))
     assert [(c.name, c.status) for c in off.checks] == [(c.name, c.status) for c in main.checks]
     assert all(c.status == "pass" for c in main.checks), main
+
+
+# ---------------------------------------------------------------- one line, sensibly short
+
+
+def test_a_long_refused_name_is_shown_cut(tmp_path: Path) -> None:
+    folder = tmp_path / "s"
+    folder.mkdir()
+    long = "x" * 500 + "/y"
+    tables = {long: {"layout": "overall", "formats": ["markdown"]}}
+    (folder / "study.yaml").write_text(yaml.safe_dump({**STUDY, "tables": tables}))
+    with pytest.raises(ConfigError, match="not a plain name") as e:
+        load_study(folder)
+    assert f"'{'x' * 40}…'" in str(e.value) and "x" * 41 not in str(e.value)
+    assert len(str(e.value)) - len(str(folder / "study.yaml")) <= 160
+
+
+def test_a_plugin_outside_the_study_is_named_once(tmp_path: Path) -> None:
+    from seqbench.study.parse import load_study_plugins
+
+    outside = tmp_path / "outside.py"
+    outside.write_text("")
+    folder = tmp_path / "s"
+    folder.mkdir()
+    (folder / "study.yaml").write_text(yaml.safe_dump({**STUDY, "plugins": [str(outside)]}))
+    with pytest.raises(ConfigError, match="outside the study's folder") as e:
+        load_study_plugins(load_study(folder))
+    text = str(e.value)
+    assert text.count(str(outside)) == 1 and "--plugin" in text
+    assert len(text) - len(str(folder / "study.yaml")) - len(str(outside)) <= 100
+
+
+def test_the_last_resort_line_is_short(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def fail(*args: object, **kwargs: object) -> None:
+        raise ZeroDivisionError("x")
+
+    monkeypatch.setattr("seqbench.api.stored", fail)
+    got = Cli(tmp_path, capsys)("runs")
+    line = one_line(got.err)
+    assert got.code == 70 and "seqbench's fault" in line and "--debug" in line, line
+    assert len(line) - len("`seqbench runs` failed on ZeroDivisionError: x") <= 80, line

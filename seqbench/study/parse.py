@@ -12,7 +12,7 @@ from seqbench.evaluation.protocols import get_protocol
 from seqbench.limits import check_size
 from seqbench.machine import check_threads, known_precision
 from seqbench.paths import check_label
-from seqbench.plugins import ENV, PluginError, canonical, is_file, load_plugin, loaded
+from seqbench.plugins import PluginError, canonical, is_file, load_plugin, loaded
 from seqbench.runs.tracking import TRACKERS
 from seqbench.study.spec import STUDY_FILE, Budget, Study, StudyModel, model_protocols
 from seqbench.study.tables import parse_table
@@ -173,9 +173,8 @@ def load_study_plugins(study: Study) -> tuple[str, ...]:
     for spec in unloaded_plugins(study):
         if not (is_file(spec) and Path(spec).is_relative_to(folder)):
             raise ConfigError(
-                f"{study.where}: plugins: {spec} is outside the study's folder {folder}/: "
-                f"a study runs only its own folder's code; to run it, name it yourself with "
-                f"--plugin {spec} (or ${ENV}), or move it into the folder"
+                f"{study.where}: plugins: {spec} is outside the study's folder: name it "
+                "with --plugin, or move it in"
             )
         try:
             load_plugin(spec)
