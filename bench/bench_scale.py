@@ -179,8 +179,16 @@ def main() -> None:
     ap.add_argument("--eval-items", type=int, default=0, help="instead: evaluation over N items")
     ap.add_argument("--eval-users", type=int, default=1024, help="users --eval-items ranks")
     ap.add_argument("--repeats", type=int, default=1, help="--eval-items: runs of each path")
-    ap.add_argument("--eval-child", choices=("users", "items"), help=argparse.SUPPRESS)
+    ap.add_argument("--eval-child", choices=("users", "items", "whole"), help=argparse.SUPPRESS)
+    ap.add_argument(
+        "--eval-only",
+        action="store_true",
+        help="--work's prepared data (made if absent): time full-ranking validation + test only",
+    )
+    ap.add_argument("--ranks", type=Path, default=None, help="--eval-only: save per-user counts")
     args = ap.parse_args()
+    if args.eval_child == "whole":
+        return eval_whole(args)
     if args.eval_child:
         return eval_child(args)
     work = args.work or Path(tempfile.mkdtemp(prefix="seqbench-scale-"))
@@ -208,6 +216,20 @@ def main() -> None:
             print(
                 f"prepare: {record['prepare']['wall_s']} s, {record['prepare']['peak_rss_gib']} GiB"
             )
+            return
+        if args.eval_only:
+            if not (data / "ml-20m" / "card.json").exists():
+                record["generated"] = write_ratings(raw / "ratings.csv", args.rows)
+                prep = [*seqbench, "prepare", "ml-20m", "--raw-dir", str(raw)]
+                prep += ["--data-dir", str(data), "--no-download", "--force"]
+                record["prepare"] = sampled(prep, env, work / "prep.log")
+            cmd = [sys.executable, __file__, "--eval-child", "whole", "--work", str(work)]
+            cmd += ["--threads", threads, "--protocol", args.protocol, "--model", args.model]
+            cmd += ["--ranks", str(args.ranks)] if args.ranks else []
+            r = sampled(cmd, env, work / "eval_only.log")
+            r.update(json.loads((work / "eval_only.log").read_text().splitlines()[-1]))
+            record["eval_only"] = r
+            print({k: v for k, v in r.items() if k != "timeline"})
             return
         if args.reuse and (data / "ml-20m" / "card.json").exists():
             record.update(run_and_estimate(args, seqbench, data, runs, env, work))
@@ -311,6 +333,43 @@ def eval_child(args: argparse.Namespace) -> None:
     np.save(args.out, ranks)
     figures = {"eval_cpu_s": round(time.process_time() - cpu, 1), "batch_users": size}
     figures.update(eval_wall_s=round(time.perf_counter() - t, 1), item_chunk=chunk)
+    print(json.dumps(figures))
+
+
+def eval_whole(args: argparse.Namespace) -> None:
+    """Full-ranking validation and test of every user of --work's prepared ML-20M shape by an
+    untrained `--model` (its ML-20M defaults), each timed alone (wall, CPU of all threads);
+    prints a JSON line of the figures; `--ranks` saves every user's (above, equal)."""
+    import torch
+
+    from seqbench.data.dataset import load_dataset
+    from seqbench.evaluation.evaluator import Evaluator
+    from seqbench.evaluation.protocols import get_protocol
+    from seqbench.models.base import get_model, resolve_config
+
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    data = load_dataset("ml-20m", args.work / "data")
+    cls = get_model(args.model)
+    model = cls(resolve_config(cls, "ml-20m"), data).eval()
+    protocol = get_protocol(args.protocol)
+    figures: dict = {"load_start": [round(x, 2) for x in os.getloadavg()]}
+    counts = {}
+    for split in ("valid", "test"):
+        ev = Evaluator(data, split, protocol, model.input_window, model.cfg.eval_batch_size)
+        t, cpu = time.perf_counter(), time.process_time()
+        df = ev.run(model)
+        figures[f"{split}_wall_s"] = round(time.perf_counter() - t, 2)
+        figures[f"{split}_cpu_s"] = round(time.process_time() - cpu, 2)
+        figures[f"{split}_users"] = len(df)
+        figures[f"{split}_ndcg10"] = float(df["NDCG@10"].mean())
+        counts[split] = df[["user", "above", "equal"]].to_numpy()
+    figures["valid_test_wall_s"] = round(figures["valid_wall_s"] + figures["test_wall_s"], 2)
+    figures["valid_test_cpu_s"] = round(figures["valid_cpu_s"] + figures["test_cpu_s"], 2)
+    figures["load_end"] = [round(x, 2) for x in os.getloadavg()]
+    figures["maxrss_gib"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 2)
+    if args.ranks:
+        np.savez(args.ranks, **counts)
     print(json.dumps(figures))
 
 

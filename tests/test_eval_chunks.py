@@ -145,3 +145,32 @@ def test_a_non_finite_candidate_in_a_later_chunk_names_its_item() -> None:
     with pytest.raises(ModelError, match="scored item 17 inf"):
         ev.run(Poisoned(data.n_users, 17))
     assert len(ev.run(Poisoned(data.n_users, 0))) == len(ev.users)  # padding: never a candidate
+
+
+class Short(DotTable):
+    """An item table 7 rows short, or a query a row short: tiles smaller than asked."""
+
+    def __init__(self, n_users: int, part: str) -> None:
+        super().__init__(n_users)
+        self.part = part
+
+    def query(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        q = super().query(batch)
+        return q[1:] if self.part == "query" else q
+
+    def score_table(self) -> ItemTable:
+        return ItemTable(self.v[:-7] if self.part == "table" else self.v)
+
+
+@pytest.mark.parametrize("chunk", [None, 7])
+def test_item_scores_of_the_wrong_shape_are_one_line_naming_the_model(chunk) -> None:
+    """Every full-ranking tile of an item_ranges model is shape-checked as `score` is: a
+    table 7 items short would otherwise rank 7 fewer candidates silently."""
+    data = tiny_dataset(n_items=N_ITEMS)
+    ev = Evaluator(data, "test", get_protocol("seqbench"), 4, batch_size=7, item_chunk=chunk)
+    first = "14, 21" if chunk else "0, 26"  # the first tile past the table's 19 rows
+    with pytest.raises(ModelError, match=rf"model Short: score_items\(query, {first}\) returned"):
+        ev.run(Short(data.n_users, "table"))
+    if chunk is None:  # in chunks, a target's rows index the query first (an IndexError)
+        with pytest.raises(ModelError, match=r"returned shape \(6, 26\), expected \[rows, hi"):
+            ev.run(Short(data.n_users, "query"))

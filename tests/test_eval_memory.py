@@ -13,7 +13,8 @@ from seqbench.data.dataset import SeqDataset
 from seqbench.data.segments import sorted_unique
 from seqbench.data.sequences import gather_padded
 from seqbench.evaluation import evaluator
-from seqbench.evaluation.evaluator import Evaluator, inputs_bytes, padded_index
+from seqbench.evaluation.evaluator import Evaluator, inputs_bytes
+from seqbench.evaluation.history import padded_index
 from seqbench.evaluation.protocols import get_protocol
 
 

@@ -223,6 +223,20 @@ def test_run_names_a_plugin_whose_score_has_the_wrong_shape(
     assert "score(batch) returned shape" in line and "expected [B, N+1]" in line, line
 
 
+def test_run_names_a_plugin_that_scores_nan(tree: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tree / "nan_mlp.py"
+    bad.write_text(
+        MLP.replace('@register("my_mlp")', '@register("nan_mlp")')
+        + "\n_score = MyMlp.score\n"
+        + "MyMlp.score = lambda self, batch: _score(self, batch) * float('nan')\n"
+    )
+    args = ["run", "nan_mlp", "--plugin", str(bad), "-d", "synthetic", "--epochs", "1"]
+    got = Cli(tree, capsys)(*args, "--threads", "1", "--no-progress")
+    line = one_line(got.err)
+    assert got.code == 2 and "model nan_mlp (plugin nan_mlp.py) scored item" in line, line
+    assert "every candidate's score must be finite" in line, line
+
+
 # ---------------------------------------------------------------- 5. numbers
 
 

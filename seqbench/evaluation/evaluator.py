@@ -1,9 +1,11 @@
 """Rank every evaluated user's target among the protocol's candidates; keep per-user metrics.
 
-Scores come from `model.score` in batches (one matmul against all items), the rank is found
-by counting (never sorting), and history handling follows the protocol. Over a catalogue too
-large for a batch's rows, a model that scores item ranges (`item_ranges`) is ranked in chunks
-of items (`chunked`), any other in fewer users a batch. The negatives of
+Scores come from the model in batches of users, the rank is found by counting (never sorting),
+and history handling follows the protocol. Full ranking of one target a user runs one path for
+every model (`chunked`): tiles of users × items, each scored, its history rule scattered into
+it and counted while in cache; a model that scores item ranges (`item_ranges`) scores each
+tile from one encoding of the batch, any other scores whole rows (over a large catalogue,
+fewer users a batch). The negatives of
 sampled protocols come from a fixed seed, so every model sees the same candidates. A split
 that scores a set of targets per user (gts `target=all`) ranks each target among the same
 candidates (the other targets included, none excluded as history) and keeps every target's
@@ -12,10 +14,8 @@ counts beside the user's set metrics (`set_metrics_from_counts`).
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -26,7 +26,14 @@ from seqbench.data.segments import segment_offsets
 from seqbench.data.sequences import NegativeSampler, gather_padded, trim
 from seqbench.data.splits import TargetSets
 from seqbench.errors import ConfigError, ModelError
-from seqbench.evaluation.chunked import chunk_counts
+from seqbench.evaluation.chunked import History, tile_counts
+from seqbench.evaluation.history import (
+    history_csr,
+    history_mask,
+    on_device,
+    pad_column,
+    padded_index,
+)
 from seqbench.evaluation.metrics import (
     METRICS,
     metrics_from_counts,
@@ -34,9 +41,14 @@ from seqbench.evaluation.metrics import (
     set_metrics_from_counts,
 )
 from seqbench.evaluation.protocols import Protocol
-from seqbench.models.base import SeqModel
-from seqbench.models.contract import item_scorer
-from seqbench.plugins import origin
+from seqbench.evaluation.score_checks import (
+    bad_in_rows,
+    bad_in_tile,
+    checked_scores,
+    checked_tile_scorer,
+    model_label,
+)
+from seqbench.models.item_scores import ItemDot
 
 SPLIT_SEED = {"valid": 17, "test": 29}
 #: most bytes of batch inputs an evaluator keeps between passes (validation reuses them every
@@ -53,29 +65,16 @@ SCORE_ELEMENTS = 1 << 26
 @dataclass(frozen=True)
 class EvalInputs:
     """One evaluation batch's tensors on the device: the model's input, the targets, the
-    last `window` history items, the whole history (protocols that exclude all of it, else
-    None), the sampled negatives (sampled protocols, else None) and, for target sets, each
-    target's (row, item) (else None)."""
+    last `window` history items, the whole history (protocols that exclude or zero all of it,
+    else None), the sampled negatives (sampled protocols, else None) and, for target sets,
+    each target's (row, item) (else None)."""
 
     batch: dict[str, torch.Tensor]
     target: torch.Tensor
     window: torch.Tensor
-    history: torch.Tensor | None
+    history: History | None
     negatives: torch.Tensor | None
     pairs: tuple[torch.Tensor, torch.Tensor] | None = None
-
-
-def history_items(data: SeqDataset, users: np.ndarray, ends: np.ndarray) -> torch.Tensor:
-    """[B, W] every item of each user's input history, zero-padded."""
-    starts = data.offsets[users]
-    width = int((ends - starts).max()) if len(users) else 1
-    return torch.from_numpy(gather_padded(data.items, starts, ends, max(width, 1)))
-
-
-def history_mask(data: SeqDataset, users: np.ndarray, ends: np.ndarray) -> torch.Tensor:
-    """Bool [B, N+1]: True for every item in the user's whole input history."""
-    mask = torch.zeros(len(users), data.n_items + 1, dtype=torch.bool)
-    return mask.scatter_(1, history_items(data, users, ends), True)
 
 
 class Evaluator:
@@ -196,7 +195,8 @@ class Evaluator:
         if self.sets is not None:
             return left
         longest = int((self.ends - self.data.offsets[self.users]).max(initial=1))
-        history = longest if self.protocol.history in ("all", "zero") else 0
+        # the history's CSR: its items and an offset per user (and one more per batch)
+        history = longest + 2 if self.protocol.history in ("all", "zero") else 0
         negatives = self.negatives.shape[1] if self.negatives is not None else 0
         # seqs, index and window [W], users and target, history, negatives: int64 per user
         return min(left, n * 8 * (3 * self.window + 2 + history + negatives))
@@ -217,10 +217,7 @@ class Evaluator:
     ) -> dict[str, torch.Tensor]:
         if self.sets is not None:
             return self._set_batch(model, sl)
-        if chunk is not None:
-            above, equal = self._chunked_counts(model, sl, chunk)
-        else:
-            above, equal = self._counts(model, sl)
+        above, equal = self._counts(model, sl, chunk)
         return {"above": above, "equal": equal, **metrics_from_counts(above, equal)}
 
     def _set_batch(self, model: torch.nn.Module, sl: slice) -> dict[str, torch.Tensor]:
@@ -232,7 +229,9 @@ class Evaluator:
         rows = len(inputs.target)
         is_target = torch.zeros(rows, scores.shape[1], dtype=torch.bool, device=scores.device)
         is_target[owner, items] = True
-        scores, excl = self._history_rule(scores, inputs, lambda e: is_target.gather(1, e))
+        scores, excl = self._history_rule(
+            scores, inputs, lambda rows, items: is_target[rows, items]
+        )
         self._check_finite(model, sl, scores, excl)
         above, equal = [], []
         for o, t in zip(owner.split(self.batch_size), items.split(self.batch_size), strict=True):
@@ -244,25 +243,12 @@ class Evaluator:
         return {**out, "target_above": pair_above, "target_equal": pair_equal}
 
     def _scores(self, model: torch.nn.Module, inputs: EvalInputs) -> torch.Tensor:
-        """`model.score` of the batch as float, its shape checked (metadata only: no device
-        work): a model scoring other than [B, N+1] is one line naming it, the method and the
-        shape expected, not an index error deep in the ranking."""
-        scores = model.score(inputs.batch)
-        rows, want = len(inputs.target), self.data.n_items + 1
-        shape = tuple(getattr(scores, "shape", ()))
-        if (
-            not isinstance(scores, torch.Tensor)
-            or len(shape) != 2
-            or shape[0] != rows
-            or shape[1] < want
-        ):
-            got = f"shape {shape}" if isinstance(scores, torch.Tensor) else type(scores).__name__
-            raise ModelError(
-                f"model {model_label(model)}: score(batch) returned {got}, expected [B, N+1] = "
-                f"({rows}, {want}) (a score per item, column 0 padding): fix its score() "
-                "(`seqbench check` tests it)"
-            )
-        return scores.float()
+        return checked_scores(model, inputs.batch, len(inputs.target), self.data.n_items)
+
+    def _check_finite(self, model: torch.nn.Module, sl: slice, *args) -> None:
+        """Refuse a non-finite candidate score in whole rows (`score_checks.bad_in_rows`)."""
+        if (bad := bad_in_rows(*args)) is not None:
+            self._refuse(model, sl, *bad)
 
     def _inputs(self, sl: slice) -> EvalInputs:
         """The slice's inputs on the device, kept while they fit the cache: validation runs
@@ -280,7 +266,9 @@ class Evaluator:
             batch,
             torch.from_numpy(self.targets[sl]).to(dev),
             window.to(dev),
-            history_items(self.data, users, ends).to(dev) if p.history in ("all", "zero") else None,
+            on_device(history_csr(self.data, users, ends), dev)
+            if p.history in ("all", "zero")
+            else None,
             self.negatives[sl].to(dev) if self.negatives is not None else None,
             self._pairs(sl, dev) if self.sets is not None else None,
         )
@@ -298,132 +286,92 @@ class Evaluator:
         items = part.items.astype(np.int64)
         return torch.from_numpy(owner).to(dev), torch.from_numpy(items).to(dev)
 
-    def _counts(self, model: torch.nn.Module, sl: slice) -> tuple[torch.Tensor, torch.Tensor]:
-        """(#candidates above the target, #equal to it) of each user of the slice."""
+    def _counts(
+        self, model: torch.nn.Module, sl: slice, chunk: int | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """(#candidates above the target, #equal to it) of each user of the slice: sampled
+        candidates from whole rows, full ranking in tiles (`chunked.tile_counts`)."""
         inputs = self._inputs(sl)
-        scores = self._scores(model, inputs)
-        target = inputs.target.to(scores.device)
+        n = self.data.n_items + 1
         if inputs.negatives is not None:
+            scores = self._scores(model, inputs)
+            target = inputs.target.to(scores.device)
             cand = torch.cat([target[:, None], inputs.negatives.to(scores.device)], dim=1)
             picked = scores.gather(1, cand)
             self._check_finite(model, sl, picked, None, cand)
             return rank_counts(picked, torch.zeros_like(target))
-        scores = scores[:, : self.data.n_items + 1]
-        scores, excl = self._history_rule(scores, inputs, lambda e: e == target[:, None])
-        self._check_finite(model, sl, scores, excl)
-        return rank_counts(scores, target, excl)
+        ranged = chunk is not None or (
+            getattr(model, "item_ranges", False) and self.protocol.candidates == "full"
+        )
+        if ranged:
+            scorer = checked_tile_scorer(model, inputs.batch, len(inputs.target))
+            owned = type(model).score_items is ItemDot.score_items
+        else:
+            whole = self._scores(model, inputs)
+            owned = False
 
-    def _chunked_counts(
-        self, model: torch.nn.Module, sl: slice, chunk: int
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """`_counts` of a full-ranking slice, scored `chunk` items at a time (`chunked`)."""
-        inputs = self._inputs(sl)
+            def scorer(lo: int, hi: int, rows: slice | torch.Tensor | None = None) -> torch.Tensor:
+                return whole[rows if rows is not None else slice(None), lo:hi]
+
         target = inputs.target
-        zeroed, excl = self._exclusions(inputs, lambda e: e == target[:, None], target.device)
+        history = self._rule_history(inputs, lambda rows, items: items == target[rows])
 
-        def check(scores: torch.Tensor, columns: torch.Tensor, lo: int) -> None:
-            self._check_finite(model, sl, scores, columns, lo=lo)
+        def check(s: torch.Tensor, r0: int, lo: int, at: tuple[torch.Tensor, torch.Tensor]):
+            if (bad := bad_in_tile(s, r0, lo, at)) is not None:
+                self._refuse(model, sl, *bad)
 
-        scores = item_scorer(model, inputs.batch)
-        n = self.data.n_items + 1
-        return chunk_counts(scores, target, excl, zeroed, n, chunk, check)
+        zero = self.protocol.history == "zero"
+        return tile_counts(scorer, target, history, zero, n, chunk or n, check, owned)
 
-    def _check_finite(
-        self,
-        model: torch.nn.Module,
-        sl: slice,
-        scores: torch.Tensor,
-        excl: torch.Tensor | None,
-        items: torch.Tensor | None = None,
-        lo: int = 0,
-    ) -> None:
-        """Refuse a non-finite score on any candidate (the target or another item): NaN
-        compares false with everything, so it would rank below the target unseen. `excl`:
-        columns that are not candidates (a column past the last: none); `items`: each
-        column's item (None: the column is item `lo` + column). A row's sum screens it
-        (isfinite over [B, I] costs as much as the ranking); only rows whose sum is not finite
-        are checked score by score."""
-        first = 1 if excl is not None and lo == 0 else 0  # padding is never a candidate
-        screened = (~torch.isfinite(scores[:, first:].sum(1))).nonzero()[:, 0]
-        if len(screened) == 0:
-            return
-        bad = ~torch.isfinite(scores[screened])
-        bad[:, :first] = False
-        if excl is not None:
-            bad = torch.cat([bad, torch.zeros_like(bad[:, :1])], dim=1)
-            bad.scatter_(1, excl[screened], False)
-        if not bool(bad.any()):
-            return
-        at, col = (int(v) for v in bad.nonzero()[0])
-        row = int(screened[at])
-        item = lo + col if items is None else int(items[row, col])
-        value = float(scores[row, col])
+    def _refuse(self, model: torch.nn.Module, sl: slice, row: int, item: int, value: float):
+        """Raise for the non-finite score `value` of `item` for the slice's `row`."""
         raise ModelError(
             f"model {model_label(model)} scored item {item} {value} for user "
             f"{int(self.users[sl][row])} ({self.split}): every candidate's score must be "
             "finite (a NaN ranks below the target unseen); fix the model's score()"
         )
 
+    def _rule_history(
+        self, inputs: EvalInputs, is_target: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+    ) -> History | None:
+        """The history items the protocol's rule applies to (None: none), those that are the
+        row's targets (`is_target(rows, items)`) replaced by 0: they stay candidates with
+        their own scores."""
+        if self.protocol.history == "none":
+            return None
+        h = inputs.history
+        if h is None:  # the `window` rule: the input's last `window` items
+            rows, width = inputs.window.shape
+            indptr = torch.arange(rows + 1, device=inputs.window.device) * width
+            h = History(indptr, inputs.window.flatten())
+        h = History.of(h.indptr, h.items)
+        return History(h.indptr, h.items.masked_fill(is_target(h.rows, h.items), 0), h.rows)
+
     def _history_rule(
         self,
         scores: torch.Tensor,
         inputs: EvalInputs,
-        targets_in: Callable[[torch.Tensor], torch.Tensor],
+        is_target: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """(scores, columns that are not candidates) under the protocol's history rule for full
-        ranking; `targets_in(items)` marks the history items that are targets, which stay
-        candidates with their own scores."""
-        zeroed, excl = self._exclusions(inputs, targets_in, scores.device)
-        if zeroed is None:
-            return scores, excl
-        kept = scores.gather(1, zeroed).masked_fill(zeroed != 0, 0.0)
-        return scores.scatter(1, zeroed, kept), excl
-
-    def _exclusions(
-        self,
-        inputs: EvalInputs,
-        targets_in: Callable[[torch.Tensor], torch.Tensor],
-        device: torch.device,
-    ) -> tuple[torch.Tensor | None, torch.Tensor]:
-        """(history items scored 0 under the `zero` rule, else None; items that are not
-        candidates: padding, and the history under `all`/`window`), targets kept."""
+        """(scores, [B, W] columns that are not candidates) under the protocol's history rule
+        for full ranking of target sets (`_rule_history`, padded)."""
         pad = pad_column(inputs.target)
-        if self.protocol.history == "none":
-            return None, pad
-        hist = inputs.window if inputs.history is None else inputs.history
-        excl = hist.to(device)
-        excl = excl.masked_fill(targets_in(excl), 0)
-        if self.protocol.history == "zero":
-            return excl, pad
-        return None, torch.cat([pad, excl], dim=1)
-
-
-def model_label(model: torch.nn.Module) -> str:
-    """A model as an error names it: its registry name, and the plugin it came from."""
-    name = getattr(model, "name", "") or type(model).__name__
-    if not isinstance(model, SeqModel) or origin(type(model)) is None:
-        return name
-    source = inspect.getsourcefile(type(model)) or type(model).__module__
-    return f"{name} (plugin {Path(source).name})"
-
-
-def padded_index(starts: np.ndarray, ends: np.ndarray, width: int) -> np.ndarray:
-    """Left-padded [B, width] global interaction index + 1 of each row's last `width` items
-    (what `gather_padded` gives on 1..len(items), without that array)."""
-    idx = ends[:, None] - width + np.arange(width)[None, :]
-    return np.where(idx >= starts[:, None], idx + 1, 0).astype(np.int64)
+        history = self._rule_history(inputs, is_target)
+        if history is None:
+            return scores, pad
+        items = history.padded().to(scores.device)
+        if self.protocol.history != "zero":
+            return scores, torch.cat([pad, items], dim=1)
+        kept = scores.gather(1, items).masked_fill(items != 0, 0.0)
+        return scores.scatter(1, items, kept), pad
 
 
 def inputs_bytes(inputs: EvalInputs) -> int:
     """Bytes held by one batch's input tensors."""
-    tensors = [*inputs.batch.values(), inputs.target, inputs.window, inputs.history]
-    tensors += [inputs.negatives, *(inputs.pairs or ())]
-    return sum(t.numel() * t.element_size() for t in tensors if t is not None)
-
-
-def pad_column(target: torch.Tensor) -> torch.Tensor:
-    """[B, 1] zeros: column 0 is the padding item, never a candidate."""
-    return torch.zeros_like(target)[:, None]
+    tensors = [*inputs.batch.values(), inputs.target, inputs.window, inputs.negatives]
+    tensors += [*(inputs.pairs or ())]
+    held = sum(t.numel() * t.element_size() for t in tensors if t is not None)
+    return held + (inputs.history.nbytes() if inputs.history is not None else 0)
 
 
 def summarize(per_user: pd.DataFrame) -> dict[str, float]:
