@@ -51,7 +51,7 @@ def cli_page() -> str:
     for path, cmd in _commands():
         ctx = click.Context(cmd, info_name=path)
         parts += [f"## `{path}`", "", inspect.cleandoc(cmd.help or ""), ""]
-        if isinstance(cmd, click.Group):
+        if hasattr(cmd, "commands"):  # a group (typer bundles its own click classes)
             continue
         parts += ["```text", " ".join(cmd.collect_usage_pieces(ctx)).join([f"{path} ", ""]), "```"]
         rows = []
@@ -59,7 +59,7 @@ def cli_page() -> str:
             if getattr(p, "hidden", False) or p.name == "help":
                 continue
             names = ", ".join(f"`{o}`" for o in (*p.opts, *p.secondary_opts))
-            if isinstance(p, click.Argument):
+            if p.param_type_name == "argument":
                 names = f"`{p.name.upper()}`"
             default = p.default if p.default not in (None, (), [], False) else ""
             default = "" if callable(default) else f"`{default}`" if default != "" else ""

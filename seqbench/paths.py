@@ -34,6 +34,10 @@ def check_name(kind: str, name: str, root: str | Path) -> str:
 MAX_NAME_BYTES = 200
 
 
+#: characters of a refused name that its error shows
+SHOWN = 40
+
+
 def check_label(name: str, where: str) -> str:
     """A name a study file gives (a table, model, dataset or protocol label; each may become
     a file or folder name), checked as a run id is (`check_name`), and printable on one line."""
@@ -43,8 +47,9 @@ def check_label(name: str, where: str) -> str:
     except ConfigError:
         plain = False
     if not plain:
+        shown = name if len(name) <= SHOWN else f"{name[:SHOWN]}…"  # one line, not a page
         raise ConfigError(
-            f"{where}: {name!r} is not a plain name (no '/', '\\', leading '.', control "
+            f"{where}: {shown!r} is not a plain name (no '/', '\\', leading '.', control "
             f"characters, at most {MAX_NAME_BYTES} bytes): rename it"
         )
     return name

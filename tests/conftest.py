@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pandas as pd
@@ -9,6 +10,7 @@ import pytest
 import torch
 
 from seqbench.data.synthetic import generate
+from seqbench.models.base import MODELS
 
 # small test models run fastest (and never oversubscribe a shared machine) on one thread
 torch.set_num_threads(1)
@@ -18,6 +20,16 @@ torch.set_num_threads(1)
 def one_thread() -> None:
     """Re-pin one thread per test module, so an in-process call that changed it cannot leak."""
     torch.set_num_threads(1)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def own_models() -> Iterator[None]:
+    """The model registry as each test module found it: models a module registers (plugins,
+    test doubles) are gone after it, so no listing in a later module depends on test order."""
+    before = dict(MODELS._items)
+    yield
+    MODELS._items.clear()
+    MODELS._items.update(before)
 
 
 REPO = Path(__file__).resolve().parents[1]

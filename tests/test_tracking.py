@@ -255,7 +255,8 @@ def test_a_study_names_its_tracking() -> None:
     assert parse_study({**STUDY, "tracking": "mlflow"}, "s.yaml").tracking == Tracking("mlflow")
     spec = {"tracker": "tensorboard", "to": "tb"}
     assert parse_study({**STUDY, "tracking": spec}, "s.yaml").tracking == Tracking(
-        "tensorboard", "tb"
+        "tensorboard",
+        str(Path("tb").resolve()),  # inside the folder of s.yaml: the cwd
     )
     assert parse_study(STUDY, "s.yaml").tracking is None
     with pytest.raises(ConfigError, match=r"^s.yaml: tracking: tracker neptune \(one of"):

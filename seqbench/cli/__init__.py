@@ -133,7 +133,7 @@ def os_error(e: OSError) -> str:
 #: the line of last resort, kept ready: under memory pressure there may be no room to build it
 _FALLBACK = (
     b"error: seqbench failed unexpectedly (seqbench's fault, not yours): rerun with --debug "
-    b"for the traceback and report it\n"
+    b"and report the traceback\n"
 )
 
 
@@ -158,15 +158,14 @@ def last_resort(e: BaseException, args: list[str]) -> None:
         command = command_of(args)
         if isinstance(e, MemoryError):
             _error(
-                f"`{command}` ran out of memory (MemoryError): lower the sizes it works on or "
-                "free memory; if it should have fit, rerun with --debug and report it"
+                f"`{command}` ran out of memory: lower the sizes it works on or free memory; "
+                "--debug shows where"
             )
         else:
             detail = (str(e).strip().splitlines() or [""])[0][:200]
             _error(
                 f"`{command}` failed on {type(e).__name__}{': ' + detail if detail else ''}: "
-                "this is seqbench's fault, not yours: rerun with --debug for the traceback "
-                "and report it to seqbench's maintainers with the command"
+                "seqbench's fault, not yours: rerun with --debug, report the traceback"
             )
     except BaseException:
         with contextlib.suppress(OSError):

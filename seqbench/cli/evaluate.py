@@ -20,7 +20,7 @@ def evaluate(
     run_id: Annotated[str, typer.Argument(help="a finished run (ids: `seqbench runs`)")],
     protocol: Annotated[str, typer.Option(help="protocol preset to evaluate under")],
     split: Annotated[str, typer.Option(help="test|valid")] = "test",
-    device: Annotated[str, typer.Option(help="auto|cpu|cuda|mps")] = "auto",
+    device: Annotated[str, typer.Option(help="auto|cpu|cuda|cuda:N|mps")] = "auto",
     threads: Annotated[int | None, typer.Option(help="torch CPU threads")] = None,
     force: Annotated[bool, typer.Option(help="evaluate again even if stored")] = False,
     runs_dir: RunsDir = None,

@@ -87,11 +87,17 @@ def model_rows() -> list[tuple[str, str, str, str]]:
     ]
 
 
+#: the widest name, paper and year columns of the model list
+CAPS = (12, 28, 4)
+
+
 def print_model_list(console: Console) -> None:
     """One line per registered model: name, paper (authors, venue), year and family; the card
     of one with `seqbench models NAME`."""
     rows = model_rows()
-    widths = [max(len(r[i]) for r in rows) for i in range(3)]
+    # columns as wide as their entries, at most CAP: a long plugin name or citation overhangs
+    # its own line only, never widening every built-in model's past 80 columns
+    widths = [min(max(len(r[i]) for r in rows), cap) for i, cap in enumerate(CAPS)]
     for name, paper, year, family in rows:
         console.print(
             f"{name:<{widths[0]}}  {year:<{widths[2]}}  {paper:<{widths[1]}}  {family}",

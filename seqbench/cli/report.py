@@ -87,7 +87,7 @@ def report(
         ),
     ] = None,
     layout: Annotated[
-        str, typer.Option(help="overall|ablation|sensitivity|curves|stats")
+        str, typer.Option(help="overall|ablation|sensitivity|curves|stats|audit|protocols")
     ] = "overall",
     datasets: Annotated[
         list[str] | None, typer.Option("--datasets", "-d", help="datasets (comma-separated ok)")

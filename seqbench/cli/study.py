@@ -135,7 +135,7 @@ def run(
         int | None,
         typer.Option(min=1, help="torch CPU threads per run [default: the study's, else all]"),
     ] = None,
-    device: Annotated[str, typer.Option(help="auto|cpu|cuda|mps")] = "auto",
+    device: Annotated[str, typer.Option(help="auto|cpu|cuda|cuda:N|mps")] = "auto",
     precision: StudyPrecision = None,
     executor: Annotated[str, typer.Option(help="local|ray")] = "local",
     address: Annotated[

@@ -223,7 +223,7 @@ def sweep(
         str | None, typer.Option(help="sweep name for `report --sweep` [default: from a hash]")
     ] = None,
     protocol: Annotated[str, typer.Option(help="evaluation protocol preset")] = "seqbench",
-    device: Annotated[str, typer.Option(help="auto|cpu|cuda|mps")] = "auto",
+    device: Annotated[str, typer.Option(help="auto|cpu|cuda|cuda:N|mps")] = "auto",
     precision: Annotated[
         str,
         typer.Option(help="training precision: fp32 | bf16 (CPU with bf16, CUDA) | fp16 (CUDA)"),

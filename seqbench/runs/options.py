@@ -3,10 +3,30 @@ runs (`Pool`). Light to import: the executors themselves load only where runs ex
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 from seqbench.errors import ConfigError
-from seqbench.machine import default_gpu_workers, default_workers
+from seqbench.machine import cpu_cores, default_gpu_workers, default_workers
+
+#: runs at once per core a local pool may hold: more only time-slice the cores
+RUNS_PER_CORE = 4
+#: memory one spawned worker takes before it trains anything (Python, torch, the data), MB
+WORKER_MB = 512
+
+
+def max_local_workers() -> tuple[int, str]:
+    """The most runs a local pool holds at once, and why: 4 per core, and 512 MB each of the
+    machine's memory (not what is free now: the bound must not change with the load)."""
+    cores = cpu_cores()
+    limit, why = RUNS_PER_CORE * cores, f"{RUNS_PER_CORE} per core, {cores} cores"
+    try:
+        total_mb = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 2**20
+    except (ValueError, OSError, AttributeError):  # no sysconf (Windows): cores only
+        return limit, why
+    if total_mb // WORKER_MB < limit:
+        limit, why = max(1, total_mb // WORKER_MB), f"{WORKER_MB} MB each of {total_mb:,} MB"
+    return limit, why
 
 
 @dataclass(frozen=True)
@@ -32,6 +52,18 @@ class Pool:
     address: str | None = None
     gpus_per_run: float | None = None
 
+    def __post_init__(self) -> None:
+        """Local runs at once (--workers, a study's `workers:`) within what the machine holds:
+        above it, one line, before anything is planned (Ray queues runs on its CPUs)."""
+        if self.executor != "local" or not self.workers or self.workers <= 1:
+            return
+        limit, why = max_local_workers()
+        if self.workers > limit:
+            raise ConfigError(
+                f"workers {self.workers}: at most {limit} runs at once ({why}): "
+                f"give --workers {limit}"
+            )
+
     def gpus(self, device: str) -> float:
         """GPUs per run for runs on `device` (a device type); CUDA with 0 is refused."""
         if self.gpus_per_run is None:
@@ -49,6 +81,6 @@ class Pool:
             return self.workers
         if self.executor != "local":
             return n_runs
-        if device == "cuda":
-            return default_gpu_workers(n_runs, self.gpus(device))
+        if device == "cuda":  # a tiny --gpus-per-run fits many: still what the machine holds
+            return min(default_gpu_workers(n_runs, self.gpus(device)), max_local_workers()[0])
         return default_workers(n_runs)

@@ -12,7 +12,7 @@ from seqbench.evaluation.protocols import get_protocol
 from seqbench.limits import check_size
 from seqbench.machine import check_threads, known_precision
 from seqbench.paths import check_label
-from seqbench.plugins import ENV, PluginError, canonical, is_file, load_plugin, loaded
+from seqbench.plugins import PluginError, canonical, is_file, load_plugin, loaded
 from seqbench.runs.tracking import TRACKERS
 from seqbench.study.spec import STUDY_FILE, Budget, Study, StudyModel, model_protocols
 from seqbench.study.tables import parse_table
@@ -120,7 +120,8 @@ def _counts(spec: dict[str, Any], where: str) -> tuple[int | None, int]:
 
 
 def parse_tracking(raw: Any, where: str) -> Tracking | None:
-    """`tracking: mlflow` or `tracking: {tracker: tensorboard, to: FOLDER}` (None: absent)."""
+    """`tracking: mlflow` or `tracking: {tracker: tensorboard, to: FOLDER}` (None: absent);
+    `to` is read inside the study's folder (`tracking_target`)."""
     if raw is None:
         return None
     at = f"{where}: tracking"
@@ -128,7 +129,24 @@ def parse_tracking(raw: Any, where: str) -> Tracking | None:
     tracker = str(spec.get("tracker", ""))
     if tracker not in TRACKERS:
         raise ConfigError(f"{at}: tracker {tracker or 'missing'} (one of {', '.join(TRACKERS)})")
-    return Tracking(tracker, str(spec["to"]) if spec.get("to") is not None else None)
+    to = spec.get("to")
+    return Tracking(tracker, None if to is None else tracking_target(to, where))
+
+
+def tracking_target(to: Any, where: str) -> str:
+    """A study file's `tracking.to` as an absolute path inside the study's folder, where it
+    is read from: an absolute path, a URI or one that leaves the folder (`..`, a link) is
+    refused in one line; only the user's own --track-to names a target anywhere."""
+    at = f"{where}: tracking.to"
+    if not isinstance(to, str) or not to.strip():
+        raise ConfigError(f"{at}: expected a path inside the study folder, got {to!r}")
+    if ":" in to:
+        raise ConfigError(f"{at}: {to!r} is a URI: use a path inside the folder or --track-to")
+    folder = Path(where).parent.resolve()
+    target = (folder / to).resolve()
+    if Path(to).is_absolute() or not target.is_relative_to(folder):
+        raise ConfigError(f"{at}: {to!r} is outside the folder: use a path inside it or --track-to")
+    return str(target)
 
 
 def _plugins(raw: Any, where: str) -> tuple[str, ...]:
@@ -155,9 +173,8 @@ def load_study_plugins(study: Study) -> tuple[str, ...]:
     for spec in unloaded_plugins(study):
         if not (is_file(spec) and Path(spec).is_relative_to(folder)):
             raise ConfigError(
-                f"{study.where}: plugins: {spec} is outside the study's folder {folder}/: "
-                f"a study runs only its own folder's code; to run it, name it yourself with "
-                f"--plugin {spec} (or ${ENV}), or move it into the folder"
+                f"{study.where}: plugins: {spec} is outside the study's folder: name it "
+                "with --plugin, or move it in"
             )
         try:
             load_plugin(spec)

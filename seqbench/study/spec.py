@@ -20,7 +20,8 @@ what is missing and `output` writes the folder.
                                     # models (a model's `protocol:` overrides it; optional)
     evaluate: [seqbench, duorec]    # also test each run's best weights under these (optional)
     tracking: mlflow                # log each run trained (optional; or {tracker: tensorboard,
-                                    # to: FOLDER}), as `seqbench run --track … --track-to …`
+                                    # to: FOLDER}), as `seqbench run --track … --track-to …`;
+                                    # `to` is a path inside the study's folder
     prepare: {beauty: seqbench prepare beauty --raw-dir ../shared/data/s3rec}   # optional
     plugins: [my_model.py]          # outside models: modules or files beside it (optional)
     models:

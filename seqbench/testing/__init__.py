@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import contextlib
 import signal
+import sys
 import threading
+import types
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Literal
@@ -107,16 +109,16 @@ class TooSlow(BaseException):
     so no `except Exception` of the model or the check takes it for the model's error)."""
 
 
+def alarm_usable() -> bool:
+    """Whether a SIGALRM timer can stop a check here: the main thread of a platform with one."""
+    return hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
+
+
 @contextlib.contextmanager
 def time_budget(seconds: float | None) -> Iterator[None]:
-    """Raise TooSlow inside the block once `seconds` have passed (a SIGALRM timer, so only in
-    the main thread of a platform that has one; elsewhere, and with None, no limit)."""
-    usable = (
-        seconds is not None
-        and hasattr(signal, "setitimer")
-        and threading.current_thread() is threading.main_thread()
-    )
-    if not usable:
+    """Raise TooSlow inside the block once `seconds` have passed (a SIGALRM timer; where none
+    can be set, see `alarm_usable`, and with None, no limit: `run_check` then uses a thread)."""
+    if seconds is None or not alarm_usable():
         yield
         return
 
@@ -132,25 +134,31 @@ def time_budget(seconds: float | None) -> Iterator[None]:
         signal.signal(signal.SIGALRM, previous)
 
 
-def _slow_method(e: TooSlow) -> str:
-    """The model method the check was in when its time ran out ('' when none)."""
-    method = model_method(e.__traceback__)
-    return f"{method}() " if method else ""
+def frame_method(frame: types.FrameType | None) -> str | None:
+    """The outermost frame of a running stack that runs a SeqModel's method: its name."""
+    outer = None
+    while frame is not None:
+        if isinstance(frame.f_locals.get("self"), SeqModel):
+            outer = frame.f_code.co_name
+        frame = frame.f_back
+    return outer
 
 
-def run_check(name: str, probe: Probe, seconds: float | None = None) -> Check:
-    """One check as a Check: pass, fail with the reason (also when it runs past `seconds`,
-    naming the model method it was in), skip (or warn) with why."""
+def _too_slow(name: str, seconds: float, method: str | None) -> Check:
+    """The check failed past its budget, naming the model method it was in."""
+    where = f"{method}() " if method else ""
+    return Check(
+        name,
+        "fail",
+        f"the model's {where}ran past the check's {seconds:g} s: make it faster "
+        "on a tiny dataset, or give more time with --step-seconds",
+    )
+
+
+def _outcome(name: str, probe: Probe) -> Check:
+    """One check as a Check: pass, fail with the reason, skip (or warn) with why."""
     try:
-        with time_budget(seconds):
-            return Check(name, "pass", CHECKS[name](probe))
-    except TooSlow as e:
-        return Check(
-            name,
-            "fail",
-            f"the model's {_slow_method(e)}ran past the check's {seconds:g} s: make it faster "
-            "on a tiny dataset, or give more time with --step-seconds",
-        )
+        return Check(name, "pass", CHECKS[name](probe))
     except Broken as e:
         return Check(name, "fail", str(e))
     except Skipped as e:
@@ -161,6 +169,40 @@ def run_check(name: str, probe: Probe, seconds: float | None = None) -> Check:
     except Exception as e:  # a model that crashes under a check fails it, with the error
         first = str(e).strip().splitlines()[0] if str(e).strip() else ""
         return Check(name, "fail", f"raised {type(e).__name__}: {first}")
+
+
+def _in_thread(name: str, probe: Probe, seconds: float) -> tuple[Check, bool]:
+    """The check in a daemon thread joined for `seconds` (where no SIGALRM can stop it), and
+    whether it still runs: Python cannot stop a thread, so a check past its time runs on."""
+    done: list[Check] = []
+    worker = threading.Thread(
+        target=lambda: done.append(_outcome(name, probe)), name=f"check {name}", daemon=True
+    )
+    worker.start()
+    worker.join(seconds)
+    if worker.is_alive():
+        frame = sys._current_frames().get(worker.ident or 0)
+        return _too_slow(name, seconds, frame_method(frame)), True
+    return (done or [Check(name, "fail", "the model ended the check's thread")])[0], False
+
+
+def _bounded(name: str, probe: Probe, seconds: float | None) -> tuple[Check, bool]:
+    """The check within `seconds` (a SIGALRM timer where one can be set, else a thread), and
+    whether it still runs in its thread past them."""
+    if seconds is not None and not alarm_usable():
+        return _in_thread(name, probe, seconds)
+    try:
+        with time_budget(seconds):
+            return _outcome(name, probe), False
+    except TooSlow as e:
+        assert seconds is not None
+        return _too_slow(name, seconds, model_method(e.__traceback__)), False
+
+
+def run_check(name: str, probe: Probe, seconds: float | None = None) -> Check:
+    """One check as a Check: pass, fail with the reason (also when it runs past `seconds`,
+    naming the model method it was in), skip (or warn) with why."""
+    return _bounded(name, probe, seconds)[0]
 
 
 def check_model(
@@ -179,8 +221,14 @@ def check_model(
     unknown = [n for n in names if n not in CHECKS]
     if unknown:
         raise ValueError(f"unknown checks {unknown} (valid: {', '.join(CHECKS)})")
-    checks = tuple(
-        run_check(n, probe, step_seconds or STEP_SECONDS.get(n, DEFAULT_STEP_SECONDS))
-        for n in names
-    )
-    return CheckReport(cls.name or cls.__name__, checks)
+    checks: list[Check] = []
+    running = None  # a check past its time that runs on in its thread
+    for n in names:
+        if running is not None:
+            why = f"the {running} check still runs in its thread (a thread cannot be stopped)"
+            checks.append(Check(n, "skip", why))
+            continue
+        check, still = _bounded(n, probe, step_seconds or STEP_SECONDS.get(n, DEFAULT_STEP_SECONDS))
+        checks.append(check)
+        running = n if still else None
+    return CheckReport(cls.name or cls.__name__, tuple(checks))
