@@ -46,28 +46,31 @@ def current() -> Shard:
     return Shard()
 
 
-def all_reduce_grads(model: torch.nn.Module) -> None:
+def all_reduce_grads(model: torch.nn.Module, flags: list[int] | None = None) -> list[int]:
     """Sum every parameter's gradient over the ranks (one flat all-reduce). A parameter without
     a gradient on some rank (its rows used none of it) takes zeros there; one without a
-    gradient on every rank keeps none, as in one process (Adam then skips it)."""
+    gradient on every rank keeps none, as in one process (Adam then skips it). `flags` (host
+    ints) are summed over the ranks with the host-side count of gradients and returned."""
     params = [p for p in model.parameters() if p.requires_grad]
+    flags = list(flags or [])
     # which parameters have a gradient is known on the host: summed over a CPU (gloo) group,
     # so no device tensor is read in the step
-    has = torch.tensor([p.grad is not None for p in params], dtype=torch.int32)
+    has = torch.tensor([p.grad is not None for p in params] + flags, dtype=torch.int32)
     dist.all_reduce(has, group=host_group())
-    used = [p for p, n in zip(params, has.tolist(), strict=True) if n > 0]
+    counts = has.tolist()
+    used = [p for p, n in zip(params, counts, strict=False) if n > 0]
     for p in used:
         if p.grad is None:
             p.grad = torch.zeros_like(p)
-    if not used:
-        return
-    flat = torch.cat([p.grad.reshape(-1) for p in used])
-    dist.all_reduce(flat)
-    at = 0
-    for p in used:
-        n = p.numel()
-        p.grad.copy_(flat[at : at + n].view_as(p.grad))
-        at += n
+    if used:
+        flat = torch.cat([p.grad.reshape(-1) for p in used])
+        dist.all_reduce(flat)
+        at = 0
+        for p in used:
+            n = p.numel()
+            p.grad.copy_(flat[at : at + n].view_as(p.grad))
+            at += n
+    return counts[len(params) :]
 
 
 _HOST: list = []
@@ -114,10 +117,29 @@ def init_from_env(device_type: str) -> Shard:
 
 
 def broadcast(value: object) -> object:
-    """Rank 0's `value` on every rank (a picklable object)."""
+    """Rank 0's `value` on every rank (a picklable object, sent over the host group)."""
     box = [value]
-    dist.broadcast_object_list(box, src=0)
+    dist.broadcast_object_list(box, src=0, group=host_group())
     return box[0]
+
+
+def gather(value: object) -> list:
+    """Every rank's `value` (a picklable object), by rank, on every rank."""
+    every: list = [None] * dist.get_world_size()
+    dist.all_gather_object(every, value, group=host_group())
+    return every
+
+
+def agree(flags: list[int]) -> list[int]:
+    """The most of each flag over the ranks (host ints): what every rank then acts on alike."""
+    both = torch.tensor(flags, dtype=torch.int64)
+    dist.all_reduce(both, op=dist.ReduceOp.MAX, group=host_group())
+    return both.tolist()
+
+
+def barrier() -> None:
+    """Wait until every rank is here (e.g. rank 0 has written a checkpoint)."""
+    dist.barrier(group=host_group())
 
 
 def leave() -> None:

@@ -5,9 +5,12 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import signal
 import socket
+import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import torch
@@ -15,7 +18,7 @@ import torch
 from seqbench import __version__, distributed
 from seqbench.data.audit import Audit, audit
 from seqbench.data.dataset import SeqDataset, load_dataset, prepared_names
-from seqbench.errors import ConfigError, DataError
+from seqbench.errors import ConfigError, DataError, Terminated
 from seqbench.evaluation.evaluator import summarize
 from seqbench.evaluation.protocols import split_view
 from seqbench.evaluation.sharded import evaluator
@@ -81,7 +84,7 @@ def execute(
     data, checked = _checked(run, data, dev)
     run_id, force = run.run_id, options.force
     shard = distributed.current()
-    _check_procs(run, shard, options)
+    _check_procs(run, shard)
     # one process trains a run; others wait here, then read its result from the store (over
     # several processes rank 0 holds the lock and tells the others what it found)
     lock = store.lock(run_id, ctx.observer.on_log) if shard.writes else contextlib.nullcontext()
@@ -90,8 +93,7 @@ def execute(
         if shard.active:
             stored = distributed.broadcast(stored)
         if stored is not None:
-            # a run cut short by a time budget only answers a request with that same budget
-            if stored.stopped != "budget" or stored.budget_minutes == options.max_minutes:
+            if _answers(stored, options):
                 if ctx.tracking is not None:  # logged though not trained now
                     folder = RunFolder(store.final(run_id))
                     history = pd.read_parquet(folder.history) if folder.history.exists() else None
@@ -114,6 +116,12 @@ def execute(
     # the run is complete in the store before any tracker sees it
     _track(ctx, result, run.spec, history, data, store.final(run_id))
     return result, False
+
+
+def _answers(stored: RunResult, options: RunOptions) -> bool:
+    """Whether a stored run answers this request: a run cut short by a time budget only
+    answers a request with that same budget."""
+    return stored.stopped != "budget" or stored.budget_minutes == options.max_minutes
 
 
 def _track(
@@ -144,7 +152,7 @@ def _work_folder(
     return work
 
 
-def _check_procs(run: ResolvedRun, shard: distributed.Shard, options: RunOptions) -> None:
+def _check_procs(run: ResolvedRun, shard: distributed.Shard) -> None:
     """A run planned for N processes trains in a group of N (one-line errors otherwise)."""
     if run.request.procs != shard.world:
         raise ConfigError(
@@ -153,8 +161,6 @@ def _check_procs(run: ResolvedRun, shard: distributed.Shard, options: RunOptions
         )
     if shard.active:
         check_splittable(run.model_cls, run.request.model)
-        if options.max_minutes is not None:
-            raise ConfigError("--budget-minutes is not supported with --procs > 1 yet")
 
 
 def _checked(run: ResolvedRun, data: SeqDataset, dev: torch.device) -> tuple[SeqDataset, Audit]:
@@ -251,30 +257,79 @@ def execute_procs(
 ) -> tuple[RunResult, bool]:
     """Train `run` over `run.request.procs` processes spawned here (torch.multiprocessing; gloo
     on CPU, nccl on CUDA with GPU i for rank i), or fetch it from the store; rank 0 stores it
-    and prints its epochs. A rank's failure is one line."""
+    and prints its epochs. A rank's failure is one line. SIGINT/SIGTERM to this process reach
+    the ranks (in their own process group, so a terminal's Ctrl-C reaches them once, from
+    here): they checkpoint at the same step and stop, and this raises as one process would."""
     import torch.multiprocessing as mp
 
     store = RunStore(ctx.runs_dir)
     stored = None if options.force else store.stored(run.run_id)
-    if stored is not None:
+    if stored is not None and _answers(stored, options):
         return stored, True
     procs = run.request.procs
     threads = ctx.threads or default_threads(procs)  # the cores shared among the ranks
     ctx = dataclasses.replace(ctx.absolute(), observer=Observer(), threads=threads)
-    port = distributed.free_port()
-    try:
-        mp.spawn(_rank_main, args=(procs, port, run.request, ctx, options), nprocs=procs)
-    except mp.ProcessRaisedException as e:
-        lines = [line for line in str(e).strip().splitlines() if line.strip()]
-        last = lines[-1] if lines else repr(e)
-        raise ConfigError(f"--procs {procs}: a process failed: {last}") from None
+    args = (procs, distributed.free_port(), run.request, ctx, options)
+    with Relay() as relay:
+        ranks = mp.start_processes(_rank_main, args=args, nprocs=procs, join=False)
+        relay.reach([p.pid for p in ranks.processes])
+        try:
+            while not ranks.join():
+                pass
+        except (mp.ProcessRaisedException, mp.ProcessExitedException) as e:
+            if relay.signal is not None:  # a rank that stopped early broke the group: expected
+                raise relay.signal from None
+            lines = [line for line in str(e).strip().splitlines() if line.strip()]
+            last = lines[-1] if lines else repr(e)
+            raise ConfigError(f"--procs {procs}: a process failed: {last}") from None
+    if relay.signal is not None or not store.is_done(run.run_id):
+        raise relay.signal or KeyboardInterrupt()  # the ranks checkpointed and stopped
     return store.load_result(run.run_id), False
+
+
+class Relay:
+    """While the ranks run (main thread only): SIGINT and SIGTERM are passed on to them, and
+    the first is kept (`signal`: Ctrl-C's KeyboardInterrupt or Terminated) to raise after."""
+
+    def __init__(self) -> None:
+        self.pids: list[int] = []
+        self.signal: KeyboardInterrupt | None = None
+        self._saved: dict[int, Any] = {}
+
+    def __enter__(self) -> Relay:
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self._saved[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, old in self._saved.items():
+            signal.signal(sig, old)
+
+    def reach(self, pids: list[int]) -> None:
+        """The ranks' processes (a signal kept before they were known is passed on now)."""
+        self.pids = pids
+        if self.signal is not None:
+            self._pass(signal.SIGTERM if isinstance(self.signal, Terminated) else signal.SIGINT)
+
+    def _handle(self, signum: int, frame: object) -> None:
+        if self.signal is None:
+            self.signal = Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
+        self._pass(signum)
+
+    def _pass(self, signum: int) -> None:
+        for pid in self.pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signum)
 
 
 def _rank_main(
     rank: int, world: int, port: int, req: RunRequest, ctx: RunContext, options: RunOptions
 ) -> None:
-    """One spawned rank: join the group, train its share of the run, leave the group."""
+    """One spawned rank: join the group, train its share of the run, leave the group. In its
+    own process group: signals come from the launcher (`Relay`), once."""
+    with contextlib.suppress(OSError):
+        os.setpgrp()
     os.environ.update(
         RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world),
         MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),

@@ -11,6 +11,7 @@ import dataclasses
 import json
 import os
 import pickle
+import re
 import shutil
 import socket
 import tempfile
@@ -107,32 +108,70 @@ def _ray_job(
 def _join_ray(address: str | None) -> Any:
     """Ray, joined to the cluster at `address` (None: a local instance unless RAY_ADDRESS is
     set); a one-line ConfigError when Ray is missing or the cluster cannot be reached."""
+    driver = f"this machine (the driver, {socket.gethostname()})"
     try:
         import ray
     except ImportError:
-        raise ConfigError("--executor ray needs Ray: pip install 'seqbench[ray]'") from None
+        raise ConfigError(
+            f"--executor ray: {driver} has no Ray: pip install 'seqbench[ray]' here (and on "
+            "every node of the cluster)"
+        ) from None
     if not ray.is_initialized():
         try:
             ray.init(address=address, include_dashboard=False, log_to_driver=False)
         except (ConnectionError, RuntimeError, ValueError) as e:
-            first = (str(e).strip().splitlines() or [""])[0]
-            raise ConfigError(
-                f"cannot join the Ray cluster at {address or os.environ.get('RAY_ADDRESS')}: "
-                f"{first}: start it (`ray start --head`) or fix --address"
-            ) from None
+            raise ConfigError(_join_failure(e, address, driver)) from None
     return ray
 
 
-def _task_failure(e: Exception) -> str:
-    """A Ray task that could not run, in one line: a node without seqbench (or without Ray's
-    matching version) says so, anything else keeps its first line."""
-    text = str(e)
-    if "No module named 'seqbench'" in text:
+def _join_failure(e: Exception, address: str | None, driver: str) -> str:
+    """Why the driver cannot join the cluster, in one line with the fix: Ray's or Python's
+    version differing from the cluster's says which to install, anything else its first line."""
+    at, text = address or os.environ.get("RAY_ADDRESS"), str(e)
+    versions = re.search(
+        r"cluster was started with:\s*Ray: (\S+)\s*Python: (\S+).*?started with:\s*"
+        r"Ray: (\S+)\s*Python: (\S+)",
+        text,
+        re.DOTALL,
+    )
+    if versions:
+        ray_c, py_c, ray_d, py_d = versions.groups()
         return (
-            "a Ray worker cannot import seqbench: install seqbench (the driver's version, with "
-            "its [ray] extra) on every node of the cluster"
+            f"the Ray cluster at {at} runs Ray {ray_c} on Python {py_c}, {driver} Ray {ray_d} "
+            f"on Python {py_d}: install ray=={ray_c} under Python {py_c} here (every node and "
+            "the driver need the same)"
         )
-    return describe_error(e)
+    first = (text.strip().splitlines() or [""])[0]
+    return (
+        f"cannot join the Ray cluster at {at}: {first}: start it (`ray start --head`) or fix "
+        "--address"
+    )
+
+
+def _task_failure(e: Exception, nodes: list[dict] | None = None) -> str:
+    """A Ray task that could not run, in one line naming its node (by the address Ray's error
+    gives, with the node id where one node of `nodes` has it): a worker that cannot import
+    seqbench (none there, or another version) or a module the job needs says what to install;
+    anything else keeps its first line."""
+    text = str(e)
+    ip = re.search(r"\bip=([0-9A-Za-z.:]+)\)", text)
+    missing = re.search(r"No module named '([^']+)'", text)
+    if ip is None or missing is None:
+        return describe_error(e)
+    ids = [n["NodeID"] for n in nodes or [] if n.get("NodeManagerAddress") == ip.group(1)]
+    where = (
+        f"on Ray node {ids[0][:12]} ({ip.group(1)})"
+        if len(ids) == 1
+        else f"on the Ray node at {ip.group(1)}"
+    )
+    module = missing.group(1)
+    if module.split(".")[0] == "seqbench":
+        return (
+            f"{where}: a Ray worker cannot import {module} (no seqbench there, or another "
+            f"version): install seqbench {__version__} (the driver's, with its [ray] extra) on "
+            "every node of the cluster"
+        )
+    return f"{where}: a Ray worker cannot import {module}: install it on every node, as here"
 
 
 def run_on_ray(jobs: list[Job], threads: ThreadChoice | None, pool: Pool, emit: Emit) -> None:
@@ -176,7 +215,7 @@ def run_on_ray(jobs: list[Job], threads: ThreadChoice | None, pool: Pool, emit: 
             try:
                 shipped: Shipped = ray.get(ref)
             except Exception as e:  # the task's worker died past its retries, or could not run
-                shipped = Shipped(Outcome("failed", error=_task_failure(e)), [])
+                shipped = Shipped(Outcome("failed", error=_task_failure(e, ray.nodes())), [])
             for event in shipped.events:
                 emit(event)
             emit(("end", job.index, _store_shipped(job, shipped, emit)))

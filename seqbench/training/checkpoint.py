@@ -19,6 +19,8 @@ from typing import Any, Protocol
 
 import torch
 
+from seqbench import distributed
+from seqbench.distributed import Shard
 from seqbench.errors import ConfigError, Terminated
 from seqbench.io import load_torch, save_torch
 from seqbench.models.base import SeqModel
@@ -44,13 +46,47 @@ def save_checkpoint(latest: Path, previous: Path, state: dict[str, Any]) -> None
     save_torch(state, latest)
 
 
+def save_shared(files: tuple[Path, Path], state: dict[str, Any], shard: Shard) -> None:
+    """Checkpoint a run: over several processes rank 0 writes `state` with every rank's RNG
+    states and loss sums (`ranks`: each resumes its own) while the others wait for it."""
+    if shard.active:
+        mine = {"rng": state["rng"], "cuda_rng": state["cuda_rng"]}
+        mine["sums"] = (state.get("mid") or {}).get("sums")
+        state = {**state, "ranks": distributed.gather(mine)}
+    if shard.writes:
+        save_checkpoint(*files, state)
+    if shard.active:
+        distributed.barrier()
+
+
+def load_shared(
+    paths: tuple[Path, ...], warn: Callable[[str], None], shard: Shard
+) -> dict[str, Any] | None:
+    """The checkpoint this rank resumes from: rank 0 reads it and sends it to the others (whose
+    disks need not hold it); each takes its own RNG states and loss sums."""
+    state = load_checkpoint(paths, warn) if shard.writes else None
+    if not shard.active:
+        return state
+    state = distributed.broadcast(state)
+    if state is None:
+        return None
+    mine = state["ranks"][shard.rank]
+    state = {**state, "rng": mine["rng"], "cuda_rng": mine["cuda_rng"]}
+    if state.get("mid") is not None:
+        state["mid"] = {**state["mid"], "sums": mine["sums"]}
+    return state
+
+
 class Pauses:
     """When training checkpoints inside an epoch: every `every` seconds (a host clock read
     once a step, no device read), and on SIGINT/SIGTERM, which stop the run once the step in
-    flight is saved (a second signal, or one outside the steps, stops at once)."""
+    flight is saved (a second signal, or one outside the steps, stops at once). Over several
+    processes the ranks agree at each step, so all checkpoint and stop at the same one."""
 
-    def __init__(self, every: float | None) -> None:
-        self.every, self.last = every, time.monotonic()
+    def __init__(self, every: float | None, shard: Shard = Shard()) -> None:
+        self.every, self.last, self.shard = every, time.monotonic(), shard
+        #: when the run's time budget ends (host clock, `time.perf_counter`; None: no budget)
+        self.deadline: float | None = None
         self.asked: KeyboardInterrupt | None = None
         self.stepping = False
         self._saved: dict[int, Any] = {}
@@ -71,15 +107,29 @@ class Pauses:
             raise stop
         self.asked = stop
 
-    def due(self) -> bool:
-        """Whether to checkpoint after this step."""
-        return self.asked is not None or (
-            self.every is not None and time.monotonic() - self.last >= self.every
-        )
+    def flags(self) -> list[int]:
+        """This process's view after a step: [the time budget's `deadline` (host clock) is past,
+        the checkpoint interval is due, SIGINT asked to stop, SIGTERM asked to stop]."""
+        late = self.deadline is not None and time.perf_counter() >= self.deadline
+        interval = self.every is not None and time.monotonic() - self.last >= self.every
+        term = isinstance(self.asked, Terminated)
+        return [int(late), int(interval), int(self.asked is not None and not term), int(term)]
+
+    def decide(self, agreed: list[int] | None = None) -> tuple[bool, bool]:
+        """After a step: whether the time budget ends here and whether to checkpoint, from this
+        process's `flags`, or over several processes from `agreed`: every rank's flags summed
+        (with the step's gradients), so all stop or checkpoint at the same step and a signal
+        to any rank is taken by all."""
+        late, interval, sigint, sigterm = self.flags() if agreed is None else agreed
+        if self.asked is None and (sigint or sigterm):
+            self.asked = Terminated() if sigterm else KeyboardInterrupt()
+        return bool(late), bool(interval or sigint or sigterm)
 
     def saved(self) -> None:
-        """The checkpoint is written: stop here if a signal asked for it."""
+        """The checkpoint is written: stop here if a signal (to any rank) asked for it."""
         self.last = time.monotonic()
+        if self.shard.active:
+            self.decide(distributed.agree(self.flags()))
         if self.asked is not None:
             raise self.asked
 

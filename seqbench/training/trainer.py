@@ -30,9 +30,9 @@ from seqbench.training.checkpoint import (
     CheckpointFiles,
     Pauses,
     Progress,
-    load_checkpoint,
+    load_shared,
     restore_training,
-    save_checkpoint,
+    save_shared,
     training_state,
 )
 from seqbench.training.context import EpochReport, RunContext
@@ -170,6 +170,7 @@ class Trainer:
         self.cfg, self.seed, self.options = model.cfg, seed, options
         self.checkpoints = files.checkpoints
         self.observer = ctx.observer
+        self.pauses, self.agreed = Pauses(None), [0, 0, 0, 0]  # fit's; the ranks' view (step)
         #: this process's rank among the processes training the run (`distributed`)
         self.shard = distributed.current()
         if self.shard.active:
@@ -192,7 +193,7 @@ class Trainer:
 
     def _restore(self, opt, gen) -> Progress:
         """Load the newest readable checkpoint into the model, optimiser and RNGs."""
-        state = load_checkpoint(self.checkpoints, self.observer.on_log)
+        state = load_shared(self.checkpoints, self.observer.on_log, self.shard)
         if state is None:
             return Progress()
         p = restore_training(state, self.model, opt, gen, self.device)
@@ -215,7 +216,7 @@ class Trainer:
         skip = p.mid["step"] if p.mid else 0
         feed = self._feed(gen, skip) if opt is not None and p.start <= cfg.epochs else None
         minutes = self.options.checkpoint_minutes
-        pauses = Pauses(None if minutes is None else minutes * 60)
+        self.pauses = pauses = Pauses(None if minutes is None else minutes * 60, self.shard)
         try:
             budget = self.options.max_minutes
             for epoch in range(p.start, cfg.epochs + 1):
@@ -226,8 +227,7 @@ class Trainer:
                     break
                 with pauses:
                     feed, gen_state = self._fit_epoch(epoch, opt, feed, gen, scaler, p, pauses)
-                if self.shard.writes:  # every rank holds the same state; rank 0 keeps it
-                    save_checkpoint(*self.checkpoints, self._state(epoch, opt, gen_state, p))
+                save_shared(self.checkpoints, self._state(epoch, opt, gen_state, p), self.shard)
                 pauses.saved()  # a signal during the epoch's last steps or validation stops here
                 if p.bad >= cfg.patience and epoch >= cfg.min_epochs:
                     stopped = "early"
@@ -267,6 +267,8 @@ class Trainer:
         deadline = None if budget is None else t0 + budget * 60 - p.seconds
         parts = self._epoch(epoch, opt, feed, scaler, p, Clock(t0, c0, pauses, deadline))
         p.seconds += time.perf_counter() - t0
+        if self.shard.active:  # rank 0's clock: every rank takes the same budget decisions
+            p.seconds = distributed.broadcast(p.seconds)
         feed.close()
         gen_state = feed.gen_state
         feed = self._feed(gen) if epoch < cfg.epochs and "share" not in parts else None
@@ -315,7 +317,7 @@ class Trainer:
         p.mid = None
         watch = FiniteWatch(self.device)
         self.observer.on_epoch_start(epoch, steps)
-        clock.pauses.stepping = True
+        clock.pauses.stepping, clock.pauses.deadline = True, clock.deadline
         done = steps
         for step, pieces in enumerate(feed, feed.skip):
             for group in opt.param_groups:
@@ -329,11 +331,12 @@ class Trainer:
             if step % LOG_EVERY == 0:
                 watch.check(epoch)
                 self.observer.on_step(step + 1, float(value))
-            late = clock.deadline is not None and time.perf_counter() >= clock.deadline
+            # over several processes: as all ranks' flags, summed with the step's gradients
+            late, due = clock.pauses.decide(self.agreed if self.shard.active else None)
             if late and step + 1 < steps:
                 done = step + 1
                 break
-            if clock.pauses.due() and step + 1 < steps:
+            if due and step + 1 < steps:
                 watch.check(epoch)
                 self._save_mid(epoch, step + 1, opt, feed, sums, p, clock)
         clock.pauses.stepping = False
@@ -356,8 +359,7 @@ class Trainer:
             "seconds": time.perf_counter() - clock.t0,
             "cpu": time.process_time() - clock.c0,
         }
-        if self.shard.writes:
-            save_checkpoint(*self.checkpoints, state)
+        save_shared(self.checkpoints, state, self.shard)
         clock.pauses.stepping = False  # a signal from here on stops at once
         clock.pauses.saved()
         clock.pauses.stepping = True
@@ -368,7 +370,7 @@ class Trainer:
         opt.zero_grad(set_to_none=True)
         value, parts = accumulate_pieces(self.model, pieces, self._autocast, scaler)
         if self.shard.active:  # the batch's gradient: the sum of the ranks' weighted shares
-            distributed.all_reduce_grads(self.model)
+            self.agreed = distributed.all_reduce_grads(self.model, self.pauses.flags())
         if scaler is not None:
             scaler.unscale_(opt)
         if self.cfg.grad_clip > 0:
