@@ -109,7 +109,7 @@ def test_bf16_trains_the_loss_in_bf16_and_scores_in_fp32(
     """A tiny run with --precision bf16 (bf16 support faked: this CPU may lack it)."""
     monkeypatch.setattr(device, "cpu_bf16_supported", lambda: True)
     seen: dict[str, set] = {"loss": set(), "score": set()}
-    loss, score = SASRec.loss, SASRec.score
+    loss, score_items = SASRec.loss, SASRec.score_items
 
     def spy_loss(self: SASRec, batch: dict, *plans) -> tuple[torch.Tensor, dict[str, float]]:
         out = loss(self, batch, *plans)
@@ -117,13 +117,13 @@ def test_bf16_trains_the_loss_in_bf16_and_scores_in_fp32(
         seen["loss"].add((autocast, out[0].dtype))
         return out
 
-    def spy_score(self: SASRec, batch: dict) -> torch.Tensor:
-        out = score(self, batch)
+    def spy_score(self: SASRec, query: torch.Tensor, lo: int, hi: int) -> torch.Tensor:
+        out = score_items(self, query, lo, hi)  # full ranking scores item tiles (issue 54)
         seen["score"].add((torch.is_autocast_enabled("cpu"), out.dtype))
         return out
 
     monkeypatch.setattr(SASRec, "loss", spy_loss)
-    monkeypatch.setattr(SASRec, "score", spy_score)
+    monkeypatch.setattr(SASRec, "score_items", spy_score)
     data, runs = write_tiny(tmp_path / "data"), tmp_path / "runs"
     base = ["run", "sasrec", "--dataset", "synthetic", "--epochs", "2", "--set", "d=8",
             "--threads", "1", "--data-dir", str(data), "--runs-dir", str(runs),
