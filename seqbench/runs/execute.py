@@ -7,10 +7,8 @@ import dataclasses
 import os
 import signal
 import socket
-import threading
 import time
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 import torch
@@ -41,6 +39,7 @@ from seqbench.runs.request import ResolvedRun, RunRequest
 from seqbench.runs.result import RunResult
 from seqbench.runs.store import RunFolder, RunSpec, RunStore
 from seqbench.runs.tracking import TrackedRun, track
+from seqbench.training.checkpoint import SignalTrap
 from seqbench.training.context import LogObserver, Observer, RunContext
 from seqbench.training.micro import check_splittable
 from seqbench.training.trainer import Trainer, TrainOptions, TrainResult
@@ -287,24 +286,13 @@ def execute_procs(
     return store.load_result(run.run_id), False
 
 
-class Relay:
+class Relay(SignalTrap):
     """While the ranks run (main thread only): SIGINT and SIGTERM are passed on to them, and
     the first is kept (`signal`: Ctrl-C's KeyboardInterrupt or Terminated) to raise after."""
 
     def __init__(self) -> None:
         self.pids: list[int] = []
         self.signal: KeyboardInterrupt | None = None
-        self._saved: dict[int, Any] = {}
-
-    def __enter__(self) -> Relay:
-        if threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                self._saved[sig] = signal.signal(sig, self._handle)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        for sig, old in self._saved.items():
-            signal.signal(sig, old)
 
     def reach(self, pids: list[int]) -> None:
         """The ranks' processes (a signal kept before they were known is passed on now)."""

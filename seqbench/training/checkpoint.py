@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, Self
 
 import torch
 
@@ -77,7 +77,26 @@ def load_shared(
     return state
 
 
-class Pauses:
+class SignalTrap:
+    """While inside (main thread only): SIGINT and SIGTERM go to `_handle`; the handlers that
+    were there are put back on leaving."""
+
+    def __enter__(self) -> Self:
+        self._saved: dict[int, Any] = {}
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self._saved[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, old in self._saved.items():
+            signal.signal(sig, old)
+
+    def _handle(self, signum: int, frame: object) -> None:
+        raise NotImplementedError
+
+
+class Pauses(SignalTrap):
     """When training checkpoints inside an epoch: every `every` seconds (a host clock read
     once a step, no device read), and on SIGINT/SIGTERM, which stop the run once the step in
     flight is saved (a second signal, or one outside the steps, stops at once). Over several
@@ -89,17 +108,6 @@ class Pauses:
         self.deadline: float | None = None
         self.asked: KeyboardInterrupt | None = None
         self.stepping = False
-        self._saved: dict[int, Any] = {}
-
-    def __enter__(self) -> Pauses:
-        if threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                self._saved[sig] = signal.signal(sig, self._handle)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        for sig, old in self._saved.items():
-            signal.signal(sig, old)
 
     def _handle(self, signum: int, frame: object) -> None:
         stop = Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
