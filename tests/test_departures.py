@@ -120,7 +120,7 @@ def test_loss_row_names_the_settings_its_losses_read() -> None:
     )
 
 
-def test_switch_text_joins_one_fields_values_and_separates_fields() -> None:
+def test_switch_text_and_the_defaults_of_a_departure() -> None:
     switches = (
         Switch("instances", "last", note="one per user"),
         Switch("instances", "prefixes"),
@@ -137,6 +137,10 @@ def test_switch_text_joins_one_fields_values_and_separates_fields() -> None:
     )
     with pytest.raises(TypeError, match="needs a topic"):
         Departure(code="c", seqbench="s", basis="code")
+    plain = Departure(topic="t", code="c", basis="code")
+    assert (plain.paper, plain.seqbench) == ("silent", "as the code")
+    with pytest.raises(TypeError, match="needs its seqbench text"):
+        Departure(topic="t", code="c", basis="fix")
 
 
 @pytest.mark.parametrize("name", ["cbit", "bert4rec_s", "cosebert", "nova_bert", "coserec"])

@@ -132,9 +132,11 @@ class BSARec(WindowNextItem, SeqModel):
             topic="ablation of the Fourier branch",
             paper="α = 0 is SASRec-like attention alone, α = 1 the filter alone",
             code="as the paper",
-            seqbench="as the paper",
             basis="paper",
-            switches=(Switch("alpha", "0", note="attention only; or =1, filter only"),),
+            switches=(
+                Switch("alpha", "0", note="attention only"),
+                Switch("alpha", "1", note="filter only"),
+            ),
         ),
     )
 

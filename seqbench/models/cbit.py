@@ -112,7 +112,6 @@ class CBiT(BERT4RecSBody):
             topic="θ timing",
             paper="θ ← α·θ̂ + (1−α)·θ, loss = L_main + θ·L_cl (order not stated)",
             code="each step updates θ from its own detached losses, then uses it",
-            seqbench="as the code",
             basis="code",
             switches=(Switch("theta_step", "previous", note="step s uses θ_{s−1}"),),
         ),
@@ -120,7 +119,6 @@ class CBiT(BERT4RecSBody):
             topic="main loss",
             paper="Eq. 8: BCE with one sampled negative",
             code="softmax cross-entropy over all items",
-            seqbench="as the code",
             basis="code",
             switches=(Switch("loss", "bce"),),
         ),
@@ -128,7 +126,6 @@ class CBiT(BERT4RecSBody):
             topic="contrastive representation",
             paper="the whole last-layer output H (T×d) flattened, cosine similarity",
             code="same (full T×d, padding positions included; no projection head)",
-            seqbench="as the code",
             basis="code",
         ),
     )

@@ -50,7 +50,6 @@ class CoSeRec(CL4SRecBody):
         Departure(
             topic="contrastive representation",
             code="the whole output (T×d) of each view, flattened",
-            seqbench="as the code",
             basis="code",
             switches=(Switch("cl_repr", "last", note="last position only"),),
         ),

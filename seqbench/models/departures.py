@@ -29,6 +29,8 @@ BASIS_TEXT = {
     "fix": "the code has a defect: seqbench fixes it",
     "choice": "seqbench's choice (paper and code silent or equivalent)",
 }
+#: seqbench's default where a departure gives none: exactly the paper's or the code's
+AS_BASIS = {"paper": "as the paper", "code": "as the code"}
 
 
 #: the topic of a shared axis's row, unless it names its own
@@ -74,7 +76,7 @@ class Departure:
     topic: str = ""
     paper: str = "silent"
     code: str
-    seqbench: str
+    seqbench: str = ""
     basis: Basis
     switches: tuple[Switch, ...] = ()
     axis: str = ""
@@ -84,7 +86,10 @@ class Departure:
             raise TypeError(
                 f"a Departure needs a topic or a shared axis ({', '.join(AXIS_TOPICS)})"
             )
+        if not (self.seqbench or self.basis in AS_BASIS):
+            raise TypeError(f"a Departure following {self.basis!r} needs its seqbench text")
         object.__setattr__(self, "topic", self.topic or AXIS_TOPICS[self.axis])
+        object.__setattr__(self, "seqbench", self.seqbench or AS_BASIS.get(self.basis, ""))
 
     @property
     def field(self) -> str:
@@ -216,7 +221,6 @@ S3REC_INSTANCES = Departure(
     code="S3-Rec's SASRecDataset, used by CoSeRec's and STOSA's code (CL4SRec has none): one row "
     "per user, its last T training items, a target at every position (inputs items[:-3], targets "
     "items[1:-2]); no prefix splitting",
-    seqbench="as the code",
     basis="code",
     axis="instances",
 )

@@ -95,7 +95,6 @@ class DuoRec(ItemDot, SameTargetTraining, SeqModel):
         Departure(
             code="RecBole's data augmentation: every prefix of a training sequence (its last T "
             "items) is an instance whose one target is the next item",
-            seqbench="as the code",
             basis="code",
             axis="instances",
         ),
@@ -109,7 +108,6 @@ class DuoRec(ItemDot, SameTargetTraining, SeqModel):
         Departure(
             topic="epochs",
             code="50 epochs (RecBole config), early stop patience 10",
-            seqbench="as the code",
             basis="code",
             switches=(Switch("epochs", flag="set"),),
         ),

@@ -202,7 +202,9 @@ class FEARec(ItemDot, SameTargetTraining, SeqModel):
             seqbench="as the code (DuoRec's term)",
             basis="code",
             switches=(
-                Switch("contrast", "none", note="or un, su"),
+                Switch("contrast", "none"),
+                Switch("contrast", "un"),
+                Switch("contrast", "su"),
                 Switch("cl_weight", flag="set", meta="W"),
             ),
         ),
@@ -211,7 +213,6 @@ class FEARec(ItemDot, SameTargetTraining, SeqModel):
             paper="frequency attention plus time-domain attention",
             code="fearec.sh: global_ratio 0.6 (bands slide high → low over the layers), "
             "dual_domain with spatial_ratio 0.1 on band-passed Q, K, V (std=True), k = ⌊ln T⌋",
-            seqbench="as the code",
             basis="code",
             switches=(Switch("spatial_ratio", "0", note="frequency branch only"),),
         ),
@@ -234,7 +235,6 @@ class FEARec(ItemDot, SameTargetTraining, SeqModel):
         Departure(
             code="RecBole's prefixes: every prefix of a training sequence an instance, its one "
             "target the next item",
-            seqbench="as the code",
             basis="code",
             axis="instances",
         ),
@@ -251,7 +251,7 @@ class FEARec(ItemDot, SameTargetTraining, SeqModel):
             code="at most 1000 epochs, stopping after 40 without a better Recall@10",
             seqbench="1000 and patience 40; the epoch is chosen by the protocol's metric",
             basis="code",
-            switches=(Switch("epochs", "100", flag="set", note="and --set patience=10"),),
+            switches=(Switch("epochs", "100", flag="set"), Switch("patience", "10", flag="set")),
         ),
     )
 

@@ -73,7 +73,7 @@ class GSASRec(SASRecBody):
             "step 86,064, ≈ 1,800 passes)",
             seqbench="an epoch is one pass over the training users; SASRec's patience (20)",
             basis="choice",
-            switches=(Switch("patience", flag="set", note="and epochs=N"),),
+            switches=(Switch("patience", flag="set"), Switch("epochs", flag="set")),
         ),
         Departure(
             topic="initialisation",

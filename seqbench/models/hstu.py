@@ -198,7 +198,6 @@ class HSTU(RelativeBias, ItemDot, NextItemTraining, SeqModel):
             code="each layer its own learned bias per relative position and per log time bucket "
             "(128 buckets); zero timestamps put every pair in bucket 0: a learned constant per "
             "layer",
-            seqbench="as the code",
             basis="code",
             switches=(
                 Switch("time_bias", "false", note="position bias only"),
@@ -211,7 +210,6 @@ class HSTU(RelativeBias, ItemDot, NextItemTraining, SeqModel):
             topic="position embedding init",
             code="HSTU.reset_params re-draws it Xavier-normal: std √(2 / (max_len + 11 + d)), "
             "0.088 at its ML-1M config",
-            seqbench="as the code",
             basis="code",
             switches=(
                 Switch("pos_init", "truncated", flag="set", note="N(0, 1/d) truncated at 2σ"),

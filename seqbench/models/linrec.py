@@ -128,7 +128,6 @@ class LinRec(WindowNextItem, SeqModel):
         Departure(
             paper="cross-entropy over all items",
             code="not public",
-            seqbench="as the paper",
             basis="paper",
             axis="loss",
         ),

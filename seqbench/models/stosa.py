@@ -225,7 +225,6 @@ class STOSA(SeqModel):
             paper="each layer's mean output feeds the next layer and the prediction",
             code="a typo (`maen_hidden_states`) drops the layer's mean output: the mean stream "
             "stays the input embedding; the published numbers come from this code",
-            seqbench="as the paper",
             basis="paper",
             switches=(Switch("mean_stream", "code"),),
         ),
@@ -233,7 +232,6 @@ class STOSA(SeqModel):
             topic="LayerNorms",
             code="one LayerNorm (eps 1e-12) shared by the mean and covariance streams in the "
             "embedding and attention output",
-            seqbench="as the code",
             basis="code",
             switches=(Switch("norms", "separate"),),
         ),

@@ -35,28 +35,24 @@ CBIT_CODE_DEPARTURES = (
     Departure(
         topic="row with no masked item",
         code="predicts nothing (no forced mask)",
-        seqbench="as the code",
         basis="code",
         switches=(Switch("last_mask", "on"),),
     ),
     Departure(
         topic="masked token",
         code="BERT's 80/10/10: [mask] / random item / unchanged",
-        seqbench="as the code",
         basis="code",
         switches=(Switch("mask_replace", "false", flag="set"),),
     ),
     Departure(
         topic="embeddings",
         code="item + position, PyTorch default init N(0, 1), no LayerNorm",
-        seqbench="as the code",
         basis="code",
         switches=(Switch("emb", "bert", note="LayerNorm + truncated-normal 0.02"),),
     ),
     Departure(
         topic="block output dropout",
         code="dropout on each block's output (part of the views' dropout augmentation)",
-        seqbench="as the code",
         basis="code",
         switches=(Switch("block_dropout", "off"),),
     ),
@@ -64,7 +60,6 @@ CBIT_CODE_DEPARTURES = (
         topic="padding positions",
         code="computed like other positions (position embedding, attention over real items); "
         "their outputs enter the flattened contrastive representation",
-        seqbench="as the code",
         basis="code",
         switches=(
             Switch(
@@ -76,14 +71,12 @@ CBIT_CODE_DEPARTURES = (
         topic="cloze softmax",
         paper="softmax over items",
         code="over items and the padding column 0",
-        seqbench="as the code",
         basis="code",
         switches=(Switch("pad_logit", "exclude"),),
     ),
     Departure(
         topic="GELU",
         code="tanh approximation",
-        seqbench="as the code",
         basis="code",
         switches=(Switch("gelu", "exact"),),
     ),
