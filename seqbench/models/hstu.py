@@ -202,7 +202,10 @@ class HSTU(RelativeBias, ItemDot, NextItemTraining, SeqModel):
             switches=(
                 Switch("time_bias", "false", note="position bias only"),
                 Switch(
-                    "bias_tables", "shared", flag="set", note="one position table for all layers"
+                    "bias_tables",
+                    "shared",
+                    flag="set",
+                    note="one position table for every layer, no time term without timestamps",
                 ),
             ),
         ),
