@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import re
 
 import pytest
 import torch
@@ -14,12 +13,14 @@ import torch
 from seqbench.cli import main
 from seqbench.data.dataset import SeqDataset
 from seqbench.data.synthetic import generate
-from seqbench.models.base import MODELS, get_model, parse_value, resolve_config
+from seqbench.errors import ConfigError
+from seqbench.models.base import MODELS, field_choices, get_model, parse_value, resolve_config
 from seqbench.models.contrastive import view_loss
+from seqbench.models.departures import Departure, Switch, switches_text
 from seqbench.models.families.cloze import cloze_mask
+from seqbench.models.losses import LOSSES, READS, readers
 
 get_model("sasrec")
-SWITCH = re.compile(r"--(?:ablate|set) (\w+)=(\S+)")
 
 
 @pytest.fixture(scope="module")
@@ -37,23 +38,109 @@ def build(name: str, data: SeqDataset, **sets: str):
     return cls(cfg, data)
 
 
+def resolves(cls, flag: str, field: str, value: str, loss: str = "") -> bool:
+    """Whether `seqbench run` accepts `--{flag} field=value` (beside `--set loss=LOSS`)."""
+    sets = {"loss": loss} if loss else {}
+    if flag == "set":
+        sets[field] = value
+    ablate = {field: value} if flag == "ablate" else {}
+    try:
+        resolve_config(cls, "synthetic", sets, ablate)
+    except ConfigError:
+        return False
+    return True
+
+
+def reader(cls, field: str) -> str:
+    """A loss of the model that reads objective field `field` ('' where its default does)."""
+    if field not in READS or READS[field](LOSSES[cls.Config.loss]):
+        return ""
+    return next(loss for loss in field_choices(cls.Config, "loss") if loss in readers(field))
+
+
 @pytest.mark.parametrize("name", sorted(MODELS.names()))
-def test_every_switch_names_a_field_and_another_value(name: str) -> None:
+def test_every_switch_sets_a_config_field_to_another_value_that_resolves(name: str) -> None:
     cls = get_model(name)
     default = dataclasses.asdict(cls.Config())  # the class defaults are the defaults that run
+    fields = {f.name for f in dataclasses.fields(cls.Config)}
     for dep in cls.declared_departures():
         assert dep.topic and dep.paper and dep.code and dep.seqbench, dep
-        if not dep.field:
-            assert dep.switch == "-", dep
-            continue
-        match = SWITCH.match(dep.switch)
-        assert match and match.group(1) == dep.field, dep
-        if match.group(2) == "N":
-            continue
-        other = parse_value(cls.Config, dep.field, match.group(2))
-        assert other != default[dep.field], dep
-        if dep.switch.startswith("--ablate"):
-            assert dep.field in cls.ablations, dep
+        assert (dep.switch == "-") == (not dep.switches), dep
+        assert dep.field == (dep.switches[0].field if dep.switches else ""), dep
+        for s in dep.switches:
+            assert s.field in fields, (dep.topic, s)
+            # --ablate only on the model's ablation axes; --set on every other field
+            assert (s.flag == "ablate") == (s.field in cls.ablations), (dep.topic, s)
+            if not s.value:  # a hint: the field takes a free value
+                assert field_choices(cls.Config, s.field) is None, (dep.topic, s)
+                continue
+            other = parse_value(cls.Config, s.field, s.value)
+            assert other != default[s.field], (dep.topic, s)
+            assert resolves(cls, s.flag, s.field, s.value, reader(cls, s.field)), (dep.topic, s)
+
+
+AXES = ("loss", "instances", "window", "negatives_from", "batching")
+
+
+@pytest.mark.parametrize("name", sorted(MODELS.names()))
+def test_each_shared_axis_row_offers_exactly_the_other_values_that_run(name: str) -> None:
+    """An axis row's values are every other choice of its field that `resolve_config` accepts
+    (an objective field under a loss that reads it), in the field's order, and no other."""
+    cls = get_model(name)
+    rows = [d for d in cls.declared_departures() if d.axis]
+    assert [d.field for d in rows if d.field == "batching"] == ["batching"]
+    if "loss" in cls.ablations:
+        assert {"loss", "negatives_from"} <= {d.field for d in rows}
+    for dep in rows:
+        field = dep.axis
+        assert field in AXES, dep.topic
+        flag = "ablate" if field in cls.ablations else "set"
+        default = getattr(cls.Config(), field)
+        want = [
+            str(c)
+            for c in field_choices(cls.Config, field)
+            if c != default and resolves(cls, flag, field, c, reader(cls, field))
+        ]
+        assert [s.value for s in dep.switches if s.field == field] == want, dep.topic
+
+
+def test_loss_row_names_the_settings_its_losses_read() -> None:
+    sasrec = next(d for d in get_model("sasrec").declared_departures() if d.axis == "loss")
+    assert sasrec.switch == (
+        "--ablate loss=gbce|sampled_ce|ce|bpr; --set negatives=K (0: 1 for bce/bpr, 256 for "
+        "gbce/sampled_ce); --set gbce_t=T; --set sampling=popularity (negatives by popularity, "
+        "logQ-corrected); --set ce_chunk=N (full CE's target rows per chunk)"
+    )
+    # BERT4Rec's cloze loss is ce or sampled_ce: no gBCE temperature, no second K
+    cloze = next(d for d in get_model("bert4rec").declared_departures() if d.axis == "loss")
+    assert cloze.switch == (
+        "--ablate loss=sampled_ce; --set negatives=K (0: 256 for sampled_ce); --set "
+        "sampling=popularity (negatives by popularity, logQ-corrected); --set ce_chunk=N "
+        "(full CE's target rows per chunk)"
+    )
+
+
+def test_switch_text_and_the_defaults_of_a_departure() -> None:
+    switches = (
+        Switch("instances", "last", note="one per user"),
+        Switch("instances", "prefixes"),
+        Switch("epochs", flag="set"),
+        Switch("negatives", flag="set", meta="K"),
+    )
+    assert switches_text(switches) == (
+        "--ablate instances=last (one per user) or =prefixes; --set epochs=N; --set negatives=K"
+    )
+    assert switches_text(()) == "-"
+    assert switches_text((Switch("loss", "bce"), Switch("loss", "ce"))) == "--ablate loss=bce|ce"
+    assert Departure(code="c", seqbench="s", basis="code", axis="loss").topic == (
+        "training objective"
+    )
+    with pytest.raises(TypeError, match="needs a topic"):
+        Departure(code="c", seqbench="s", basis="code")
+    plain = Departure(topic="t", code="c", basis="code")
+    assert (plain.paper, plain.seqbench) == ("silent", "as the code")
+    with pytest.raises(TypeError, match="needs its seqbench text"):
+        Departure(topic="t", code="c", basis="fix")
 
 
 @pytest.mark.parametrize("name", ["cbit", "bert4rec_s", "cosebert", "nova_bert", "coserec"])

@@ -138,10 +138,12 @@ class SeqModel(nn.Module):
 
     @classmethod
     def declared_departures(cls) -> tuple[Departure, ...]:
-        """The model's own departures, then batching's and (with the loss axis) gBCE's draws."""
+        """The model's own departures, then (with the loss axis) gBCE's draws and batching's,
+        each axis row with its switches from the model's config (`Departure.for_model`)."""
         axis = (GBCE_NEGATIVES,) if "loss" in cls.ablations else ()
         packed = cls.Config.batching == "packed"
-        return (*cls.departures, *axis, batching_departure(cls.packs, packed))
+        rows = (*cls.departures, *axis, batching_departure(cls.packs, packed))
+        return tuple(d.for_model(cls) for d in rows)
 
     @property
     def input_window(self) -> int:

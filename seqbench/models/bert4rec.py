@@ -8,39 +8,35 @@ departures and dataset settings.
 from __future__ import annotations
 
 from seqbench.models.base import register
-from seqbench.models.departures import Departure
+from seqbench.models.departures import Departure, Switch
 from seqbench.models.families.cloze import CLOZE_LOSS, EVAL_INPUT, BERT4RecBody, BERT4RecConfig
 
 BERT4REC_DEPARTURES = (
     EVAL_INPUT,
     CLOZE_LOSS,
     Departure(
-        "training instances",
-        "each user's sequence with random cloze masks, plus copies with only the last item masked",
-        "slide windows of T, step 0.1·T (run_beauty.sh), each copied 10× with fixed masks "
+        paper="each user's sequence with random cloze masks, plus copies with only the last item "
+        "masked",
+        code="slide windows of T, step 0.1·T (run_beauty.sh), each copied 10× with fixed masks "
         "(dupe_factor) plus a last-item-masked copy; the validation item is trained on",
-        "each user's last T training items, one row, masks redrawn every epoch",
-        "choice",
-        "window",
-        "--ablate window=on (CBiT's slide windows, step window_step)",
+        seqbench="each user's last T training items, one row, masks redrawn every epoch",
+        basis="choice",
+        axis="window",
     ),
     Departure(
-        "row with no masked item",
-        "silent",
-        "not compared",
-        "its last item is masked, so every row has a target",
-        "choice",
-        "last_mask",
-        "--ablate last_mask=off",
+        topic="row with no masked item",
+        code="not compared",
+        seqbench="its last item is masked, so every row has a target",
+        basis="choice",
+        switches=(Switch("last_mask", "off"),),
     ),
     Departure(
-        "masked token",
-        "80/10/10 replacement is an option",
-        "not compared",
-        "[mask] only",
-        "choice",
-        "mask_replace",
-        "--set mask_replace=true",
+        topic="masked token",
+        paper="80/10/10 replacement is an option",
+        code="not compared",
+        seqbench="[mask] only",
+        basis="choice",
+        switches=(Switch("mask_replace", "true", flag="set"),),
     ),
 )
 

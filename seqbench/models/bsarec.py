@@ -20,7 +20,7 @@ from torch import nn
 from seqbench.data.dataset import SeqDataset
 from seqbench.models.base import ModelConfig, SeqModel, register
 from seqbench.models.bounds import NON_NEGATIVE, PROBABILITY, Bound
-from seqbench.models.departures import Departure
+from seqbench.models.departures import Departure, Switch
 from seqbench.models.layers import (
     MultiHeadAttention,
     ResidualFFN,
@@ -103,46 +103,40 @@ class BSARec(WindowNextItem, SeqModel):
     }
     departures = (
         Departure(
-            "training instances",
-            "silent",
-            "every prefix of the last max_len training items (the first one with an empty "
+            code="every prefix of the last max_len training items (the first one with an empty "
             "input), CE at its last position",
-            "every prefix with at least one input item, of the whole training sequence (its "
-            "last max_len inputs): an empty input, never met at evaluation, is not trained "
-            "(dropping those 16% of rows moved the code to seqbench's accuracy at 1 epoch)",
-            "fix",
-            "instances",
-            "--ablate instances=last (one row per user; all_positions is refused: the filter "
-            "would let a position read its own target)",
+            seqbench="every prefix with at least one input item, of the whole training sequence "
+            "(its last max_len inputs): an empty input, never met at evaluation, is not trained "
+            "(dropping those 16% of rows moved the code to seqbench's accuracy at 1 epoch); no "
+            "all_positions: the filter would let a position read its own target",
+            basis="fix",
+            axis="instances",
         ),
         Departure(
-            "training objective",
-            "cross-entropy over all items",
-            "as the paper, at the last position; the softmax also spans the padding row 0, "
+            paper="cross-entropy over all items",
+            code="as the paper, at the last position; the softmax also spans the padding row 0, "
             "which its evaluation ranks as a candidate too",
-            "as the paper over the real items only; the loss axis trains the same model under "
-            "bce, gbce, sampled_ce or bpr",
-            "paper",
-            "loss",
-            "--ablate loss=bce (or gbce, sampled_ce, bpr), --set negatives=K",
+            seqbench="as the paper over the real items only",
+            basis="paper",
+            axis="loss",
         ),
         Departure(
-            "padding rows",
-            "silent",
-            "a padding query has every key masked at −10000: it averages the whole window "
+            topic="padding rows",
+            code="a padding query has every key masked at −10000: it averages the whole window "
             "uniformly, and the Fourier branch mixes that into the real positions",
-            "a padding query reads only itself (the window is still left-padded to max_len, "
-            "so the Fourier branch sees as many positions as the code's)",
-            "choice",
+            seqbench="a padding query reads only itself (the window is still left-padded to "
+            "max_len, so the Fourier branch sees as many positions as the code's)",
+            basis="choice",
         ),
         Departure(
-            "ablation of the Fourier branch",
-            "α = 0 is SASRec-like attention alone, α = 1 the filter alone",
-            "as the paper",
-            "as the paper",
-            "paper",
-            "alpha",
-            "--ablate alpha=0 (attention only; or =1, filter only)",
+            topic="ablation of the Fourier branch",
+            paper="α = 0 is SASRec-like attention alone, α = 1 the filter alone",
+            code="as the paper",
+            basis="paper",
+            switches=(
+                Switch("alpha", "0", note="attention only"),
+                Switch("alpha", "1", note="filter only"),
+            ),
         ),
     )
 

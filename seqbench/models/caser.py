@@ -107,27 +107,22 @@ class Caser(ItemDot, SeqModel):
     ablations = ("loss", "instances")
     departures = (
         Departure(
-            "training objective",
-            "binary cross-entropy of the T targets and K sampled negatives per window",
-            "the same: the mean over targets of −log σ(s⁺) plus the mean over the window's "
-            "negatives of −log(1 − σ(s⁻)) (caser_pytorch), negatives uniform over items the "
-            "user has not interacted with",
-            "as the code (negatives outside the user's training items); the loss axis scores "
-            "each target against the window's K negatives under gbce (α = K/(|I|−1)), "
+            paper="binary cross-entropy of the T targets and K sampled negatives per window",
+            code="the same: the mean over targets of −log σ(s⁺) plus the mean over the window's "
+            "negatives of −log(1 − σ(s⁻)) (caser_pytorch), negatives uniform over items the user "
+            "has not interacted with",
+            seqbench="as the code (negatives outside the user's training items); the loss axis "
+            "scores each target against the window's K negatives under gbce (α = K/(|I|−1)), "
             "sampled_ce or bpr, or against all items (ce)",
-            "paper",
-            "loss",
-            "--ablate loss=sampled_ce (or gbce, ce, bpr), --set negatives=K, --set gbce_t=T, "
-            "--set sampling=popularity",
+            basis="paper",
+            axis="loss",
         ),
         Departure(
-            "training instances",
-            "every window of L inputs + T targets slid over the user's sequence",
-            "the same, step 1 (caser_pytorch's to_sequence)",
-            "as paper and code",
-            "paper",
-            "instances",
-            "--ablate instances=last (only each user's latest window)",
+            paper="every window of L inputs + T targets slid over the user's sequence",
+            code="the same, step 1 (caser_pytorch's to_sequence)",
+            seqbench="as paper and code",
+            basis="paper",
+            axis="instances",
         ),
     )
     dataset_defaults = {

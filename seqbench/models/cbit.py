@@ -34,7 +34,7 @@ from seqbench.data.sequences import iterate_rows
 from seqbench.errors import ConfigError
 from seqbench.models.base import Batch, Parts, register
 from seqbench.models.contrastive import nt_xent
-from seqbench.models.departures import Departure
+from seqbench.models.departures import Departure, Switch
 from seqbench.models.families.slide_windows import (
     CBIT_CODE_DEPARTURES,
     CBIT_DATASET_DEFAULTS,
@@ -109,29 +109,24 @@ class CBiT(BERT4RecSBody):
     departures = (
         *CBIT_CODE_DEPARTURES,
         Departure(
-            "θ timing",
-            "θ ← α·θ̂ + (1−α)·θ, loss = L_main + θ·L_cl (order not stated)",
-            "each step updates θ from its own detached losses, then uses it",
-            "as the code",
-            "code",
-            "theta_step",
-            "--ablate theta_step=previous (step s uses θ_{s−1})",
+            topic="θ timing",
+            paper="θ ← α·θ̂ + (1−α)·θ, loss = L_main + θ·L_cl (order not stated)",
+            code="each step updates θ from its own detached losses, then uses it",
+            basis="code",
+            switches=(Switch("theta_step", "previous", note="step s uses θ_{s−1}"),),
         ),
         Departure(
-            "main loss",
-            "Eq. 8: BCE with one sampled negative",
-            "softmax cross-entropy over all items",
-            "as the code",
-            "code",
-            "loss",
-            "--ablate loss=bce",
+            topic="main loss",
+            paper="Eq. 8: BCE with one sampled negative",
+            code="softmax cross-entropy over all items",
+            basis="code",
+            switches=(Switch("loss", "bce"),),
         ),
         Departure(
-            "contrastive representation",
-            "the whole last-layer output H (T×d) flattened, cosine similarity",
-            "same (full T×d, padding positions included; no projection head)",
-            "as the code",
-            "code",
+            topic="contrastive representation",
+            paper="the whole last-layer output H (T×d) flattened, cosine similarity",
+            code="same (full T×d, padding positions included; no projection head)",
+            basis="code",
         ),
     )
 

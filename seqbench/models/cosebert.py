@@ -20,7 +20,7 @@ from seqbench.data.dataset import SeqDataset
 from seqbench.models.augment import COSEREC_BEAUTY, CoSeRecFields, coserec_augmenter, two_views
 from seqbench.models.base import Batch, Parts, register
 from seqbench.models.contrastive import view_loss
-from seqbench.models.departures import Departure
+from seqbench.models.departures import Departure, Switch
 from seqbench.models.families.slide_windows import (
     CBIT_CODE_DEPARTURES,
     CBIT_DATASET_DEFAULTS,
@@ -53,14 +53,12 @@ class CoSeBERT(BERT4RecSBody):
     departures = (
         *(d for d in CBIT_CODE_DEPARTURES if d.field != "pad_outputs"),
         Departure(
-            "padding positions",
-            "silent",
-            "no public CoSeBERT code",
-            "zeroed: the two views are trimmed to their longer row before flattening, so "
+            topic="padding positions",
+            code="no public CoSeBERT code",
+            seqbench="zeroed: the two views are trimmed to their longer row before flattening, so "
             "zero padding keeps the flattened representations comparable",
-            "choice",
-            "pad_outputs",
-            "--ablate pad_outputs=keep",
+            basis="choice",
+            switches=(Switch("pad_outputs", "keep"),),
         ),
     )
     dataset_defaults = {

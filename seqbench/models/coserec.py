@@ -21,7 +21,7 @@ from typing import Literal
 from seqbench.data.dataset import SeqDataset
 from seqbench.models.augment import COSEREC_BEAUTY, Augmenter, CoSeRecFields, coserec_augmenter
 from seqbench.models.base import register
-from seqbench.models.departures import S3REC_INSTANCES, Departure
+from seqbench.models.departures import S3REC_INSTANCES, Departure, Switch
 from seqbench.models.families.two_view import CL4SRecBody, CL4SRecConfig
 from seqbench.models.item_similarity import training_similarity
 
@@ -48,13 +48,10 @@ class CoSeRec(CL4SRecBody):
     departures = (
         S3REC_INSTANCES,
         Departure(
-            "contrastive representation",
-            "silent",
-            "the whole output (T×d) of each view, flattened",
-            "as the code",
-            "code",
-            "cl_repr",
-            "--ablate cl_repr=last (last position only)",
+            topic="contrastive representation",
+            code="the whole output (T×d) of each view, flattened",
+            basis="code",
+            switches=(Switch("cl_repr", "last", note="last position only"),),
         ),
     )
     dataset_defaults = {

@@ -30,7 +30,7 @@ import torch.nn.functional as F
 from seqbench.data.dataset import SeqDataset
 from seqbench.models.base import Batch, ModelConfig, Parts, SeqModel, register
 from seqbench.models.contrastive import nt_xent
-from seqbench.models.departures import Departure
+from seqbench.models.departures import Departure, Switch
 from seqbench.models.item_scores import ItemDot, ItemTable
 from seqbench.models.layers import SeqEmbedding, TransformerEncoder, causal_mask, fast_dropout
 from seqbench.models.losses import LossName, ObjectiveFields
@@ -83,45 +83,33 @@ class DuoRec(ItemDot, SameTargetTraining, SeqModel):
     ablations = ("loss", "contrast", "positions", "instances")
     departures = (
         Departure(
-            "training objective (next-item half)",
-            "softmax cross-entropy over all items at the instance's last position",
-            "the same (RecBole loss_type CE)",
-            "as paper and code, in one catalogue-wide product; the loss axis trains the "
-            "next-item half under bce, gbce (α = K/(|I|−1)), sampled_ce or bpr with K negatives "
-            "outside the user's training items (the contrastive term unchanged)",
-            "paper",
-            "loss",
-            "--ablate loss=sampled_ce (or bce, gbce, bpr), --set negatives=K, --set gbce_t=T, "
-            "--set ce_chunk=N (bounded memory on large catalogues)",
+            topic="training objective (next-item half)",
+            paper="softmax cross-entropy over all items at the instance's last position",
+            code="the same (RecBole loss_type CE)",
+            seqbench="as paper and code, in one catalogue-wide product; the loss axis trains the "
+            "next-item half, gbce with α = K/(|I|−1), the sampled losses with K negatives outside "
+            "the user's training items (the contrastive term unchanged)",
+            basis="paper",
+            axis="loss",
         ),
         Departure(
-            "training instances",
-            "silent",
-            "RecBole's data augmentation: every prefix of a training sequence (its last T "
+            code="RecBole's data augmentation: every prefix of a training sequence (its last T "
             "items) is an instance whose one target is the next item",
-            "as the code",
-            "code",
-            "instances",
-            "--ablate instances=last (one instance per user: its training sequence → its "
-            "last item)",
+            basis="code",
+            axis="instances",
         ),
         Departure(
-            "positions",
-            "silent",
-            "RecBole's right-padded input: position 0 is the first item",
-            "as the code (left-padded input, positions counted from the first real item)",
-            "code",
-            "positions",
-            "--ablate positions=right (the last item always at position T−1)",
+            topic="positions",
+            code="RecBole's right-padded input: position 0 is the first item",
+            seqbench="as the code (left-padded input, positions counted from the first real item)",
+            basis="code",
+            switches=(Switch("positions", "right", note="the last item always at position T−1"),),
         ),
         Departure(
-            "epochs",
-            "silent",
-            "50 epochs (RecBole config), early stop patience 10",
-            "as the code",
-            "code",
-            "epochs",
-            "--set epochs=N",
+            topic="epochs",
+            code="50 epochs (RecBole config), early stop patience 10",
+            basis="code",
+            switches=(Switch("epochs", flag="set"),),
         ),
     )
     dataset_defaults = {

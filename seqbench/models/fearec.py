@@ -25,7 +25,7 @@ from seqbench.data.dataset import SeqDataset
 from seqbench.models.base import Batch, ModelConfig, Parts, SeqModel, register
 from seqbench.models.bounds import FRACTION, NON_NEGATIVE, POSITIVE, PROBABILITY, Bound
 from seqbench.models.contrastive import nt_xent
-from seqbench.models.departures import Departure
+from seqbench.models.departures import Departure, Switch
 from seqbench.models.item_scores import ItemDot, ItemTable
 from seqbench.models.layers import ResidualFFN, causal_key_mask, normal_init, pad_left, with_self
 from seqbench.models.losses import LossName, ObjectiveFields
@@ -171,94 +171,87 @@ class FEARec(ItemDot, SameTargetTraining, SeqModel):
     }
     departures = (
         Departure(
-            "delays of the frequency branch",
-            "the top-k delays of the autocorrelation",
-            "training: k delays from the batch-mean autocorrelation (a user's representation "
-            "depends on its batch-mates), each row's own weights; evaluation: each "
-            "sequence's own k delays",
-            "each sequence's own k delays in training and evaluation (the representation "
+            topic="delays of the frequency branch",
+            paper="the top-k delays of the autocorrelation",
+            code="training: k delays from the batch-mean autocorrelation (a user's representation "
+            "depends on its batch-mates), each row's own weights; evaluation: each sequence's own "
+            "k delays",
+            seqbench="each sequence's own k delays in training and evaluation (the representation "
             "trained is the one scored; never depends on the batch)",
-            "fix",
-            "delays",
-            "--ablate delays=batch (the code's training; evaluation stays per sequence)",
+            basis="fix",
+            switches=(
+                Switch(
+                    "delays", "batch", note="the code's training; evaluation stays per sequence"
+                ),
+            ),
         ),
         Departure(
-            "frequency regulariser",
-            "part of the loss: the contrastive pair made close in the frequency domain",
-            "0.1·mean|FFT(h_aug) − FFT(h_sem)| (FFT over the d features), off in the "
+            topic="frequency regulariser",
+            paper="part of the loss: the contrastive pair made close in the frequency domain",
+            code="0.1·mean|FFT(h_aug) − FFT(h_sem)| (FFT over the d features), off in the "
             "released run (fredom unset)",
-            "on, as the paper, in the code's form and weight, on the contrastive pair",
-            "paper",
-            "freq_reg",
-            "--ablate freq_reg=0 (off, the released run)",
+            seqbench="on, as the paper, in the code's form and weight, on the contrastive pair",
+            basis="paper",
+            switches=(Switch("freq_reg", "0", note="off, the released run"),),
         ),
         Departure(
-            "contrastive term",
-            "supervised (same-target) and unsupervised (dropout) views, InfoNCE",
-            "contrast='us_x': NT-Xent of a dropout view against a same-target view, dot "
+            topic="contrastive term",
+            paper="supervised (same-target) and unsupervised (dropout) views, InfoNCE",
+            code="contrast='us_x': NT-Xent of a dropout view against a same-target view, dot "
             "product, τ = 1, weight 0.1, in-batch negatives",
-            "as the code (DuoRec's term)",
-            "code",
-            "contrast",
-            "--ablate contrast=none (or un, su), --set cl_weight=W",
+            seqbench="as the code (DuoRec's term)",
+            basis="code",
+            switches=(
+                Switch("contrast", "none"),
+                Switch("contrast", "un"),
+                Switch("contrast", "su"),
+                Switch("cl_weight", flag="set", meta="W"),
+            ),
         ),
         Departure(
-            "hybrid attention",
-            "frequency attention plus time-domain attention",
-            "fearec.sh: global_ratio 0.6 (bands slide high → low over the layers), "
-            "dual_domain with spatial_ratio 0.1 on band-passed Q, K, V (std=True), "
-            "k = ⌊ln T⌋",
-            "as the code",
-            "code",
-            "spatial_ratio",
-            "--ablate spatial_ratio=0 (frequency branch only)",
+            topic="hybrid attention",
+            paper="frequency attention plus time-domain attention",
+            code="fearec.sh: global_ratio 0.6 (bands slide high → low over the layers), "
+            "dual_domain with spatial_ratio 0.1 on band-passed Q, K, V (std=True), k = ⌊ln T⌋",
+            basis="code",
+            switches=(Switch("spatial_ratio", "0", note="frequency branch only"),),
         ),
         Departure(
-            "input layout",
-            "silent",
-            "RecBole: the items right-padded to max_len, position 0 = first item",
-            "as the code (the frequency branch rolls over the whole padded window)",
-            "code",
+            topic="input layout",
+            code="RecBole: the items right-padded to max_len, position 0 = first item",
+            seqbench="as the code (the frequency branch rolls over the whole padded window)",
+            basis="code",
         ),
         Departure(
-            "padding rows and widths",
-            "silent",
-            "a padding query of the time branch reads the real keys before it; the CE also "
+            topic="padding rows and widths",
+            code="a padding query of the time branch reads the real keys before it; the CE also "
             "scores the padding item; the feed-forward is 256 wide whatever d",
-            "a padding query reads itself (its output, like the code's, reaches real positions "
-            "only through the next layer's frequency branch); CE over items 1..N; the "
-            "feed-forward 4·d wide (256 at the default d = 64); not yet aligned, within the "
-            "seed spread at one epoch (results/modern_code_fearec)",
-            "choice",
+            seqbench="a padding query reads itself (its output, like the code's, reaches real "
+            "positions only through the next layer's frequency branch); CE over items 1..N; the "
+            "feed-forward 4·d wide (256 at the default d = 64); the difference is within the seed "
+            "spread at one epoch (results/modern_code_fearec)",
+            basis="choice",
         ),
         Departure(
-            "training instances",
-            "silent",
-            "RecBole's prefixes: every prefix of a training sequence an instance, its one "
+            code="RecBole's prefixes: every prefix of a training sequence an instance, its one "
             "target the next item",
-            "as the code",
-            "code",
-            "instances",
-            "--ablate instances=last (one instance per user)",
+            basis="code",
+            axis="instances",
         ),
         Departure(
-            "training objective",
-            "cross-entropy over all items at the instance's last position",
-            "as the paper",
-            "as the paper; the loss axis trains the next-item half under bce, gbce, "
-            "sampled_ce or bpr (the regularisers unchanged)",
-            "paper",
-            "loss",
-            "--ablate loss=sampled_ce (or bce, gbce, bpr), --set negatives=K",
+            paper="cross-entropy over all items at the instance's last position",
+            code="as the paper",
+            seqbench="as the paper; the loss axis trains the next-item half (the regularisers "
+            "unchanged)",
+            basis="paper",
+            axis="loss",
         ),
         Departure(
-            "epochs",
-            "silent",
-            "at most 1000 epochs, stopping after 40 without a better Recall@10",
-            "1000 and patience 40; the epoch is chosen by the protocol's metric",
-            "code",
-            "epochs",
-            "--set epochs=100 (and --set patience=10)",
+            topic="epochs",
+            code="at most 1000 epochs, stopping after 40 without a better Recall@10",
+            seqbench="1000 and patience 40; the epoch is chosen by the protocol's metric",
+            basis="code",
+            switches=(Switch("epochs", "100", flag="set"), Switch("patience", "10", flag="set")),
         ),
     )
 

@@ -76,26 +76,20 @@ class FMLPRec(WindowNextItem, SeqModel):
     }
     departures = (
         Departure(
-            "training instances",
-            "silent",
-            "every prefix of the last max_len training items (the first one with an empty "
+            code="every prefix of the last max_len training items (the first one with an empty "
             "input), a target at its last position",
-            "every prefix with at least one input item, of the whole training sequence (its "
-            "last max_len inputs); the same rows on sequences up to max_len long",
-            "code",
-            "instances",
-            "--ablate instances=last (one row per user; all_positions is refused: the filter "
-            "would let a position read its own target)",
+            seqbench="every prefix with at least one input item, of the whole training sequence "
+            "(its last max_len inputs); the same rows on sequences up to max_len long; no "
+            "all_positions: the filter would let a position read its own target",
+            basis="code",
+            axis="instances",
         ),
         Departure(
-            "training objective",
-            "BCE with one sampled negative",
-            "as the paper, at the last position; the negative avoids the row's own items",
-            "as the paper; the negative avoids the user's training items; the loss axis "
-            "trains the same model under ce, gbce, sampled_ce or bpr",
-            "paper",
-            "loss",
-            "--ablate loss=ce (or gbce, sampled_ce, bpr), --set negatives=K",
+            paper="BCE with one sampled negative",
+            code="as the paper, at the last position; the negative avoids the row's own items",
+            seqbench="as the paper; the negative avoids the user's training items",
+            basis="paper",
+            axis="loss",
         ),
     )
 

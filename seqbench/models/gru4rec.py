@@ -70,25 +70,21 @@ class GRU4Rec(ItemDot, NextItemTraining, SeqModel):
     ablations = ("loss", "instances")
     departures = (
         Departure(
-            "training instances",
-            "session-parallel mini-batches: every event of a session predicts the next",
-            "the same (hidasib/GRU4Rec); RecBole's CE variant trains every prefix, last "
+            paper="session-parallel mini-batches: every event of a session predicts the next",
+            code="the same (hidasib/GRU4Rec); RecBole's CE variant trains every prefix, last "
             "position only",
-            "as the paper: one row per user, its last T training items, a target at every position",
-            "paper",
-            "instances",
-            "--ablate instances=prefixes (RecBole's rows; or =last)",
+            seqbench="as the paper: one row per user, its last T training items, a target at "
+            "every position",
+            basis="paper",
+            axis="instances",
         ),
         Departure(
-            "training objective",
-            "TOP1 or BPR over session-parallel mini-batch negatives",
-            "RecBole (the DuoRec/CBiT baselines): softmax CE over all items at every step",
-            "as RecBole, in one catalogue-wide product; the loss axis trains under bce, gbce, "
-            "sampled_ce or bpr with K uniform negatives outside the user's training items",
-            "code",
-            "loss",
-            "--ablate loss=bce (or sampled_ce, gbce, bpr), --set negatives=K, --set ce_chunk=N "
-            "(bounded memory on large catalogues)",
+            paper="TOP1 or BPR over session-parallel mini-batch negatives",
+            code="RecBole (the DuoRec/CBiT baselines): softmax CE over all items at every step",
+            seqbench="as RecBole, in one catalogue-wide product; the sampled losses of the axis "
+            "draw K uniform negatives outside the user's training items",
+            basis="code",
+            axis="loss",
         ),
     )
     dataset_defaults = {

@@ -11,14 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from seqbench.models.base import register
-from seqbench.models.departures import Departure
-from seqbench.models.families.causal import (
-    SASREC_ATTENTION,
-    SASREC_INIT,
-    SASREC_INSTANCES,
-    SASRecBody,
-    SASRecConfig,
-)
+from seqbench.models.departures import Departure, Switch
+from seqbench.models.families.causal import SASREC_ROWS, SASRecBody, SASRecConfig
 from seqbench.models.losses import LossName
 
 
@@ -57,49 +51,40 @@ class GSASRec(SASRecBody):
         },
     }
     departures = (
-        SASREC_INSTANCES,
-        SASREC_ATTENTION,
-        SASREC_INIT,
+        *SASREC_ROWS,
         Departure(
-            "training objective",
-            "gBCE with K = 256 uniform negatives and t = 0.75 (β from α = K/(|I|−1))",
-            "as the paper (asash/gSASRec-pytorch)",
-            "as the paper; α and β of the real catalogue recorded with the run's metrics",
-            "paper",
-            "loss",
-            "--ablate loss=bce (or sampled_ce, ce, bpr), --set negatives=K, --set gbce_t=T",
+            paper="gBCE with K = 256 uniform negatives and t = 0.75 (β from α = K/(|I|−1))",
+            code="as the paper (asash/gSASRec-pytorch)",
+            seqbench="as the paper; α and β of the real catalogue recorded with the run's metrics",
+            basis="paper",
+            axis="loss",
         ),
         Departure(
-            "loss normalisation",
-            "silent",
-            "the mean over the K + 1 scores of every target position",
-            "β·softplus(−s⁺) + Σₖ softplus(s⁻ₖ), mean over target positions (SASRec's BCE "
-            "normalisation, so t = 0 is seqbench's BCE exactly): a constant factor K + 1",
-            "choice",
+            topic="loss normalisation",
+            code="the mean over the K + 1 scores of every target position",
+            seqbench="β·softplus(−s⁺) + Σₖ softplus(s⁻ₖ), mean over target positions (SASRec's "
+            "BCE normalisation, so t = 0 is seqbench's BCE exactly): a constant factor K + 1",
+            basis="choice",
         ),
         Departure(
-            "epochs and stopping",
-            "silent",
-            "an epoch is at most 100 batches (one pass on ML-1M: 48 of 128 users); early "
-            "stopping after 200 epochs without improvement (the released ML-1M checkpoint is "
-            "from step 86,064, ≈ 1,800 passes)",
-            "an epoch is one pass over the training users; SASRec's patience (20)",
-            "choice",
-            "patience",
-            "--set patience=N (and epochs=N)",
+            topic="epochs and stopping",
+            code="an epoch is at most 100 batches (one pass on ML-1M: 48 of 128 users); early "
+            "stopping after 200 epochs without improvement (the released ML-1M checkpoint is from "
+            "step 86,064, ≈ 1,800 passes)",
+            seqbench="an epoch is one pass over the training users; SASRec's patience (20)",
+            basis="choice",
+            switches=(Switch("patience", flag="set"), Switch("epochs", flag="set")),
         ),
         Departure(
-            "initialisation",
-            "silent",
-            "PyTorch's default N(0, 1) item and position embeddings, items not scaled by √d",
-            "SASRec's: truncated normal (std 0.02), item embeddings scaled by √d",
-            "choice",
+            topic="initialisation",
+            code="PyTorch's default N(0, 1) item and position embeddings, items not scaled by √d",
+            seqbench="SASRec's: truncated normal (std 0.02), item embeddings scaled by √d",
+            basis="choice",
         ),
         Departure(
-            "output embeddings",
-            "silent",
-            "a separate output item embedding (reuse_item_embeddings=False)",
-            "the input item embedding scores items, as SASRec",
-            "choice",
+            topic="output embeddings",
+            code="a separate output item embedding (reuse_item_embeddings=False)",
+            seqbench="the input item embedding scores items, as SASRec",
+            basis="choice",
         ),
     )

@@ -28,7 +28,7 @@ from seqbench.data.dataset import SeqDataset
 from seqbench.data.sequences import InstanceRule, gather_padded
 from seqbench.models.base import Batch, ModelConfig, Parts, SeqModel, register
 from seqbench.models.bounds import POSITIVE, RATE, Bound
-from seqbench.models.departures import Departure
+from seqbench.models.departures import Departure, Switch
 from seqbench.models.item_scores import ItemDot, ItemTable
 from seqbench.models.layers import causal_key_mask
 from seqbench.models.losses import LossName, NegativesFrom, ObjectiveFields
@@ -151,83 +151,81 @@ class HSTU(RelativeBias, ItemDot, NextItemTraining, SeqModel):
     }
     departures = (
         Departure(
-            "query time of the time bias",
-            "rab^{p,t}: buckets of the time between events",
-            "bucket(t_{i+1} − t_j): query i uses the timestamp of the item it predicts (its "
+            topic="query time of the time bias",
+            paper="rab^{p,t}: buckets of the time between events",
+            code="bucket(t_{i+1} − t_j): query i uses the timestamp of the item it predicts (its "
             "target, written into the input; at evaluation the test item's)",
-            "bucket(t_i − t_j): only timestamps of items the model reads (a score never "
+            seqbench="bucket(t_i − t_j): only timestamps of items the model reads (a score never "
             "depends on when the target happened)",
-            "fix",
+            basis="fix",
         ),
         Departure(
-            "validation item",
-            "silent",
-            "trains on every item but the test one and reports test metrics per epoch (no "
+            topic="validation item",
+            code="trains on every item but the test one and reports test metrics per epoch (no "
             "validation split)",
-            "the validation item is held out and picks the epoch; 101 epochs, no early stop",
-            "fix",
+            seqbench="the validation item is held out and picks the epoch; 101 epochs, no early "
+            "stop",
+            basis="fix",
         ),
         Departure(
-            "settings per dataset",
-            "HSTU-large on ML-1M",
-            "configs/ml-1m/hstu-sampled-softmax-n128-large-h100.gin: 8 blocks, 2 heads, d 50, "
-            "dqk = dv = 25, dropout 0.2, lr 1e-3, batch 128, max length 200, AdamW (0.9, "
+            topic="settings per dataset",
+            paper="HSTU-large on ML-1M",
+            code="configs/ml-1m/hstu-sampled-softmax-n128-large-h100.gin: 8 blocks, 2 heads, d "
+            "50, dqk = dv = 25, dropout 0.2, lr 1e-3, batch 128, max length 200, AdamW (0.9, "
             "0.98), no weight decay",
-            "the ML-1M config as the defaults on every dataset",
-            "code",
-            "layers",
-            "--set layers=2 (or d, heads, dqk, dv, max_len)",
+            seqbench="the ML-1M config as the defaults on every dataset",
+            basis="code",
+            switches=(Switch("layers", "2", flag="set", note="or d, heads, dqk, dv, max_len"),),
         ),
         Departure(
-            "training objective",
-            "sampled softmax",
-            "sampled softmax, 128 negatives uniform over all items (hits removed), cosine "
+            paper="sampled softmax",
+            code="sampled softmax, 128 negatives uniform over all items (hits removed), cosine "
             "scores / 0.05",
-            "as the code; the loss axis trains the same model under bce, gbce, ce or bpr "
-            "(on the same cosine scores / temperature)",
-            "code",
-            "loss",
-            "--ablate loss=ce (or bce, gbce, bpr), --set negatives=K",
+            seqbench="as the code; every loss of the axis on the same cosine scores / temperature",
+            basis="code",
+            axis="loss",
         ),
         Departure(
-            "training instances",
-            "every position predicts the next item",
-            "as the paper: the last 200 items of the sequence, a target at every position",
-            "as paper and code",
-            "paper",
-            "instances",
-            "--ablate instances=prefixes (every prefix its own row; or =last)",
+            paper="every position predicts the next item",
+            code="as the paper: the last 200 items of the sequence, a target at every position",
+            seqbench="as paper and code",
+            basis="paper",
+            axis="instances",
         ),
         Departure(
-            "relative attention bias",
-            "position and time biases",
-            "each layer its own learned bias per relative position and per log time bucket "
-            "(128 buckets); zero timestamps put every pair in bucket 0: a learned constant "
-            "per layer",
-            "as the code (since 0.5.0; 0.4.0 shared one position table across the layers and "
-            "added no time term without timestamps)",
-            "code",
-            "time_bias",
-            "--ablate time_bias=false (position bias only), --set bias_tables=shared (0.4.0)",
+            topic="relative attention bias",
+            paper="position and time biases",
+            code="each layer its own learned bias per relative position and per log time bucket "
+            "(128 buckets); zero timestamps put every pair in bucket 0: a learned constant per "
+            "layer",
+            basis="code",
+            switches=(
+                Switch("time_bias", "false", note="position bias only"),
+                Switch(
+                    "bias_tables",
+                    "shared",
+                    flag="set",
+                    note="one position table for every layer, no time term without timestamps",
+                ),
+            ),
         ),
         Departure(
-            "position embedding init",
-            "silent",
-            "HSTU.reset_params re-draws it Xavier-normal: std √(2 / (max_len + 11 + d)), "
+            topic="position embedding init",
+            code="HSTU.reset_params re-draws it Xavier-normal: std √(2 / (max_len + 11 + d)), "
             "0.088 at its ML-1M config",
-            "as the code (since 0.5.0; 0.4.0 drew N(0, 1/d) truncated at 2σ, std 0.12)",
-            "code",
-            "pos_init",
-            "--set pos_init=truncated (0.4.0)",
+            basis="code",
+            switches=(
+                Switch("pos_init", "truncated", flag="set", note="N(0, 1/d) truncated at 2σ"),
+            ),
         ),
         Departure(
-            "implementation",
-            "fused kernels (fbgemm, Triton) on jagged tensors",
-            "research code: dense masked attention on padded rows, fbgemm jagged ops",
-            "pure PyTorch on left-padded rows; positions count from the first item as the "
-            "code's right-padded rows do; padding keys masked; tables of max_len rows and A "
+            topic="implementation",
+            paper="fused kernels (fbgemm, Triton) on jagged tensors",
+            code="research code: dense masked attention on padded rows, fbgemm jagged ops",
+            seqbench="pure PyTorch on left-padded rows; positions count from the first item as "
+            "the code's right-padded rows do; padding keys masked; tables of max_len rows and A "
             "divided by max_len (the code: max_len + 11, a LayerNorm follows)",
-            "choice",
+            basis="choice",
         ),
     )
 

@@ -21,7 +21,7 @@ from torch import nn
 from seqbench.data.dataset import SeqDataset
 from seqbench.data.sequences import InstanceRule
 from seqbench.models.base import ModelConfig, SeqModel, register
-from seqbench.models.departures import Departure
+from seqbench.models.departures import Departure, Switch
 from seqbench.models.layers import ResidualFFN, SeqEmbedding, normal_init
 from seqbench.models.losses import LossName, ObjectiveFields
 from seqbench.models.objective import (
@@ -100,36 +100,36 @@ class LinRec(WindowNextItem, SeqModel):
     }
     departures = (
         Departure(
-            "causality of the attention",
-            "K L2-normalised per feature over all positions, ρ(K)ᵀV summed over the whole "
+            topic="causality of the attention",
+            paper="K L2-normalised per feature over all positions, ρ(K)ᵀV summed over the whole "
             "window: every position reads the items after it (trained at every position, "
-            "instances=all_positions, a position reads its own target; under prefixes only "
-            "the last position is trained and scored, which reads no target)",
-            "not public",
-            "causal: each key L2-normalised over its features, position i reads the prefix "
-            "sum Σ_{j≤i} ρ(k_j)ᵀv_j; padding keys are zeroed",
-            "fix",
-            "attention",
-            "--ablate attention=paper (the published form: positions read later items; "
-            "LEAKS the target with instances=all_positions)",
+            "instances=all_positions, a position reads its own target; under prefixes only the "
+            "last position is trained and scored, which reads no target)",
+            code="not public",
+            seqbench="causal: each key L2-normalised over its features, position i reads the "
+            "prefix sum Σ_{j≤i} ρ(k_j)ᵀv_j; padding keys are zeroed",
+            basis="fix",
+            switches=(
+                Switch(
+                    "attention",
+                    "paper",
+                    note="the published form: positions read later items; LEAKS the target with "
+                    "instances=all_positions",
+                ),
+            ),
         ),
         Departure(
-            "training instances",
-            "silent (built on RecBole's SASRec)",
-            "not public; RecBole trains every prefix, CE at its last position",
-            "as RecBole: every prefix with at least one input item",
-            "choice",
-            "instances",
-            "--ablate instances=all_positions (one row per user, a target at every position)",
+            paper="silent (built on RecBole's SASRec)",
+            code="not public; RecBole trains every prefix, CE at its last position",
+            seqbench="as RecBole: every prefix with at least one input item",
+            basis="choice",
+            axis="instances",
         ),
         Departure(
-            "training objective",
-            "cross-entropy over all items",
-            "not public",
-            "as the paper; the loss axis trains the same model under bce, gbce, sampled_ce or bpr",
-            "paper",
-            "loss",
-            "--ablate loss=bce (or gbce, sampled_ce, bpr), --set negatives=K",
+            paper="cross-entropy over all items",
+            code="not public",
+            basis="paper",
+            axis="loss",
         ),
     )
 

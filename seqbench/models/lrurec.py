@@ -21,7 +21,7 @@ from seqbench.data.dataset import SeqDataset
 from seqbench.data.sequences import InstanceRule
 from seqbench.models.base import Batch, ModelConfig, Parts, SeqModel, register
 from seqbench.models.bounds import RATE, Bound
-from seqbench.models.departures import Departure
+from seqbench.models.departures import Departure, Switch
 from seqbench.models.item_scores import ItemDot, ItemTable
 from seqbench.models.layers import linear_scan
 from seqbench.models.losses import LossName, ObjectiveFields
@@ -113,46 +113,40 @@ class LRURec(ItemDot, NextItemTraining, SeqModel):
     }
     departures = (
         Departure(
-            "training instances",
-            "silent",
-            "non-overlapping windows of max_len items from the end of the training sequence; "
+            code="non-overlapping windows of max_len items from the end of the training sequence; "
             "every item a target, the window's first one predicted from padding alone",
-            "one row per user, its last max_len training inputs, a target at every real input "
-            "(the windows' first targets, predicted from nothing, are not trained: dropping "
+            seqbench="one row per user, its last max_len training inputs, a target at every real "
+            "input (the windows' first targets, predicted from nothing, are not trained: dropping "
             "them moved the code to seqbench's accuracy at 1 epoch)",
-            "fix",
-            "instances",
-            "--ablate instances=prefixes (every prefix its own row; or =last)",
+            basis="fix",
+            axis="instances",
         ),
         Departure(
-            "training objective",
-            "cross-entropy over all items at every position",
-            "as the paper, scores ⟨h, e⟩ + b with a learned item bias; the softmax also spans "
-            "the padding row 0",
-            "as the paper over the real items only (the bias enters every loss of the axis); "
-            "the loss axis trains the same model under bce, gbce, sampled_ce or bpr",
-            "paper",
-            "loss",
-            "--ablate loss=bce (or gbce, sampled_ce, bpr), --set negatives=K",
+            paper="cross-entropy over all items at every position",
+            code="as the paper, scores ⟨h, e⟩ + b with a learned item bias; the softmax also "
+            "spans the padding row 0",
+            seqbench="as the paper over the real items only (the bias enters every loss of the "
+            "axis)",
+            basis="paper",
+            axis="loss",
         ),
         Departure(
-            "optimiser",
-            "AdamW",
-            "AdamW, weight decay 0.01 except on biases and LayerNorms, ε 1e-9, gradients "
+            topic="optimiser",
+            paper="AdamW",
+            code="AdamW, weight decay 0.01 except on biases and LayerNorms, ε 1e-9, gradients "
             "clipped at norm 5",
-            "AdamW, weight decay 0.01 on every parameter, ε 1e-8 (PyTorch's), clipped at 5",
-            "paper",
-            "optimizer",
-            "--ablate optimizer=adam (Adam with L2 decay)",
+            seqbench="AdamW, weight decay 0.01 on every parameter, ε 1e-8 (PyTorch's), clipped at "
+            "5",
+            basis="paper",
+            switches=(Switch("optimizer", "adam", note="Adam with L2 decay"),),
         ),
         Departure(
-            "validation schedule",
-            "silent",
-            "every 1000 iterations (500 on ML-1M), patience 10 validations, at most 500 epochs",
-            "every epoch, patience 10 epochs, at most 500 epochs",
-            "choice",
-            "eval_every",
-            "--set eval_every=N (validate every N epochs)",
+            topic="validation schedule",
+            code="every 1000 iterations (500 on ML-1M), patience 10 validations, at most 500 "
+            "epochs",
+            seqbench="every epoch, patience 10 epochs, at most 500 epochs",
+            basis="choice",
+            switches=(Switch("eval_every", flag="set", note="validate every N epochs"),),
         ),
     )
 

@@ -22,7 +22,7 @@ from seqbench.data.dataset import SeqDataset
 from seqbench.data.sequences import gather_padded, slide_windows, train_segments
 from seqbench.errors import ConfigError
 from seqbench.models.base import Batch, Parts, register
-from seqbench.models.departures import Departure
+from seqbench.models.departures import Departure, Switch
 from seqbench.models.families.cloze import CLOZE_LOSS, EVAL_INPUT, BERT4RecBody, BERT4RecConfig
 from seqbench.models.fusion import Fusion, FusionKind
 from seqbench.models.layers import key_padding_mask, with_self
@@ -72,23 +72,20 @@ class NovaBERT(BERT4RecBody):
         EVAL_INPUT,
         CLOZE_LOSS,
         Departure(
-            "training instances",
-            "BERT4Rec's cloze task on each user's sequence",
-            "no public code",
-            "BERT4Rec's: each user's last T training items, one row",
-            "paper",
-            "window",
-            "--ablate window=on (CBiT's slide windows, step window_step)",
+            paper="BERT4Rec's cloze task on each user's sequence",
+            code="no public code",
+            seqbench="BERT4Rec's: each user's last T training items, one row",
+            basis="paper",
+            axis="window",
         ),
         Departure(
-            "value stream input",
-            "R_ID, the pure item-id embedding; position is side information",
-            "no public code",
-            "as the paper: the item-id embedding alone, LayerNormed so that its scale "
+            topic="value stream input",
+            paper="R_ID, the pure item-id embedding; position is side information",
+            code="no public code",
+            seqbench="as the paper: the item-id embedding alone, LayerNormed so that its scale "
             "matches the side embeddings' (a function of the item id only)",
-            "paper",
-            "values",
-            "--ablate values=id+pos (add learned positions and a LayerNorm)",
+            basis="paper",
+            switches=(Switch("values", "id+pos", note="add learned positions and a LayerNorm"),),
         ),
     )
     dataset_defaults = {

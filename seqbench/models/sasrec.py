@@ -14,13 +14,7 @@ import torch
 
 from seqbench.models.base import register
 from seqbench.models.departures import Departure
-from seqbench.models.families.causal import (
-    SASREC_ATTENTION,
-    SASREC_INIT,
-    SASREC_INSTANCES,
-    SASRecBody,
-    SASRecConfig,
-)
+from seqbench.models.families.causal import SASREC_ROWS, SASRecBody, SASRecConfig
 from seqbench.models.layers import causal_mask, check_item_ids
 from seqbench.models.losses import bce
 
@@ -96,18 +90,15 @@ def sampled_next_item_loss(
 
 
 LOSS_AXIS = Departure(
-    "training objective",
-    "BCE with one uniform negative per target position",
-    "as the paper",
-    "as the paper; the loss axis trains the same model under gBCE (Petrov & Macdonald 2023: "
-    "α = K/(|I|−1), β = 1 − t(1 − α) from the real catalogue, recorded with the metrics), "
+    paper="BCE with one uniform negative per target position",
+    code="as the paper",
+    seqbench="as the paper; the loss axis trains the same model under gBCE (Petrov & Macdonald "
+    "2023: α = K/(|I|−1), β = 1 − t(1 − α) from the real catalogue, recorded with the metrics), "
     "sampled softmax CE (accidental hits removed; uniform or popularity with logQ) or full CE "
-    "over all items (Klenitskiy & Vasilev 2023; only at target positions, in chunks of "
-    "ce_chunk rows); presets: gsasrec, sasrec_ce",
-    "paper",
-    "loss",
-    "--ablate loss=gbce (or sampled_ce, ce, bpr), --set negatives=K (0: 1 for bce/bpr, 256 for "
-    "gbce/sampled_ce), --set gbce_t=T, --set sampling=popularity",
+    "over all items (Klenitskiy & Vasilev 2023; only at target positions, in chunks of ce_chunk "
+    "rows); presets: gsasrec, sasrec_ce",
+    basis="paper",
+    axis="loss",
 )
 
 
@@ -118,7 +109,7 @@ class SASRec(SASRecBody):
     paper = "Kang & McAuley, Self-Attentive Sequential Recommendation, ICDM 2018"
     family = "causal Transformer"
     Config = SASRecConfig
-    departures = (LOSS_AXIS, SASREC_INSTANCES, SASREC_ATTENTION, SASREC_INIT)
+    departures = (LOSS_AXIS, *SASREC_ROWS)
     dataset_defaults = {
         "beauty": {"dropout": 0.5, "max_len": 50},
         "toys": {"dropout": 0.5, "max_len": 50},

@@ -11,14 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from seqbench.models.base import register
-from seqbench.models.departures import Departure
-from seqbench.models.families.causal import (
-    SASREC_ATTENTION,
-    SASREC_INIT,
-    SASREC_INSTANCES,
-    SASRecBody,
-    SASRecConfig,
-)
+from seqbench.models.departures import Departure, Switch
+from seqbench.models.families.causal import SASREC_ROWS, SASRecBody, SASRecConfig
 from seqbench.models.losses import LossName
 
 
@@ -53,25 +47,20 @@ class SASRecCE(SASRecBody):
         "synthetic": {"epochs": 15, "batch_size": 32, "max_len": 40},
     }
     departures = (
-        SASREC_INSTANCES,
-        SASREC_ATTENTION,
-        SASREC_INIT,
+        *SASREC_ROWS,
         Departure(
-            "training objective",
-            "softmax cross-entropy over all items at every target position",
-            "as the paper (antklen/sasrec-bert4rec-recsys23)",
-            "as the paper, at real target positions only, in chunks of ce_chunk rows",
-            "paper",
-            "loss",
-            "--ablate loss=bce (or sampled_ce, gbce, bpr), --set negatives=K",
+            paper="softmax cross-entropy over all items at every target position",
+            code="as the paper (antklen/sasrec-bert4rec-recsys23)",
+            seqbench="as the paper, at real target positions only, in chunks of ce_chunk rows",
+            basis="paper",
+            axis="loss",
         ),
         Departure(
-            "dropout per dataset",
-            "0.1 on every dataset",
-            "as the paper",
-            "as the paper (SASRec's 0.5 Amazon / 0.2 ML-1M dataset defaults do not apply)",
-            "paper",
-            "dropout",
-            "--set dropout=0.5 (SASRec's Amazon value)",
+            topic="dropout per dataset",
+            paper="0.1 on every dataset",
+            code="as the paper",
+            seqbench="as the paper (SASRec's 0.5 Amazon / 0.2 ML-1M dataset defaults do not apply)",
+            basis="paper",
+            switches=(Switch("dropout", "0.5", flag="set", note="SASRec's Amazon value"),),
         ),
     )

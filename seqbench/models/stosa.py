@@ -28,7 +28,7 @@ from seqbench.data.dataset import SeqDataset
 from seqbench.data.sequences import InstanceRule, NextItemInstances
 from seqbench.errors import ConfigError
 from seqbench.models.base import Batch, ModelConfig, Parts, SeqModel, register
-from seqbench.models.departures import S3REC_INSTANCES, Departure
+from seqbench.models.departures import S3REC_INSTANCES, Departure, Switch
 from seqbench.models.layers import SeqEmbedding, causal_mask, check_items, with_self
 from seqbench.models.losses import LOSSES, LossName, Objective, ObjectiveFields, chunked_ce
 from seqbench.models.objective import next_item_batches, resolve_objective, score_objective
@@ -212,52 +212,42 @@ class STOSA(SeqModel):
     departures = (
         S3REC_INSTANCES,
         Departure(
-            "training objective",
-            "BPR of the target against one negative per position, scores −W₂², plus λ·pvn",
-            "the same (DistSAModel's loss)",
-            "as paper and code; the loss axis applies bce, gbce (α = K/(|I|−1)), sampled_ce "
-            "(K negatives, hits removed) or full ce to the same scores −W₂² (pvn averaged over "
-            "the K negatives; ce has none, so it needs pvn=off)",
-            "paper",
-            "loss",
-            "--ablate loss=sampled_ce (or bce, gbce, ce with --ablate pvn=off), --set "
-            "negatives=K, --set gbce_t=T, --set sampling=popularity",
+            paper="BPR of the target against one negative per position, scores −W₂², plus λ·pvn",
+            code="the same (DistSAModel's loss)",
+            seqbench="as paper and code; the loss axis applies bce, gbce (α = K/(|I|−1)), "
+            "sampled_ce (K negatives, hits removed) or full ce to the same scores −W₂² (pvn "
+            "averaged over the K negatives; ce has none, so it needs --ablate pvn=off)",
+            basis="paper",
+            axis="loss",
         ),
         Departure(
-            "mean stream across layers",
-            "each layer's mean output feeds the next layer and the prediction",
-            "a typo (`maen_hidden_states`) drops the layer's mean output: the mean stream "
+            topic="mean stream across layers",
+            paper="each layer's mean output feeds the next layer and the prediction",
+            code="a typo (`maen_hidden_states`) drops the layer's mean output: the mean stream "
             "stays the input embedding; the published numbers come from this code",
-            "as the paper",
-            "paper",
-            "mean_stream",
-            "--ablate mean_stream=code",
+            basis="paper",
+            switches=(Switch("mean_stream", "code"),),
         ),
         Departure(
-            "LayerNorms",
-            "silent",
-            "one LayerNorm (eps 1e-12) shared by the mean and covariance streams in the "
+            topic="LayerNorms",
+            code="one LayerNorm (eps 1e-12) shared by the mean and covariance streams in the "
             "embedding and attention output",
-            "as the code",
-            "code",
-            "norms",
-            "--ablate norms=separate",
+            basis="code",
+            switches=(Switch("norms", "separate"),),
         ),
         Departure(
-            "training negatives",
-            "silent",
-            "exclude the user's whole sequence (validation and test items too) and may draw "
+            topic="training negatives",
+            code="exclude the user's whole sequence (validation and test items too) and may draw "
             "the unused mask id",
-            "uniform over items outside the user's training items: no split information "
+            seqbench="uniform over items outside the user's training items: no split information "
             "leaks into training, never an invalid id",
-            "fix",
+            basis="fix",
         ),
         Departure(
-            "padding rows",
-            "silent",
-            "padding positions carry the position embedding",
-            "zeroed (they are masked keys and never targets)",
-            "choice",
+            topic="padding rows",
+            code="padding positions carry the position embedding",
+            seqbench="zeroed (they are masked keys and never targets)",
+            basis="choice",
         ),
     )
 

@@ -19,7 +19,7 @@ from torch import nn
 from seqbench.data.dataset import SeqDataset
 from seqbench.data.sequences import InstanceRule, NextItemInstances
 from seqbench.models.base import Batch, ModelConfig, Parts, SeqModel
-from seqbench.models.departures import Departure
+from seqbench.models.departures import Departure, Switch
 from seqbench.models.item_scores import ItemDot, ItemTable
 from seqbench.models.layers import (
     MultiHeadAttention,
@@ -69,45 +69,49 @@ class SASRecConfig(ObjectiveFields, ModelConfig):
         self.validate_objective()
 
 
-#: SASRec's attention block as seqbench has built it since 0.1.0 (declared 2026-12-02)
+#: SASRec's attention block as seqbench builds it
 SASREC_ATTENTION = Departure(
-    "attention block",
-    "S = Attention(ÊW^Q, ÊW^K, ÊW^V), dropout on the attention weights, no output projection",
-    "kang205/SASRec: as the paper; the PyTorch port SASRec+ uses (pmixer, via "
+    topic="attention block",
+    paper="S = Attention(ÊW^Q, ÊW^K, ÊW^V), dropout on the attention weights, no output projection",
+    code="kang205/SASRec: as the paper; the PyTorch port SASRec+ uses (pmixer, via "
     "antklen/sasrec-bert4rec-recsys23) adds an output projection, no output dropout",
-    "an output projection W_o and a dropout on the attention's output besides the weights' "
-    "(kept as the default while committed numbers depend on it)",
-    "paper",
-    "attn_proj",
-    "--set attn_proj=false (no W_o), --set attn_out_dropout=false (the paper's block: both)",
+    seqbench="an output projection W_o and a dropout on the attention's output besides the "
+    "weights' (kept as the default while committed numbers depend on it)",
+    basis="paper",
+    switches=(
+        Switch("attn_proj", "false", flag="set", note="no W_o"),
+        Switch("attn_out_dropout", "false", flag="set", note="the paper's block: both"),
+    ),
 )
 
 #: SASRec's training instances (also CL4SRec's, which has no code of its own)
 SASREC_INSTANCES = Departure(
-    "training instances",
-    "every position of the user's training sequence predicts the next item",
-    "one row per user: the last T training items, a target at every position (kang205/SASRec "
+    paper="every position of the user's training sequence predicts the next item",
+    code="one row per user: the last T training items, a target at every position (kang205/SASRec "
     "sampler)",
-    "as paper and code",
-    "paper",
-    "instances",
-    "--ablate instances=prefixes (every prefix its own row, one target; or =last)",
+    seqbench="as paper and code",
+    basis="paper",
+    axis="instances",
 )
 
 
-#: SASRec's initialisation and position counting (switches since 2026-12-02)
+#: SASRec's initialisation and position counting
 SASREC_INIT = Departure(
-    "initialisation and positions",
-    "silent",
-    "kang205/SASRec: Xavier-uniform weights, positions from the window's right end; the "
-    "PyTorch port SASRec+ trains (pmixer): N(0, 0.02²) linear/embedding weights, zero "
-    "biases, Xavier-uniform q/k/v, positions from each row's first item",
-    "truncated N(0, 0.02²) embeddings, PyTorch's default linear layers, positions from the "
-    "window's right end",
-    "choice",
-    "init",
-    "--set init=pmixer (the PyTorch port's init), --set positions=left (its positions)",
+    topic="initialisation and positions",
+    code="kang205/SASRec: Xavier-uniform weights, positions from the window's right end; the "
+    "PyTorch port SASRec+ trains (pmixer): N(0, 0.02²) linear/embedding weights, zero biases, "
+    "Xavier-uniform q/k/v, positions from each row's first item",
+    seqbench="truncated N(0, 0.02²) embeddings, PyTorch's default linear layers, positions from "
+    "the window's right end",
+    basis="choice",
+    switches=(
+        Switch("init", "pmixer", flag="set", note="the PyTorch port's init"),
+        Switch("positions", "left", flag="set", note="its positions"),
+    ),
 )
+
+#: the rows every SASRec preset declares (each declares its own training objective)
+SASREC_ROWS = (SASREC_INSTANCES, SASREC_ATTENTION, SASREC_INIT)
 
 
 def pmixer_init(model: nn.Module) -> None:

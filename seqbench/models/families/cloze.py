@@ -105,24 +105,23 @@ def cloze_mask(
 BERT_AXES = ("last_mask", "emb", "block_dropout", "pad_outputs", "pad_logit", "gelu")
 
 EVAL_INPUT = Departure(
-    "evaluation input",
-    "append [mask] after the history",
-    "last T−1 items + [mask], left-padded to T",
-    "last T−1 items + [mask], whatever else is in the batch (the `cbit` preset excludes "
+    topic="evaluation input",
+    paper="append [mask] after the history",
+    code="last T−1 items + [mask], left-padded to T",
+    seqbench="last T−1 items + [mask], whatever else is in the batch (the `cbit` preset excludes "
     "exactly those T−1 items)",
-    "paper",
+    basis="paper",
 )
 
 CLOZE_LOSS = Departure(
-    "cloze objective",
-    "softmax cross-entropy over all items at each masked position",
-    "the same",
-    "as paper and code; loss=sampled_ce scores each masked position against K items drawn "
-    "uniformly over the catalogue (or by popularity with logQ), accidental hits removed, for "
-    "large catalogues",
-    "paper",
-    "loss",
-    "--ablate loss=sampled_ce (K negatives), --set negatives=K (0: 256), --set sampling=popularity",
+    topic="cloze objective",
+    paper="softmax cross-entropy over all items at each masked position",
+    code="the same",
+    seqbench="as paper and code; loss=sampled_ce scores each masked position against K items "
+    "drawn uniformly over the catalogue (or by popularity with logQ), accidental hits removed, "
+    "for large catalogues",
+    basis="paper",
+    axis="loss",
 )
 
 
