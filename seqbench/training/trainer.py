@@ -23,7 +23,7 @@ from seqbench.data.order import shuffled_training
 from seqbench.errors import ConfigError, SeqbenchError
 from seqbench.evaluation.evaluator import summarize
 from seqbench.evaluation.protocols import Protocol
-from seqbench.evaluation.sharded import evaluator
+from seqbench.evaluation.sharded import model_evaluator
 from seqbench.machine import PRECISIONS, grad_scaler, retain_freed_memory
 from seqbench.models.base import SeqModel
 from seqbench.training.checkpoint import (
@@ -179,9 +179,7 @@ class Trainer:
             compile_encoder(self.model)
         # autocast dtype of the loss (the forward and backward): None trains in plain fp32
         self.dtype = PRECISIONS[options.precision]
-        self.valid = evaluator(
-            data, "valid", protocol, model.input_window, self.cfg.eval_batch_size, self.device
-        )
+        self.valid = model_evaluator(model, data, "valid", protocol, self.device)
         # what training reads: under `order=shuffled` each user's training part in a seeded
         # random order (validation and test read `data` itself)
         shuffled = self.cfg.order == "shuffled"
