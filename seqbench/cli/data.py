@@ -13,7 +13,7 @@ from rich.table import Table
 
 from seqbench.cli.app import app, console, console_err
 from seqbench.cli.fit import fit
-from seqbench.data.dataset import dataset_path, prepared_names
+from seqbench.data.dataset import DatasetFolder, dataset_path, prepared_names
 from seqbench.data.prepare import prepare as run_prepare
 from seqbench.data.preprocess import Order
 from seqbench.data.registry import TEMPLATE_MARK, dataset_names, get_spec
@@ -56,7 +56,7 @@ def _stats_table(title: str, columns: list[tuple[str, str]]) -> Table:
 
 def _card(name: str, root: Path | None) -> dict[str, Any] | None:
     """The card of a prepared dataset, or None when it is not prepared."""
-    card_file = dataset_path(name, root) / "card.json"
+    card_file = DatasetFolder(dataset_path(name, root)).card
     return json.loads(card_file.read_text()) if card_file.is_file() else None
 
 

@@ -16,7 +16,7 @@ from seqbench.cli.app import (
 )
 from seqbench.cli.fit import fit
 from seqbench.cli.run import duration
-from seqbench.data.dataset import dataset_path
+from seqbench.data.dataset import dataset_path, is_prepared
 from seqbench.report.render import FORMATS
 from seqbench.runs.estimate import Estimate, estimate
 from seqbench.runs.exported import ExportedRun
@@ -191,7 +191,5 @@ def print_outcome(title: str, where: str, done: StudyResult, written: list[Path]
 def unprepared_of(study: Study, data_dir: str | None) -> list[str]:
     """The study's datasets not prepared under `data_dir`."""
     return [
-        name
-        for name in dict.fromkeys(study.datasets.values())
-        if not (dataset_path(name, data_dir) / "card.json").is_file()
+        name for name in dict.fromkeys(study.datasets.values()) if not is_prepared(name, data_dir)
     ]
