@@ -47,7 +47,6 @@ class SASRecConfig(ObjectiveFields, ModelConfig):
     layers: int = 2
     heads: int = 1
     dropout: float = 0.5
-    max_len: int = 50
     batch_size: int = 128
     adam_beta2: float = 0.98
     #: one packed pass per uniform batch (`ModelConfig.batching`); micro: seqbench 0.2.0's
