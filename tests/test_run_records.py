@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from seqbench.evaluation.protocols import TemporalProtocol, get_protocol, protocol_from_dict
 from seqbench.errors import ConfigError
+from seqbench.evaluation.protocols import TemporalProtocol, get_protocol, protocol_from_dict
 from seqbench.runs.exported import load_exported
 from seqbench.runs.result import Evaluation, ResultError, RunResult, read_config
 from seqbench.runs.store import RunFolder
