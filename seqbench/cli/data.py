@@ -12,7 +12,7 @@ from rich.measure import Measurement
 from rich.table import Table
 
 from seqbench.cli.app import app, console, console_err
-from seqbench.cli.fit import fit
+from seqbench.cli.terminal_tables import fit_to_terminal
 from seqbench.data.dataset import DatasetFolder, dataset_path, prepared_names
 from seqbench.data.prepare import prepare as run_prepare
 from seqbench.data.preprocess import Order
@@ -93,7 +93,7 @@ def datasets(
         card = _card(name, data_dir_opt)
         text = f"{spec.variant} · sources: {spec.source_label}"
         table.add_row(name, text + (f"\n{_stats_line(card)}" if card else ""), _prepared(card))
-    console.print(fit(table, console))
+    console.print(fit_to_terminal(table, console))
 
 
 def _prepared(card: dict[str, Any] | None) -> str:
