@@ -8,7 +8,7 @@ import json
 from collections.abc import Sequence
 
 from seqbench.report.select import Run
-from seqbench.report.tables import Entry
+from seqbench.report.table_model import Entry
 
 
 def order(names: Sequence[str], wanted: Sequence[str] | None) -> list[str]:

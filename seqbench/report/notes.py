@@ -9,7 +9,7 @@ from collections.abc import Iterable, Sequence
 from seqbench.evaluation.protocols import PROTOCOLS
 from seqbench.report import budget, improving
 from seqbench.report.select import Run
-from seqbench.report.tables import Entry
+from seqbench.report.table_model import Entry
 
 
 def protocol_note(runs: Sequence[Run]) -> str:

@@ -13,7 +13,7 @@ from seqbench.data.dataset import is_prepared, load_dataset
 from seqbench.evaluation.protocols import get_protocol, split_view
 from seqbench.report.layouts.base import DataLayout, TableOptions, register
 from seqbench.report.select import ReportError
-from seqbench.report.tables import Cell, Entry, Table
+from seqbench.report.table_model import Cell, Entry, Table
 
 #: the protocol audited when none is given (`seqbench report --layout audit`)
 DEFAULT_PROTOCOL = "seqbench"

@@ -11,7 +11,7 @@ from typing import Any
 from seqbench.data.dataset import DatasetFolder, dataset_path
 from seqbench.report.layouts.base import DataLayout, TableOptions, register
 from seqbench.report.select import ReportError
-from seqbench.report.tables import Cell, Entry, Table
+from seqbench.report.table_model import Cell, Entry, Table
 
 STATS = ("users", "items", "actions", "avg_length", "sparsity")
 
