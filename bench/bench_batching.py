@@ -45,11 +45,11 @@ def weight_shares(dataset: str, max_len: int = 50, batch: int = 256, seeds: int 
     targets = (rows["targets"] != 0).sum(1)
     lengths = (rows["seqs"] != 0).sum(1)
 
-    def shares(bucket: bool) -> torch.Tensor:
+    def shares(grouped: bool) -> torch.Tensor:
         total = torch.zeros(len(targets), dtype=torch.float64)
         for seed in range(seeds):
             gen = torch.Generator().manual_seed(seed)
-            for idx in batch_indices(lengths, batch, gen, bucket):
+            for idx in batch_indices(lengths, batch, gen, grouped):
                 total[idx] += targets[idx].double() / targets[idx].sum()
         return total / total.sum()
 

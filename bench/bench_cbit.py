@@ -4,7 +4,7 @@ For each m, trains CBiT (author settings: d=256, T=15, batch 256 on Beauty) on t
 `--batches` batches of a real epoch after `--warmup` untimed ones, and extrapolates to the
 epoch's batch count, in wall seconds and in CPU seconds of this process (on a shared,
 oversubscribed machine the CPU time is the stabler figure). The epoch order is shuffled and
-its batches are bucketed by length, so the first batches are a random sample of the epoch's
+its batches are grouped by length, so the first batches are a random sample of the epoch's
 batches. `--batches 0` times a whole epoch.
 Then profiles `--profile-steps` steps at `--profile-m` with torch.profiler: the split into
 loss (forward), backward and optimiser step, and the top operators by self CPU time.

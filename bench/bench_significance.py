@@ -158,7 +158,7 @@ def markdown(result: dict) -> str:
 def config_key(run) -> str:
     """A configuration: everything of a run's identity but its seed."""
     return json.dumps(
-        [run.dataset, run.model, run.ablate, run.settings, run.protocol_spec],
+        [run.dataset, run.model, run.ablate, run.settings, run.protocol_spec.to_dict()],
         sort_keys=True,
         default=str,
     )
@@ -277,8 +277,8 @@ def calibrate(
         configs.append(config_row(six, rows, alpha, kind="seed split"))
     mixed = []
     for p, q in itertools.combinations(sixes, 2):
-        same = (p[0].dataset, p[0].checksum, json.dumps(p[0].protocol_spec, sort_keys=True))
-        if same != (q[0].dataset, q[0].checksum, json.dumps(q[0].protocol_spec, sort_keys=True)):
+        same = (p[0].dataset, p[0].checksum, p[0].protocol_spec)
+        if same != (q[0].dataset, q[0].checksum, q[0].protocol_spec):
             continue
         if p[0].model == q[0].model:
             continue

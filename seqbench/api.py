@@ -28,7 +28,7 @@ from seqbench.report.layouts import LAYOUTS, TableOptions
 from seqbench.report.render import render
 from seqbench.report.select import evaluated_under, select_runs
 from seqbench.report.significance import SignificanceOptions
-from seqbench.report.tables import Table
+from seqbench.report.table_model import Table
 from seqbench.runs.batch import SweepObserver
 from seqbench.runs.execute import default_dataset, execute
 from seqbench.runs.manifest import sweep_run_ids

@@ -219,10 +219,9 @@ def source_digest(cls: type[SeqModel]) -> str:
         ) from None
 
 
-def describe_origin(config: dict) -> str:
-    """'plugin MLP (source 1a2b3c4d5e6f)' from a run's recorded identity (the run folder's
-    config); '' for a built-in model."""
-    code = config.get("code")
+def describe_origin(code: dict | None) -> str:
+    """'plugin MLP (source 1a2b3c4d5e6f)' from a run's recorded plugin code (`RunSpec.code`);
+    '' for a built-in model."""
     if not isinstance(code, dict):
         return ""
     name = str(code.get("class", code.get("module", "?")))

@@ -403,7 +403,7 @@ def test_every_ablation_trains_and_beats_popularity(
     req = RunRequest("cbit", "synthetic", sets=sets, ablate=ablate, protocol="cbit")
     store = RunStore(tmp_path)
     m, _ = execute(req, RunContext(runs_dir=store.root), data=data)
-    config = get_model("cbit").Config(**store.load_config(m.run_id)["config"])
+    config = get_model("cbit").Config(**store.load_spec(m.run_id).config)
     assert all(str(getattr(config, k)) == v for k, v in {**ablate, **extra}.items())
     assert m.objective.loss == config.loss
     history = pd.read_parquet(store.final(m.run_id) / "history.parquet")

@@ -19,8 +19,8 @@ from rich.text import Text
 from seqbench.cli import main
 from seqbench.cli.app import console
 from seqbench.cli.data import STAT_HEADERS, stat_cells, stats_card
-from seqbench.cli.fit import fit, share
 from seqbench.cli.run import show_result
+from seqbench.cli.terminal_tables import fit_to_terminal, share
 from seqbench.data.registry import dataset_names, get_spec
 from seqbench.models.base import MODELS, get_model
 from seqbench.models.departures import BASIS_TEXT
@@ -282,7 +282,7 @@ def test_share_gives_each_column_its_minimum_then_room_by_need() -> None:
 
 def test_fit_keeps_a_long_word_whole_where_rich_alone_splits_it() -> None:
     """A: a 30-character word and a 9-character one; B: eight 4-letter words. At 50 columns
-    (7 of borders and padding) rich halves both; fit gives A 30 + 2 and B 4 + 7 (hand-computed
+    (7 of borders and padding) rich halves both; fitting gives A 30 + 2 and B 4 + 7 (hand-computed
     from the spare 9 shared 10:35)."""
 
     def table() -> Table:
@@ -299,5 +299,5 @@ def test_fit_keeps_a_long_word_whole_where_rich_alone_splits_it() -> None:
 
     plain_rich = table()
     assert narrow_columns([plain_rich], top(plain_rich)) != []
-    fitted = fit(table(), Console(width=50, file=io.StringIO()))
+    fitted = fit_to_terminal(table(), Console(width=50, file=io.StringIO()))
     assert top(fitted) == "┏" + "━" * 34 + "┳" + "━" * 13 + "┓"

@@ -249,7 +249,7 @@ def moved_string_byte() -> Tiny:
     return data
 
 
-CHANGES: dict[str, Callable[[], Tiny]] = {
+CONTENT_EDITS: dict[str, Callable[[], Tiny]] = {
     "one item id in a sequence": lambda: changed("interactions", "item", 4, 2),
     "one split marker": lambda: changed("interactions", "split", 3, 1),
     "one missing timestamp set": lambda: changed("interactions", "timestamp", 3, 0),
@@ -262,9 +262,9 @@ CHANGES: dict[str, Callable[[], Tiny]] = {
 }
 
 
-@pytest.mark.parametrize("change", sorted(CHANGES))
+@pytest.mark.parametrize("change", sorted(CONTENT_EDITS))
 def test_checksum_changes_with_the_content(change: str) -> None:
-    data = CHANGES[change]()
+    data = CONTENT_EDITS[change]()
     assert data != tiny()
     assert content_checksum(arrow_tables(data)) == reference_checksum(data)
     assert content_checksum(arrow_tables(data)) != content_checksum(arrow_tables(tiny()))

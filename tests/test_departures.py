@@ -286,12 +286,13 @@ def test_stosa_norms_shared_like_the_code(data: SeqDataset) -> None:
 
 
 def test_report_note_names_switched_departures(tmp_path) -> None:
+    from seqbench.evaluation.protocols import get_protocol
     from seqbench.report.notes import departures_note
+    from seqbench.runs.identity import RunSpec
     from seqbench.runs.result import RunResult
     from seqbench.runs.store import Run
 
     default = dataclasses.asdict(resolve_config(get_model("cbit"), "beauty"))
-    proto = {"name": "cbit", "patience": None}
     result = RunResult(
         run_id="", model="", dataset="beauty", protocol="cbit", seed=0, ablate={},
         best_epoch=1, epochs_run=1, stopped="max_epochs", budget_minutes=None, valid={},
@@ -301,8 +302,8 @@ def test_report_note_names_switched_departures(tmp_path) -> None:
     )  # fmt: skip
 
     def run(model: str, **changes) -> Run:
-        config = {"config": {**default, **changes}, "protocol": proto}
-        return Run(tmp_path, dataclasses.replace(result, run_id=model, model=model), config)
+        spec = RunSpec(model, "beauty", {**default, **changes}, get_protocol("cbit"), 0, "", 1)
+        return Run(tmp_path, dataclasses.replace(result, run_id=model, model=model), spec)
 
     assert "declared defaults" in departures_note([run("cbit")])
     note = departures_note([run("cbit", last_mask="on", batching="grouped"), run("cbit")])
@@ -325,7 +326,9 @@ def test_runs_record_their_switched_departures_and_the_note_reads_them(tmp_path)
     assert moved.departures == ["last_mask=on (row with no masked item)"]
     assert "departures" not in moved.identity()
 
-    recorded = SimpleNamespace(model="outside_model", config={"departures": ["x=1 (a topic)"]})
+    recorded = SimpleNamespace(
+        model="outside_model", spec=SimpleNamespace(departures=["x=1 (a topic)"])
+    )
     assert departures_note([recorded]) == (
         "Switched from seqbench's declared defaults: outside_model: x=1 (a topic)."
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -133,3 +134,24 @@ def test_report_uses_the_reevaluation(trained: dict, tmp_path: Path) -> None:
     assert "Protocol duorec (full ranking, nothing excluded)" in text
     with pytest.raises(SystemExit):
         main(["report", "--runs-dir", str(trained["runs"]), "--evaluated-under", "bert4rec"])
+
+
+@pytest.mark.parametrize(("key", "value", "says"), [("d", -16, "d=-16"), ("positions", "up", "up")])
+def test_a_recorded_config_the_model_refuses_is_one_line_naming_the_record(
+    trained: dict, tmp_path: Path, capsys: pytest.CaptureFixture[str], key: str, value, says: str
+) -> None:
+    """Re-evaluation checks the recorded config as a request's (bounds, choices), before
+    building the model from it."""
+    runs = tmp_path / "runs"
+    shutil.copytree(trained["runs"], runs)
+    config = RunFolder(runs / str(trained["run_id"])).config
+    record = json.loads(config.read_text())
+    record["config"][key] = value
+    config.write_text(json.dumps(record))
+    with pytest.raises(SystemExit) as e:
+        main(["evaluate", str(trained["run_id"]), "--protocol", "duorec", "--data-dir",
+              str(trained["data"]), "--runs-dir", str(runs)])  # fmt: skip
+    assert e.value.code != 0
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert "config.json: the recorded config" in err and says in err and "re-run" in err

@@ -126,9 +126,9 @@ def test_batches_equal_the_trimmed_rows_of_the_whole_table(hand: SeqDataset) -> 
     """The per-batch gather gives exactly the batches of the full [U, T] table (the default)."""
     inst = NextItemInstances(hand, T)
     table, _ = next_item_instances(hand, T)
-    for bucket in (False, True):
-        mine = list(inst.batches(2, torch.Generator().manual_seed(3), bucket))
-        old = list(iterate_rows(table, "seqs", 2, torch.Generator().manual_seed(3), bucket))
+    for grouped in (False, True):
+        mine = list(inst.batches(2, torch.Generator().manual_seed(3), grouped))
+        old = list(iterate_rows(table, "seqs", 2, torch.Generator().manual_seed(3), grouped))
         assert len(mine) == len(old)
         for a, b in zip(mine, old, strict=True):
             assert all(torch.equal(a[k], b[k]) for k in ("seqs", "targets", "rows"))
@@ -220,7 +220,7 @@ def test_models_command_prints_the_training_instance_row(name: str, capsys, monk
 
 
 def plain_epoch(
-    bs: int, k: int, bucket: bool, gen: torch.Generator
+    bs: int, k: int, grouped: bool, gen: torch.Generator
 ) -> list[tuple[list, list, list]]:
     """SASRec's epoch written plainly: `batch_indices`' order from `gen`, each batch's rows
     padded by hand and cut to its longest row, then one draw of [B, W(, K)] uniform negatives
@@ -229,7 +229,7 @@ def plain_epoch(
     owners = [set(train_part(q)) for q in SEQS if len(train_part(q)) >= 2]
     lengths = torch.tensor([sum(v != 0 for v in s) for s in seqs])
     out = []
-    for idx in batch_indices(lengths, bs, gen, bucket):
+    for idx in batch_indices(lengths, bs, gen, grouped):
         width = int(lengths[idx].max())
         rows = [seqs[i][T - width :] for i in idx]
         shape = (len(idx), width) if k == 1 else (len(idx), width, k)
@@ -259,8 +259,8 @@ def test_sasrec_epoch_equals_the_plain_builder(
     sets = {"max_len": str(T), "batch_size": "2", "negatives": str(k)}
     model = get_model("sasrec")(resolve_config(get_model("sasrec"), "synthetic", sets), hand)
     got = list(model.train_batches(hand, torch.Generator().manual_seed(5)))
-    bucket = model.cfg.batching == "grouped"
-    want = plain_epoch(2, k, bucket, torch.Generator().manual_seed(5))
+    grouped = model.cfg.batching == "grouped"
+    want = plain_epoch(2, k, grouped, torch.Generator().manual_seed(5))
     assert [
         (b["seqs"].tolist(), b["targets"].tolist(), b["negatives"].tolist()) for b in got
     ] == want

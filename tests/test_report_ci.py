@@ -17,7 +17,7 @@ from seqbench.report.layouts import LAYOUTS, TableOptions
 from seqbench.report.render import render
 from seqbench.report.select import ReportError
 from seqbench.report.significance import SignificanceOptions
-from seqbench.report.tables import Entry
+from seqbench.report.table_model import Entry
 
 CI = TableOptions(tests=SignificanceOptions(ci=True))
 

@@ -20,7 +20,7 @@ from seqbench.cli import main
 from seqbench.report.entries import model_entries
 from seqbench.report.layouts import OVERALL, TableOptions
 from seqbench.report.render import render
-from seqbench.report.tables import Entry
+from seqbench.report.table_model import Entry
 from seqbench.runs.store import RunStore
 
 GOLDEN = Path(__file__).parent / "golden"

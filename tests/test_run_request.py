@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 
 from seqbench.errors import DataError
-from seqbench.evaluation.protocols import get_protocol
+from seqbench.evaluation.protocols import get_protocol, protocol_from_dict
 from seqbench.models.base import get_model, identity_config, resolve_config
 from seqbench.runs.execute import execute
 from seqbench.runs.request import RunRequest
@@ -65,7 +65,8 @@ def test_resolution_gives_the_typed_config_protocol_and_identity() -> None:
     # every field is written out: the spec re-creates the config
     assert run.spec.config == identity_config(run.cfg) == dataclasses.asdict(run.cfg)
     assert type(run.cfg)(**run.spec.config) == run.cfg
-    assert run.spec.protocol == dataclasses.asdict(get_protocol("cbit"))
+    assert run.spec.protocol == get_protocol("cbit")
+    assert run.spec.identity()["protocol"] == dataclasses.asdict(get_protocol("cbit"))
     assert run.spec.data_checksum == DATA.checksum and run.run_id == run.spec.run_id
 
 
@@ -92,7 +93,11 @@ def test_committed_run_ids_are_the_hash_of_their_recorded_identity(path: Path) -
     cls = get_model(recorded["model"])
     assert set(recorded["config"]) == {f.name for f in dataclasses.fields(cls.Config)}
     assert recorded["revision"] == cls.revision
-    assert RunSpec(**{k: recorded[k] for k in IDENTITY}).run_id == path.parent.name
+    values = {
+        **{k: recorded[k] for k in IDENTITY},
+        "protocol": protocol_from_dict(recorded["protocol"]),
+    }
+    assert RunSpec(**values).run_id == path.parent.name
 
 
 def test_there_are_committed_runs() -> None:

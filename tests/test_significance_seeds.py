@@ -26,7 +26,7 @@ from seqbench.report.stats import (
     seed_means,
     two_level,
 )
-from seqbench.report.tables import Entry
+from seqbench.report.table_model import Entry
 
 
 def test_without_user_variation_it_is_welchs_t_test_on_the_seed_means() -> None:

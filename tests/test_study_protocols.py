@@ -14,7 +14,7 @@ from seqbench.data.prepare import prepare
 from seqbench.errors import ConfigError
 from seqbench.report.layouts import LAYOUTS, PROTOCOLS
 from seqbench.report.render import render
-from seqbench.report.tables import Entry
+from seqbench.report.table_model import Entry
 from seqbench.runs.store import RunStore
 from seqbench.study.parse import parse_study
 from seqbench.study.plan import plan, table_plans

@@ -9,7 +9,7 @@ import typer
 from rich.table import Table
 
 from seqbench.cli.app import DataDir, app, console, say
-from seqbench.cli.fit import fit
+from seqbench.cli.terminal_tables import fit_to_terminal
 from seqbench.data.audit import Audit
 from seqbench.data.audit import audit as audit_split
 from seqbench.data.dataset import load_dataset
@@ -58,7 +58,7 @@ def print_text(checked: Audit, title: str, signal: OrderSignal | None = None) ->
     table.add_column("value")
     for what, value in checked.rows():
         table.add_row(what, value)
-    console.print(fit(table, console))
+    console.print(fit_to_terminal(table, console))
     if signal is not None:
         print_order(signal)
     say(checked.summary())
@@ -73,4 +73,4 @@ def print_order(signal: OrderSignal) -> None:
     table.add_column("value")
     for what, value in signal.rows():
         table.add_row(what, value)
-    console.print(fit(table, console))
+    console.print(fit_to_terminal(table, console))

@@ -12,8 +12,8 @@ from rich.measure import Measurement
 from rich.table import Table
 
 from seqbench.cli.app import app, console, console_err
-from seqbench.cli.fit import fit
-from seqbench.data.dataset import dataset_path, prepared_names
+from seqbench.cli.terminal_tables import fit_to_terminal
+from seqbench.data.dataset import DatasetFolder, dataset_path, prepared_names
 from seqbench.data.prepare import prepare as run_prepare
 from seqbench.data.preprocess import Order
 from seqbench.data.registry import TEMPLATE_MARK, dataset_names, get_spec
@@ -56,7 +56,7 @@ def _stats_table(title: str, columns: list[tuple[str, str]]) -> Table:
 
 def _card(name: str, root: Path | None) -> dict[str, Any] | None:
     """The card of a prepared dataset, or None when it is not prepared."""
-    card_file = dataset_path(name, root) / "card.json"
+    card_file = DatasetFolder(dataset_path(name, root)).card
     return json.loads(card_file.read_text()) if card_file.is_file() else None
 
 
@@ -93,7 +93,7 @@ def datasets(
         card = _card(name, data_dir_opt)
         text = f"{spec.variant} · sources: {spec.source_label}"
         table.add_row(name, text + (f"\n{_stats_line(card)}" if card else ""), _prepared(card))
-    console.print(fit(table, console))
+    console.print(fit_to_terminal(table, console))
 
 
 def _prepared(card: dict[str, Any] | None) -> str:

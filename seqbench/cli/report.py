@@ -22,7 +22,7 @@ from seqbench.report.layouts import LAYOUTS, Layout
 from seqbench.report.plots import plot_format, save_figure
 from seqbench.report.render import format_for, render
 from seqbench.report.significance import SignificanceOptions
-from seqbench.report.tables import Table
+from seqbench.report.table_model import Table
 
 
 def split_list(values: list[str] | None) -> list[str] | None:

@@ -25,8 +25,8 @@ from seqbench.cli.app import (
     positive,
     say,
 )
-from seqbench.cli.fit import fit
 from seqbench.cli.progress import run_observer
+from seqbench.cli.terminal_tables import fit_to_terminal
 from seqbench.data.audit import audit
 from seqbench.data.dataset import SeqDataset, load_dataset
 from seqbench.errors import ConfigError
@@ -316,7 +316,7 @@ def runs(
         )
     for d in damaged:
         table.add_row(f"{d.run_id}\ndamaged: see the error below", "-", "-", "-", "-")
-    console.print(fit(table, console))
+    console.print(fit_to_terminal(table, console))
     for d in damaged:
         console_err.print(f"[red]error:[/red] {escape(str(d))}", highlight=False, soft_wrap=True)
     if damaged:

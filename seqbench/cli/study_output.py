@@ -14,9 +14,9 @@ from seqbench.cli.app import (
     console_err,
     say,
 )
-from seqbench.cli.fit import fit
 from seqbench.cli.run import duration
-from seqbench.data.dataset import dataset_path
+from seqbench.cli.terminal_tables import fit_to_terminal
+from seqbench.data.dataset import dataset_path, is_prepared
 from seqbench.report.render import FORMATS
 from seqbench.runs.estimate import Estimate, estimate
 from seqbench.runs.exported import ExportedRun
@@ -58,7 +58,7 @@ def show_plan(
             str(r.request.seed),
             run_cell(run_id, status, store, committed),
         )
-    console.print(fit(table, console))
+    console.print(fit_to_terminal(table, console))
     for t in study.tables:
         files = ", ".join(f"{t.name}.{FORMATS.get(f).suffix}" for f in t.formats)
         say(f"table {t.name}: {t.layout} → {files}")
@@ -121,7 +121,7 @@ def show_estimates(p: Plan, rows: list[tuple[str | None, str]], ctx: RunContext)
             f"{e.peak_memory_mb:,.0f}",
         )  # fmt: skip
     if seen:
-        console.print(fit(table, console))
+        console.print(fit_to_terminal(table, console))
         total = sum(min(e.total_seconds, cap) * len(seeds) for _, seeds, e in seen.values())
         budget = "" if minutes is None else f", each at most {duration(cap)} (the budget)"
         say(f"all missing runs: ≈ {duration(total)} of training{budget}")
@@ -191,7 +191,5 @@ def print_outcome(title: str, where: str, done: StudyResult, written: list[Path]
 def unprepared_of(study: Study, data_dir: str | None) -> list[str]:
     """The study's datasets not prepared under `data_dir`."""
     return [
-        name
-        for name in dict.fromkeys(study.datasets.values())
-        if not (dataset_path(name, data_dir) / "card.json").is_file()
+        name for name in dict.fromkeys(study.datasets.values()) if not is_prepared(name, data_dir)
     ]

@@ -148,21 +148,47 @@ def _pad_lists(items: pd.DataFrame, col: str, n_items: int) -> tuple[np.ndarray,
     return out, int(out.max()) + 1
 
 
+TABLES = ("interactions", "items", "users")
+
+
+@dataclass(frozen=True)
+class DatasetFolder:
+    """The files of one prepared dataset folder, by role rather than by name: the one place
+    that knows their names (`seqbench prepare` writes them, `load_dataset` reads them)."""
+
+    path: Path
+
+    @property
+    def card(self) -> Path:
+        """The dataset's card (JSON), written last: its presence marks a finished folder."""
+        return self.path / "card.json"
+
+    def table(self, name: str) -> Path:
+        """One of the `TABLES`, as parquet."""
+        return self.path / f"{name}.parquet"
+
+    @property
+    def prepared(self) -> bool:
+        return self.card.is_file()
+
+
 def dataset_path(name: str, root: str | Path | None = None) -> Path:
     """The folder of prepared dataset `name` (a name, never a path: `check_name`)."""
     base = data_dir(root)
     return base / check_name("dataset", name, base)
 
 
+def is_prepared(name: str, root: str | Path | None = None) -> bool:
+    """Whether dataset `name` is prepared under the data dir (its card is there)."""
+    return DatasetFolder(dataset_path(name, root)).prepared
+
+
 def prepared_names(root: str | Path | None = None) -> list[str]:
-    """Names of datasets prepared under the data dir (a card.json marks a finished one)."""
+    """Names of datasets prepared under the data dir (a card marks a finished one)."""
     base = data_dir(root)
     if not base.is_dir():
         return []
-    return sorted(p.name for p in base.iterdir() if (p / "card.json").is_file())
-
-
-TABLES = ("interactions", "items", "users")
+    return sorted(p.name for p in base.iterdir() if DatasetFolder(p).prepared)
 
 
 def _damaged(path: Path, name: str, problem: str) -> DataError:
@@ -171,8 +197,8 @@ def _damaged(path: Path, name: str, problem: str) -> DataError:
 
 
 def read_card(path: Path, name: str) -> dict[str, Any]:
-    """The card.json of a prepared dataset, checked for what loading needs (one-line errors)."""
-    card_file = path / "card.json"
+    """The card of a prepared dataset, checked for what loading needs (one-line errors)."""
+    card_file = DatasetFolder(path).card
     if path.is_dir() and not card_file.is_file():
         raise _damaged(card_file, name, "file missing")
     if not card_file.is_file():
@@ -234,7 +260,7 @@ def read_tables(path: Path, name: str) -> dict[str, pa.Table]:
     """The three prepared tables, each read whole (a missing or damaged one is one line)."""
     tables = {}
     for table in TABLES:
-        file = path / f"{table}.parquet"
+        file = DatasetFolder(path).table(table)
         if not file.is_file():
             raise _damaged(file, name, "file missing")
         try:
@@ -260,7 +286,7 @@ class PackedDataset:
         """Write the dataset under `root/<checksum>/<name>/` unless it is there (a folder
         appears whole: temp then rename); returns the data root to load it from."""
         base = root / self.checksum[:16]
-        if not (base / self.name / "card.json").is_file():
+        if not DatasetFolder(base / self.name).prepared:
             with atomic_dir(base / self.name) as tmp:
                 for file, blob in self.files.items():
                     (tmp / file).write_bytes(blob)
@@ -272,9 +298,10 @@ def pack_dataset(name: str, root: str | Path | None = None) -> PackedDataset:
     them: a dataset not prepared here is the same one-line error)."""
     path = dataset_path(name, root)
     card = read_card(path, name)
-    files = {"card.json": (path / "card.json").read_bytes()}
+    folder = DatasetFolder(path)
+    files = {folder.card.name: folder.card.read_bytes()}
     for table in TABLES:
-        file = path / f"{table}.parquet"
+        file = folder.table(table)
         if not file.is_file():
             raise _damaged(file, name, "file missing")
         files[file.name] = file.read_bytes()
@@ -295,7 +322,7 @@ def load_dataset(name: str, root: str | Path | None = None) -> SeqDataset:
         ) from None
     if got != card["checksum"]:
         raise _damaged(
-            path / "card.json",
+            DatasetFolder(path).card,
             name,
             f"the tables' content checksum {got[:12]} differs from the card's "
             f"{card['checksum'][:12]} (files changed or damaged since `seqbench prepare`)",

@@ -1,8 +1,9 @@
 """`seqbench prepare`: find (or download) raw files, read, preprocess, write the dataset atomically.
 
-Output under <data dir>/<name>/ (the contract of `seqbench.data.dataset`): interactions.parquet,
-items.parquet, users.parquet and card.json. Everything is read and preprocessed before anything
-is written, and the folder appears by one rename, so a failed prepare leaves nothing behind.
+Output under <data dir>/<name>/ (the contract of `seqbench.data.dataset`, its files named by
+`DatasetFolder`): the three tables as parquet and the dataset card. Everything is read and
+preprocessed before anything is written, and the folder appears by one rename, so a failed
+prepare leaves nothing behind.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from rich.console import Console
 from seqbench import __version__
 from seqbench.data import readers, synthetic
 from seqbench.data.checksum import SCHEME, content_checksum
-from seqbench.data.dataset import dataset_path, read_card
+from seqbench.data.dataset import DatasetFolder, dataset_path, read_card
 from seqbench.data.download import cache_dir
 from seqbench.data.preprocess import (
     BY_TIMESTAMP,
@@ -280,5 +281,5 @@ def write_prepared(out: Path, tables: dict[str, pa.Table], card: dict[str, Any])
     and its card, the one writer of the format `seqbench.data.dataset` reads."""
     with atomic_dir(out) as tmp:
         for table_name, table in tables.items():
-            pq.write_table(table, tmp / f"{table_name}.parquet")
-        write_json(tmp / "card.json", card)
+            pq.write_table(table, DatasetFolder(tmp).table(table_name))
+        write_json(DatasetFolder(tmp).card, card)

@@ -62,7 +62,8 @@ class Filters:
     time_to: int | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        """Plain dict for card.json (the time window only when set: older cards unchanged)."""
+        """Plain dict for the dataset card (the time window only when set: older cards
+        unchanged)."""
         window = {k: getattr(self, k) for k in ("time_from", "time_to") if getattr(self, k)}
         return {
             "min_rating": self.min_rating,

@@ -59,16 +59,17 @@ def gather_padded(
 
 
 def batch_indices(
-    lengths: torch.Tensor, batch_size: int, gen: torch.Generator, bucket: bool = True
+    lengths: torch.Tensor, batch_size: int, gen: torch.Generator, grouped: bool = True
 ) -> list[torch.Tensor]:
-    """Shuffled batches of row indices; with bucket, rows of similar length share a batch.
+    """Shuffled batches of row indices; `grouped` (batching=grouped): rows of similar length
+    share a batch.
 
-    Bucketing sorts rows by length inside chunks of 50 batches and then shuffles the batch
+    Grouping sorts rows by length inside chunks of 50 batches and then shuffles the batch
     order, so padding (trimmed per batch) shrinks several-fold without a fixed epoch order.
     """
     n = len(lengths)
     perm = torch.randperm(n, generator=gen)
-    if bucket:
+    if grouped:
         chunk = batch_size * 50
         parts = []
         for s in range(0, n, chunk):
@@ -160,12 +161,13 @@ def iterate_rows(
     key: str,
     batch_size: int,
     gen: torch.Generator,
-    bucket: bool = True,
+    grouped: bool = True,
     trim: bool = True,
 ) -> Iterator[dict[str, torch.Tensor]]:
-    """Yield shuffled (bucketed) batches of aligned [R, …] tensors, trimmed by tensors[key]."""
+    """Yield shuffled (length-grouped) batches of aligned [R, …] tensors, trimmed by
+    tensors[key]."""
     lengths = (tensors[key] != 0).sum(1)
-    for idx in batch_indices(lengths, batch_size, gen, bucket):
+    for idx in batch_indices(lengths, batch_size, gen, grouped):
         batch = take_rows(tensors, idx, key) if trim else {k: v[idx] for k, v in tensors.items()}
         batch["rows"] = idx
         yield batch
@@ -236,9 +238,9 @@ class NextItemInstances:
             targets[:, :-1] = 0
         return {"seqs": inputs, "targets": targets}
 
-    def batches(self, batch_size: int, gen: torch.Generator, bucket: bool) -> Iterator[Batch]:
-        """One epoch of shuffled (bucketed) batches: seqs, targets and their row ids."""
-        for idx in batch_indices(self.lengths(), batch_size, gen, bucket):
+    def batches(self, batch_size: int, gen: torch.Generator, grouped: bool) -> Iterator[Batch]:
+        """One epoch of shuffled (length-grouped) batches: seqs, targets and their row ids."""
+        for idx in batch_indices(self.lengths(), batch_size, gen, grouped):
             yield {**self.rows(idx.numpy()), "rows": idx}
 
     def negatives(

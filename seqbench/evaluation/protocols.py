@@ -7,8 +7,9 @@ split (`seqbench.data.splits.GlobalTemporalSplit`), e.g. `gts:quantile=0.8,targe
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, replace
-from typing import ClassVar, Literal
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, fields, replace
+from typing import Any, ClassVar, Literal, get_args, get_type_hints
 
 from seqbench.data.dataset import SeqDataset
 from seqbench.data.splits import GlobalTemporalSplit
@@ -137,6 +138,50 @@ def get_protocol(text: str) -> Protocol:
         split=split,
         description=f"full ranking, all input history excluded; {split.describe()}",
     )
+
+
+#: what each recorded field of a protocol must hold (`protocol_from_dict`)
+RECORDED: dict[str, tuple[type | tuple[type, ...], tuple[Any, ...]]] = {
+    "name": (str, ()),
+    "candidates": (str, get_args(get_type_hints(Protocol)["candidates"])),
+    "history": (str, get_args(get_type_hints(Protocol)["history"])),
+    "select": (str, ()),
+    "patience": ((int, type(None)), ()),
+    "n_negatives": (int, ()),
+    "max_users": ((int, type(None)), ()),
+    "description": (str, ()),
+}
+
+
+def protocol_from_dict(obj: Mapping[str, Any]) -> Protocol:
+    """The protocol a record wrote with `Protocol.to_dict`, back as its type (a temporal one
+    when it records a split); a ConfigError names the first field that is not as written."""
+    name = obj.get("name", "?")
+    known = {f.name for f in fields(Protocol)}
+    absent = sorted(known - set(obj))
+    extra = sorted(set(obj) - known - {"split"})
+    if absent or extra:
+        what = f"missing {', '.join(absent)}" if absent else f"unknown {', '.join(extra)}"
+        raise ConfigError(f"protocol {name!r}: {what}")
+    for key, (kind, choices) in RECORDED.items():
+        value = obj[key]
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, kind)
+            or (choices and value not in choices)
+        ):
+            allowed = f"one of {', '.join(choices)}" if choices else "of another type"
+            raise ConfigError(f"protocol {name!r}: {key}={value!r} must be {allowed}")
+    values = {k: obj[k] for k in known}
+    if "split" not in obj:
+        return Protocol(**values)
+    split = obj["split"]
+    if not isinstance(split, Mapping):
+        raise ConfigError(f"protocol {name!r}: split must be a mapping, got {split!r}")
+    try:
+        return TemporalProtocol(**values, split=GlobalTemporalSplit(**split))
+    except TypeError as e:
+        raise ConfigError(f"protocol {name!r}: split {dict(split)!r}: {e}") from None
 
 
 def split_presets() -> list[str]:

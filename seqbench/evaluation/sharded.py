@@ -11,8 +11,11 @@ import pandas as pd
 import torch
 import torch.distributed as dist
 
+from seqbench.data.dataset import SeqDataset
 from seqbench.distributed import current
 from seqbench.evaluation.evaluator import Evaluator
+from seqbench.evaluation.protocols import Protocol
+from seqbench.models.base import SeqModel
 
 
 class ShardedEvaluator(Evaluator):
@@ -39,3 +42,11 @@ class ShardedEvaluator(Evaluator):
 def evaluator(*args: Any, **kwargs: Any) -> Evaluator:
     """An Evaluator, sharded over the ranks when this process is one of several (`distributed`)."""
     return ShardedEvaluator(*args, **kwargs) if current().active else Evaluator(*args, **kwargs)
+
+
+def model_evaluator(
+    model: SeqModel, data: SeqDataset, split: str, protocol: Protocol, device: str | torch.device
+) -> Evaluator:
+    """The evaluator of `model` on `split` under `protocol`: the model's input window and
+    evaluation batch size, sharded over the ranks when this process is one of several."""
+    return evaluator(data, split, protocol, model.input_window, model.cfg.eval_batch_size, device)

@@ -85,7 +85,7 @@ class SeqModel(nn.Module):
     as written here (`seqbench check` checks the signatures; `models.contract` makes the calls).
     """
 
-    #: the contract version the model is written to (`models.contract.CHANGES`)
+    #: the contract version the model is written to (`models.contract.CONTRACT_VERSIONS`)
     contract: ClassVar[int] = CONTRACT_VERSION
     name: ClassVar[str] = ""
     paper: ClassVar[str] = ""

@@ -27,7 +27,7 @@ from seqbench.models.base import CONTRACT_VERSION, Batch, Parts, SeqModel
 from seqbench.models.pieces import Plans
 
 #: what changed in each version of the contract (`SeqModel.contract`)
-CHANGES = {
+CONTRACT_VERSIONS = {
     1: "loss(batch) documented, loss(batch, plans) called for every model",
     2: "loss(batch, plans) called only for piecewise models, loss(batch) for the others",
     3: "optional item_ranges: query(batch) and score_items(query, lo, hi) rank in item chunks",
@@ -90,10 +90,10 @@ def contract_problems(cls: type[SeqModel]) -> list[str]:
     """What in `cls` does not fit the calls seqbench makes, each with its fix (empty: fits)."""
     problems = []
     declared = getattr(cls, "contract", CONTRACT_VERSION)
-    if not isinstance(declared, int) or declared not in CHANGES:
+    if not isinstance(declared, int) or declared not in CONTRACT_VERSIONS:
         problems.append(
             f"declares contract {declared!r}; this seqbench implements {CONTRACT_VERSION} "
-            f"({CHANGES[CONTRACT_VERSION]}): upgrade seqbench or set contract = "
+            f"({CONTRACT_VERSIONS[CONTRACT_VERSION]}): upgrade seqbench or set contract = "
             f"{CONTRACT_VERSION}"
         )
     for method, args in _calls(cls).items():

@@ -52,7 +52,6 @@ class DuoRecConfig(ObjectiveFields, ModelConfig):
     heads: int = 2
     inner: int = 256
     dropout: float = 0.5
-    max_len: int = 50
     batch_size: int = 256
     lr: float = 1e-3
     patience: int = 10

@@ -37,7 +37,6 @@ class FMLPRecConfig(ObjectiveFields, ModelConfig):
     d: int = 64
     layers: int = 2
     dropout: float = 0.5
-    max_len: int = 50
     batch_size: int = 256
     lr: float = 1e-3
     epochs: int = 200

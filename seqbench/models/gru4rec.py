@@ -41,7 +41,6 @@ class GRU4RecConfig(ObjectiveFields, ModelConfig):
     hidden: int = 128
     layers: int = 1
     dropout: float = 0.3
-    max_len: int = 50
     batch_size: int = 256
     #: which sub-sequences are trained on (seqbench.data.sequences.instance_ranges)
     instances: InstanceRule = "all_positions"

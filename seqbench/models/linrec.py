@@ -43,7 +43,6 @@ class LinRecConfig(ObjectiveFields, ModelConfig):
     heads: int = 2
     dropout: float = 0.5
     attn_dropout: float = 0.5
-    max_len: int = 50
     batch_size: int = 2048
     lr: float = 1e-3
     epochs: int = 300

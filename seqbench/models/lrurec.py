@@ -47,7 +47,6 @@ class LRURecConfig(ObjectiveFields, ModelConfig):
     layers: int = 2
     dropout: float = 0.2
     attn_dropout: float = 0.2
-    max_len: int = 50
     batch_size: int = 128
     lr: float = 1e-3
     epochs: int = 500

@@ -90,14 +90,14 @@ def resolve_objective(
 def next_item_batches(
     inst: NextItemInstances,
     batch_size: int,
-    bucket: bool,
+    grouped: bool,
     obj: Objective,
     popularity: PopularityNegatives | None,
     gen: torch.Generator,
 ) -> Iterator[dict[str, torch.Tensor]]:
     """One epoch of `inst`'s batches, each with the objective's negatives for its targets
     (uniform ones outside each row's own training items)."""
-    for batch in inst.batches(batch_size, gen, bucket):
+    for batch in inst.batches(batch_size, gen, grouped):
         rows = batch["rows"]
         shape = tuple(batch["seqs"].shape)
         uniform = lambda full, rows=rows: inst.negatives(rows, full, gen)  # noqa: E731
@@ -123,9 +123,9 @@ class NextItemTraining:
     ) -> Iterator[dict[str, torch.Tensor]]:
         if self._train is None:
             self._train = NextItemInstances(data, self.cfg.max_len, self.cfg.instances)
-        bucket = self.cfg.batching == "grouped"
+        grouped = self.cfg.batching == "grouped"
         yield from next_item_batches(
-            self._train, self.cfg.batch_size, bucket, self._objective, self._popularity, gen
+            self._train, self.cfg.batch_size, grouped, self._objective, self._popularity, gen
         )
 
 

@@ -304,9 +304,9 @@ class STOSA(SeqModel):
     def train_batches(self, data: SeqDataset, gen: torch.Generator) -> Iterator[Batch]:
         if self._train is None:
             self._train = NextItemInstances(data, self.cfg.max_len, self.cfg.instances)
-        bucket, obj = self.cfg.batching == "grouped", self._objective
+        grouped, obj = self.cfg.batching == "grouped", self._objective
         for batch in next_item_batches(
-            self._train, self.cfg.batch_size, bucket, obj, self._popularity, gen
+            self._train, self.cfg.batch_size, grouped, obj, self._popularity, gen
         ):
             check_items(batch, "seqs")
             yield batch

@@ -8,7 +8,7 @@ import json
 from collections.abc import Sequence
 
 from seqbench.report.select import Run
-from seqbench.report.tables import Entry
+from seqbench.report.table_model import Entry
 
 
 def order(names: Sequence[str], wanted: Sequence[str] | None) -> list[str]:
@@ -21,9 +21,9 @@ def order(names: Sequence[str], wanted: Sequence[str] | None) -> list[str]:
 
 def experiment(r: Run) -> dict:
     """What a run's id hashes but its seed: its config and what else decides its numbers."""
-    rec = r.config
     keys = ("revision", "precision", "device", "code")
-    return {**r.settings, **{k: rec.get(k) for k in keys if rec.get(k) is not None}}
+    recorded = {k: getattr(r.spec, k) for k in keys}
+    return {**r.settings, **{k: v for k, v in recorded.items() if v is not None}}
 
 
 def one_config(runs: Sequence[Run], what: str) -> tuple[list[Run], str | None]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from seqbench.report.select import Run
-from seqbench.report.tables import Cell
+from seqbench.report.table_model import Cell
 
 #: the mark of a cell with a run still improving when its budget ended
 MARK = "↑"

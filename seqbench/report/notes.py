@@ -9,14 +9,14 @@ from collections.abc import Iterable, Sequence
 from seqbench.evaluation.protocols import PROTOCOLS
 from seqbench.report import budget, improving
 from seqbench.report.select import Run
-from seqbench.report.tables import Entry
+from seqbench.report.table_model import Entry
 
 
 def protocol_note(runs: Sequence[Run]) -> str:
     """Name the protocol and the data cards every number of the table was measured under."""
     spec = runs[0].protocol_spec
-    name = spec.get("name", runs[0].protocol)
-    desc = spec.get("description") or (PROTOCOLS.get(name).description if name in PROTOCOLS else "")
+    name = spec.name
+    desc = spec.description or (PROTOCOLS.get(name).description if name in PROTOCOLS else "")
     cards = sorted({(r.dataset, r.checksum[:12]) for r in runs})
     data = ", ".join(f"{d} {c}" for d, c in cards)
     return f"Protocol {name}" + (f" ({desc})" if desc else "") + f"; data cards: {data}."
@@ -27,7 +27,7 @@ def departures_note(runs: Sequence[Run]) -> str:
     run recorded them (runs stored before seqbench recorded them: derived from the model)."""
     moved: dict[str, set[str]] = {}
     for run in runs:
-        found = run.config.get("departures")
+        found = run.spec.departures
         if found is None:
             found = derived_departures(run)
         moved.setdefault(run.model, set()).update(found or ())
@@ -46,9 +46,9 @@ def derived_departures(run: Run) -> list[str] | None:
     if run.model not in MODELS:
         return None
     cls = MODELS.get(run.model)
-    default = run.config.get("default_config")
+    default = run.spec.default_config
     if default is None:
-        patience = run.protocol_spec.get("patience")
+        patience = run.protocol_spec.patience
         layer = {} if patience is None else {"patience": patience}
         default = dataclasses.asdict(resolve_config(cls, run.dataset, protocol=layer))
     return switched(cls.declared_departures(), run.settings, default)

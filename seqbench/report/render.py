@@ -16,7 +16,7 @@ from pathlib import Path
 from seqbench.errors import ConfigError
 from seqbench.registry import Registry
 from seqbench.report.improving import MARK
-from seqbench.report.tables import Cell, Table, missing, number, published
+from seqbench.report.table_model import Cell, Table, missing, number, published
 
 Renderer = Callable[[Sequence[Table]], str]
 

@@ -6,15 +6,14 @@ on the same prepared data (dataset card checksum); every table goes through `che
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
 
 import pandas as pd
 
 from seqbench.errors import SeqbenchError
+from seqbench.evaluation.protocols import Protocol
 from seqbench.runs.result import Evaluation, ResultError
 from seqbench.runs.store import Run, check_table
 
@@ -98,8 +97,8 @@ class EvaluatedRun(Run):
     evaluation: Evaluation
 
     @property
-    def protocol_spec(self) -> dict[str, Any]:
-        return dict(self.evaluation.protocol_spec)
+    def protocol_spec(self) -> Protocol:
+        return self.evaluation.protocol_spec
 
     @property
     def has_per_user(self) -> bool:
@@ -126,7 +125,7 @@ def evaluated_under(runs: list[Run], protocol: str) -> list[Run]:
         except ResultError as e:
             raise ReportError(f"{e}: {redo}") from None
         result = r.result.evaluated(protocol, evaluation.metrics)
-        out.append(EvaluatedRun(r.path, result, r.config, evaluation))
+        out.append(EvaluatedRun(r.path, result, r.spec, evaluation))
     if missing:
         raise ReportError(
             f"--evaluated-under {protocol}: {len(missing)} run(s) not evaluated under it "
@@ -142,12 +141,12 @@ def _short(run_ids: list[str], n: int = 3) -> str:
 
 def check_comparable(runs: list[Run]) -> None:
     """Raise ReportError naming the difference if runs differ in protocol or dataset card."""
-    protocols: dict[str, list[Run]] = {}
+    protocols: dict[Protocol, list[Run]] = {}
     for r in runs:
-        protocols.setdefault(json.dumps(r.protocol_spec, sort_keys=True), []).append(r)
+        protocols.setdefault(r.protocol_spec, []).append(r)
     if len(protocols) > 1:
         groups = sorted(protocols.values(), key=len, reverse=True)
-        specs = [g[0].protocol_spec for g in groups]
+        specs = [g[0].protocol_spec.to_dict() for g in groups]
         names = {s.get("name") for s in specs}
         if len(names) > 1:
             detail = " vs ".join(

@@ -36,7 +36,7 @@ from seqbench.report.stats import (
     two_level,
     user_matrix,
 )
-from seqbench.report.tables import Cell, Comparison, Entry, Table
+from seqbench.report.table_model import Cell, Comparison, Entry, Table
 
 #: the mark of a per-user test between single trained models (not a method-level claim)
 ONE_MODEL_MARK = "†"

@@ -19,7 +19,7 @@ from seqbench.data.dataset import SeqDataset, load_dataset, prepared_names
 from seqbench.errors import ConfigError, DataError, Terminated
 from seqbench.evaluation.evaluator import summarize
 from seqbench.evaluation.protocols import split_view
-from seqbench.evaluation.sharded import evaluator
+from seqbench.evaluation.sharded import model_evaluator
 from seqbench.machine import (
     ThreadChoice,
     check_precision,
@@ -213,8 +213,7 @@ def _train_and_test(
 
     model.load_state_dict(result.best_state)
     t0 = time.perf_counter()
-    window = model.input_window
-    test = evaluator(data, "test", run.protocol, window, run.cfg.eval_batch_size, dev).run(model)
+    test = model_evaluator(model, data, "test", run.protocol, dev).run(model)
     eval_seconds = time.perf_counter() - t0
     metrics = RunResult(
         run_id=run.run_id,

@@ -22,7 +22,7 @@ import pyarrow.parquet as pq
 import torch
 
 from seqbench.evaluation.metrics import METRICS, metrics_from_counts, set_metrics_from_counts
-from seqbench.runs.result import RunResult, load_json
+from seqbench.runs.result import RunResult, read_config
 from seqbench.runs.store import Run, RunFolder, RunStore
 
 #: per-user counts of an exported run: user, above, equal (int32, sorted by user; one row per
@@ -107,7 +107,7 @@ def load_exported(folder: Path) -> dict[str, ExportedRun]:
         run = RunFolder(path)
         if run.metrics.is_file() and run.config.is_file():
             result = RunResult.read(run.metrics)
-            out[path.name] = ExportedRun(path, result, load_json(run.config))
+            out[path.name] = ExportedRun(path, result, read_config(run.config))
     return out
 
 

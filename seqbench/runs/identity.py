@@ -9,6 +9,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from seqbench.evaluation.protocols import Protocol
+
 #: the keys of a run's identity (`RunSpec.identity`), `code` for a plugin model only
 IDENTITY_KEYS = (
     "model",
@@ -40,7 +42,8 @@ class RunSpec:
     dataset: str
     #: the resolved config, every field explicit (`ModelConfig.identity`)
     config: dict[str, Any]
-    protocol: dict[str, Any]
+    #: hashed as its `to_dict()`
+    protocol: Protocol
     seed: int
     data_checksum: str
     #: the model's `revision`: moves when its code moves its numbers with no config field
@@ -58,10 +61,14 @@ class RunSpec:
     #: issue 53: the processes training it data-parallel; hashed only when > 1 (other float
     #: summation order and dropout draws), so every one-process run keeps its id
     procs: int = 1
+    #: a run re-keyed by `seqbench runs migrate`: its old id and the seqbench that made it
+    migrated_from: str | None = None
+    seqbench_version: str | None = None
 
     def identity(self) -> dict[str, Any]:
         """What the run id hashes: every key of `IDENTITY_KEYS`, and `code` for a plugin."""
         out: dict[str, Any] = {k: getattr(self, k) for k in IDENTITY_KEYS}
+        out["protocol"] = self.protocol.to_dict()
         if self.code is not None:
             out["code"] = self.code
         if self.procs != 1:  # issue 53
@@ -79,6 +86,9 @@ class RunSpec:
             out["default_config"] = self.default_config
         if self.departures is not None:
             out["departures"] = self.departures
+        for key in ("migrated_from", "seqbench_version"):
+            if getattr(self, key) is not None:
+                out[key] = getattr(self, key)
         return out
 
 

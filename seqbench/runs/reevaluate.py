@@ -7,18 +7,19 @@ from __future__ import annotations
 import dataclasses
 import time
 from pathlib import Path
-from typing import Any
 
 import torch
 
 from seqbench import __version__
 from seqbench.data.dataset import SeqDataset, load_dataset
 from seqbench.errors import ConfigError, DataError
-from seqbench.evaluation.evaluator import Evaluator, summarize
+from seqbench.evaluation.evaluator import summarize
 from seqbench.evaluation.protocols import Protocol, get_protocol, split_view
+from seqbench.evaluation.sharded import model_evaluator
 from seqbench.io import load_torch
 from seqbench.machine import seed_everything, using_threads
-from seqbench.models.base import SeqModel, get_model
+from seqbench.models.base import ModelConfig, SeqModel, get_model, resolve_config
+from seqbench.runs.identity import RunSpec
 from seqbench.runs.result import Evaluation, ResultError
 from seqbench.runs.store import RunFolder, RunStore
 from seqbench.training.context import RunContext
@@ -35,19 +36,33 @@ def check_run(store: RunStore, run_id: str) -> None:
         )
 
 
-def load_model(store: RunStore, run_id: str, data: SeqDataset, device: torch.device) -> SeqModel:
-    """The run's model with its best (validation-selected) weights, on `device`."""
-    spec = store.load_config(run_id)
-    cls = get_model(spec["model"])
+def recorded_config(spec: RunSpec, where: Path) -> ModelConfig:
+    """The run's recorded config as its model's typed config, checked as a request's is
+    (`resolve_config`: every key known, every value of its type, choice and bound)."""
+    cls = get_model(spec.model)
     known = {f.name for f in dataclasses.fields(cls.Config)}
-    stale = sorted(set(spec["config"]) - known)
+    stale = sorted(set(spec.config) - known)
     if stale:
         raise DataError(
-            f"{RunFolder(store.final(run_id)).config}: config keys {', '.join(stale)} are not "
-            f"in this seqbench's {spec['model']}: re-run the model (`seqbench run`)"
+            f"{where}: config keys {', '.join(stale)} are not in this seqbench's "
+            f"{spec.model}: re-run the model (`seqbench run`)"
         )
-    seed_everything(int(spec["seed"]))
-    model = cls(cls.Config(**spec["config"]), data)
+    try:
+        # the record gives every field: as the bottom layer, nothing above it set
+        return resolve_config(cls, spec.dataset, protocol=spec.config)
+    except ConfigError as e:
+        raise DataError(
+            f"{where}: the recorded config is not one this seqbench's {spec.model} takes "
+            f"({e}): re-run the model (`seqbench run`)"
+        ) from None
+
+
+def load_model(store: RunStore, run_id: str, data: SeqDataset, device: torch.device) -> SeqModel:
+    """The run's model with its best (validation-selected) weights, on `device`."""
+    spec = store.load_spec(run_id)
+    cfg = recorded_config(spec, RunFolder(store.final(run_id)).config)
+    seed_everything(spec.seed)
+    model = get_model(spec.model)(cfg, data)
     best = RunFolder(store.final(run_id)).best
     try:
         model.load_state_dict(load_torch(best))
@@ -60,20 +75,17 @@ def load_model(store: RunStore, run_id: str, data: SeqDataset, device: torch.dev
     return model.to(device)
 
 
-def _trained_data(
-    spec: dict[str, Any], run_id: str, preset: Protocol, data_dir: Path
-) -> SeqDataset:
+def _trained_data(spec: RunSpec, run_id: str, preset: Protocol, data_dir: Path) -> SeqDataset:
     """The prepared data the run (its recorded identity `spec`) trained on, under `preset`'s
     split: refused when the data changed since, or when `preset` splits it otherwise (its
     training part may then hold the other split's targets)."""
-    data = load_dataset(spec["dataset"], data_dir)
-    if data.checksum != spec["data_checksum"]:
+    data = load_dataset(spec.dataset, data_dir)
+    if data.checksum != spec.data_checksum:
         raise DataError(
-            f"dataset {spec['dataset']} changed since run {run_id} was trained (checksum "
-            f"{data.checksum[:12]}, was {spec['data_checksum'][:12]}): re-run the model"
+            f"dataset {spec.dataset} changed since run {run_id} was trained (checksum "
+            f"{data.checksum[:12]}, was {spec.data_checksum[:12]}): re-run the model"
         )
-    trained_split = (spec.get("protocol") or {}).get("split")
-    if preset.to_dict().get("split") != trained_split:
+    if preset.split != spec.protocol.split:
         raise ConfigError(
             f"run {run_id} was trained under another split than protocol {preset.name}'s, so "
             "its training data may hold that split's targets: train a run under it instead"
@@ -95,30 +107,29 @@ def reevaluate(
     if split not in SPLITS:
         raise ConfigError(f"--split must be one of {', '.join(SPLITS)}, got {split!r}")
     preset = get_protocol(protocol)
-    protocol_spec = preset.to_dict()
     stored = store.load_evaluation(run_id, protocol, split)
-    if stored is not None and not force and stored.protocol_spec == protocol_spec:
+    if stored is not None and not force and stored.protocol_spec == preset:
         return stored, True
-    spec = store.load_config(run_id)
+    spec = store.load_spec(run_id)
     data = _trained_data(spec, run_id, preset, ctx.data_dir)
     dev = ctx.torch_device()
     model = load_model(store, run_id, data, dev)
     ctx.observer.on_log(f"evaluating {run_id} on {split} under protocol {protocol}")
     t0 = time.perf_counter()
-    evaluator = Evaluator(data, split, preset, model.input_window, model.cfg.eval_batch_size, dev)
+    evaluator = model_evaluator(model, data, split, preset, dev)
     with using_threads(ctx.threads):
         per_user = evaluator.run(model)
         threads = torch.get_num_threads()
     trained = store.load_result(run_id)
     result = Evaluation(
         run_id=run_id,
-        model=spec["model"],
-        dataset=spec["dataset"],
-        seed=spec["seed"],
+        model=spec.model,
+        dataset=spec.dataset,
+        seed=spec.seed,
         trained_protocol=trained.protocol,
         best_epoch=trained.best_epoch,
         protocol=protocol,
-        protocol_spec=protocol_spec,
+        protocol_spec=preset,
         split=split,
         metrics=summarize(per_user),
         n_users_evaluated=len(per_user),

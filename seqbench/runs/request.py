@@ -76,7 +76,7 @@ class RunRequest:
             model=self.model,
             dataset=self.dataset,
             config=identity_config(cfg),
-            protocol=protocol.to_dict(),
+            protocol=protocol,
             seed=self.seed,
             data_checksum=checksum,
             revision=cls.revision,

@@ -13,8 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from seqbench import __version__
-from seqbench.errors import SeqbenchError
+from seqbench.errors import ConfigError, SeqbenchError
+from seqbench.evaluation.protocols import Protocol, protocol_from_dict
 from seqbench.models.losses import Objective
+from seqbench.runs.identity import RunSpec
 
 
 class ResultError(SeqbenchError):
@@ -60,6 +62,10 @@ def _is_objective(value: Any) -> bool:
     return texts and ints and rates
 
 
+def _is_texts(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(t, str) for t in value)
+
+
 def _is_names(value: Any) -> bool:
     return isinstance(value, dict) and all(isinstance(k, str) for k in value)
 
@@ -75,6 +81,7 @@ CHECKS: dict[type | str, tuple[Any, str]] = {
     "bool | None": (lambda v: v is None or isinstance(v, bool), "true, false or null"),
     "metrics": (_is_metrics, "a mapping of metric names to numbers"),
     "names": (_is_names, "a mapping of names to values"),
+    "texts": (_is_texts, "a list of strings"),
     "objective": (_is_objective, "null or the objective's fields (loss, negatives, ...)"),
     "revision": (lambda v: _is_int(v) or isinstance(v, str), "an integer or a string"),
 }
@@ -89,6 +96,7 @@ ANNOTATION_KINDS: dict[str, type | str] = {
     "dict[str, float]": "metrics",
     "dict[str, Any]": "names",
     "Objective | None": "objective",
+    "Protocol": "names",
 }
 
 
@@ -287,7 +295,7 @@ class Evaluation:
     trained_protocol: str
     best_epoch: int
     protocol: str
-    protocol_spec: dict[str, Any]
+    protocol_spec: Protocol
     split: str
     metrics: dict[str, float]
     n_users_evaluated: int
@@ -298,7 +306,7 @@ class Evaluation:
     version: str
 
     def to_json(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        return {**dataclasses.asdict(self), "protocol_spec": self.protocol_spec.to_dict()}
 
     @classmethod
     def from_json(cls, obj: dict[str, Any], source: Path | str) -> Evaluation:
@@ -306,8 +314,11 @@ class Evaluation:
         check_fields(obj, EVALUATION_KINDS, source)
         check_version(obj, source)
         values = {k: obj[k] for k in EVALUATION_KINDS}
-        for key in ("protocol_spec", "metrics"):
-            values[key] = dict(values[key])
+        values["metrics"] = dict(values["metrics"])
+        try:
+            values["protocol_spec"] = protocol_from_dict(values["protocol_spec"])
+        except ConfigError as e:
+            raise ResultError(f"{source}: {e}") from None
         return cls(**values)
 
     @classmethod
@@ -331,11 +342,22 @@ CONFIG_KINDS: dict[str, type | str] = {
     "precision": str,
     "device": str,
 }
+#: what it may hold beside them (`RunSpec`'s recorded fields), each checked when present
+CONFIG_OPTIONAL: dict[str, type | str] = {
+    "run_id": str,
+    "default_config": "names",
+    "departures": "texts",
+    "code": "names",
+    "procs": int,
+    "migrated_from": str,
+    "seqbench_version": str,
+}
 
 
-def read_config(path: Path) -> dict[str, Any]:
-    """A run's recorded identity, checked field by field (one stored under the id scheme of
-    seqbench <= 0.5.0, which hashed the version, is named with the command that re-keys it)."""
+def read_config(path: Path) -> RunSpec:
+    """A run's recorded identity back as the `RunSpec` that wrote it, checked field by field
+    (one stored under the id scheme of seqbench <= 0.5.0, which hashed the version, is named
+    with the command that re-keys it)."""
     obj = load_json(path)
     if "revision" not in obj and isinstance(obj.get("version"), str):
         raise ResultError(
@@ -343,4 +365,16 @@ def read_config(path: Path) -> dict[str, Any]:
             f"store with `seqbench runs migrate {path.parent.parent}` (nothing is re-trained)"
         )
     check_fields(obj, CONFIG_KINDS, path)
-    return obj
+    unknown = sorted(set(obj) - set(CONFIG_KINDS) - set(CONFIG_OPTIONAL))
+    if unknown:
+        raise ResultError(
+            f"{path}: unknown field(s) {', '.join(unknown)}: not a run record this seqbench "
+            f"{__version__} writes (upgrade seqbench, or restore the file)"
+        )
+    check_fields(obj, {k: v for k, v in CONFIG_OPTIONAL.items() if k in obj}, path)
+    try:
+        protocol = protocol_from_dict(obj["protocol"])
+    except ConfigError as e:
+        raise ResultError(f"{path}: {e}") from None
+    values = {k: v for k, v in obj.items() if k != "run_id"}
+    return RunSpec(**{**values, "protocol": protocol})

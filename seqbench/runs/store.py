@@ -22,6 +22,7 @@ import pyarrow.parquet as pq
 import torch
 
 from seqbench.errors import ConfigError
+from seqbench.evaluation.protocols import Protocol
 from seqbench.io import atomic_path, save_torch, write_json
 from seqbench.paths import check_name, runs_dir
 from seqbench.plugins import describe_origin
@@ -89,7 +90,7 @@ class Run:
 
     path: Path
     result: RunResult
-    config: dict[str, Any]
+    spec: RunSpec
 
     @property
     def folder(self) -> RunFolder:
@@ -116,13 +117,13 @@ class Run:
         return self.result.protocol
 
     @property
-    def protocol_spec(self) -> dict[str, Any]:
+    def protocol_spec(self) -> Protocol:
         """The full protocol definition recorded with the run (the name alone may drift)."""
-        return dict(self.config.get("protocol") or {"name": self.protocol})
+        return self.spec.protocol
 
     @property
     def checksum(self) -> str:
-        return str(self.result.data_checksum or self.config.get("data_checksum", ""))
+        return self.result.data_checksum or self.spec.data_checksum
 
     @property
     def ablate(self) -> dict[str, str]:
@@ -132,12 +133,12 @@ class Run:
     def origin(self) -> str:
         """Where a plugin model's code came from ('plugin mypkg.mlp (source …)'); '' for a
         built-in model."""
-        return describe_origin(self.config)
+        return describe_origin(self.spec.code)
 
     @property
     def settings(self) -> dict[str, Any]:
         """The resolved model config (hyper-parameters) of the run."""
-        return dict(self.config.get("config") or {})
+        return dict(self.spec.config)
 
     @property
     def test(self) -> dict[str, float]:
@@ -237,7 +238,8 @@ class RunStore:
         """The stored result of a finished run (a one-line ResultError if it is damaged)."""
         return RunResult.read(self.metrics_path(run_id))
 
-    def load_config(self, run_id: str) -> dict[str, Any]:
+    def load_spec(self, run_id: str) -> RunSpec:
+        """The recorded identity of a finished run, as the `RunSpec` that wrote it."""
         return read_config(RunFolder(self.final(run_id)).config)
 
     def read(self, path: Path) -> Run:
@@ -245,11 +247,11 @@ class RunStore:
         history tables where kept); a ResultError names the first damaged file."""
         folder = RunFolder(path)
         result = RunResult.read(folder.metrics)
-        config = read_config(folder.config)
+        spec = read_config(folder.config)
         for table, required in ((folder.per_user, ("user",)), (folder.history, ())):
             if table.exists():  # runs exported to a results folder keep neither
                 check_table(table, required)
-        return Run(path, result, config)
+        return Run(path, result, spec)
 
     def stored(self, run_id: str) -> RunResult | None:
         """The result of a finished run, None when there is none; a damaged one is refused

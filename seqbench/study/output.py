@@ -17,7 +17,7 @@ from seqbench.report.layouts import LAYOUTS, TableOptions
 from seqbench.report.render import FORMATS, render
 from seqbench.report.select import ReportError, Run
 from seqbench.report.significance import SignificanceOptions
-from seqbench.report.tables import Entry, Table, all_runs, unique
+from seqbench.report.table_model import Entry, Table, all_runs, unique
 from seqbench.runs.exported import ExportedRun, copy_exported, export
 from seqbench.runs.result import Evaluation
 from seqbench.runs.store import RunStore

@@ -14,8 +14,8 @@ from seqbench.machine import check_threads, known_precision
 from seqbench.paths import check_label
 from seqbench.plugins import PluginError, canonical, is_file, load_plugin, loaded
 from seqbench.runs.tracking import TRACKERS
+from seqbench.study.parse_tables import parse_table
 from seqbench.study.spec import STUDY_FILE, Budget, Study, StudyModel, model_protocols
-from seqbench.study.tables import parse_table
 from seqbench.study.values import mapping, name_list, points, seed_list, yaml_keys
 from seqbench.training.context import Tracking
 from seqbench.yamlsafe import load_yaml

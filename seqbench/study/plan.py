@@ -8,7 +8,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from seqbench.data.dataset import dataset_path, read_card
+from seqbench.data.dataset import DatasetFolder, dataset_path, is_prepared, read_card
 from seqbench.errors import ConfigError, DataError
 from seqbench.models.base import MODELS
 from seqbench.plugins import loaded
@@ -102,7 +102,7 @@ def plan(
     out = Plan(study, [], wanted, budget=budget)
     missing = []
     for dlabel, name in chosen.items():
-        if need_data and not (dataset_path(name, data_dir) / "card.json").is_file():
+        if need_data and not is_prepared(name, data_dir):
             missing.append(name)
             if lenient:
                 out.skipped.append(
@@ -162,7 +162,7 @@ def _runs(study: Study, m: StudyModel, dataset: str, budget: Budget) -> list[Stu
 def _checksum(name: str, data_dir: str | Path | None) -> str | None:
     """The content checksum of a prepared dataset (its card's), or None when not prepared."""
     path = dataset_path(name, data_dir)
-    return read_card(path, name)["checksum"] if (path / "card.json").is_file() else None
+    return read_card(path, name)["checksum"] if DatasetFolder(path).prepared else None
 
 
 def _resolved(

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from seqbench.report.select import ReportError
 from seqbench.report.significance import SignificanceOptions
-from seqbench.report.tables import Table
+from seqbench.report.table_model import Table
 from seqbench.runs.batch import SweepObserver, SweepResult
 from seqbench.runs.options import Pool
 from seqbench.study.papers import PAPERS_DIR, STUDY_SUFFIX, all_specs, get_spec

@@ -160,7 +160,7 @@ def load_checkpoint(paths: tuple[Path, ...], warn: Callable[[str], None]) -> dic
 
 
 @dataclass
-class Progress:
+class CheckpointState:
     """Where training stands: finished epochs' history, the best epoch, epochs without
     improvement, training seconds, and the next epoch; what a checkpoint restores."""
 
@@ -177,7 +177,12 @@ class Progress:
 
 
 def training_state(
-    model: SeqModel, opt, gen_state: torch.Tensor, p: Progress, epoch: int, device: torch.device
+    model: SeqModel,
+    opt,
+    gen_state: torch.Tensor,
+    p: CheckpointState,
+    epoch: int,
+    device: torch.device,
 ) -> dict[str, Any]:
     """What the checkpoint after `epoch` holds; `gen_state` is the data generator's state
     after that epoch's batches (the feed of the next epoch may have drawn since)."""
@@ -200,7 +205,7 @@ def training_state(
 
 def restore_training(
     state: dict[str, Any], model: SeqModel, opt, gen: torch.Generator, device: torch.device
-) -> Progress:
+) -> CheckpointState:
     """Load a checkpoint's state into the model, optimiser, RNGs and data generator; refused
     in one line when it trained on another number of threads (the digits would change)."""
     threads = state.get("threads", torch.get_num_threads())
@@ -220,6 +225,6 @@ def restore_training(
     model.load_extra_state(state["extra"])
     mid = state.get("mid")
     seconds = state["seconds"] + (0.0 if mid is None else mid["seconds"])
-    return Progress(
+    return CheckpointState(
         state["history"], state["best"], state["bad_epochs"], seconds, state["epoch"] + 1, mid
     )

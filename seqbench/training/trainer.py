@@ -23,13 +23,13 @@ from seqbench.data.order import shuffled_training
 from seqbench.errors import ConfigError, SeqbenchError
 from seqbench.evaluation.evaluator import summarize
 from seqbench.evaluation.protocols import Protocol
-from seqbench.evaluation.sharded import evaluator
+from seqbench.evaluation.sharded import model_evaluator
 from seqbench.machine import PRECISIONS, grad_scaler, retain_freed_memory
 from seqbench.models.base import SeqModel
 from seqbench.training.checkpoint import (
     CheckpointFiles,
+    CheckpointState,
     Pauses,
-    Progress,
     load_shared,
     restore_training,
     save_shared,
@@ -179,23 +179,23 @@ class Trainer:
             compile_encoder(self.model)
         # autocast dtype of the loss (the forward and backward): None trains in plain fp32
         self.dtype = PRECISIONS[options.precision]
-        self.valid = evaluator(
-            data, "valid", protocol, model.input_window, self.cfg.eval_batch_size, self.device
-        )
+        self.valid = model_evaluator(model, data, "valid", protocol, self.device)
         # what training reads: under `order=shuffled` each user's training part in a seeded
         # random order (validation and test read `data` itself)
         shuffled = self.cfg.order == "shuffled"
         self.train_data = shuffled_training(data, seed) if shuffled else data
 
-    def _state(self, epoch: int, opt, gen_state: torch.Tensor, p: Progress) -> dict[str, Any]:
+    def _state(
+        self, epoch: int, opt, gen_state: torch.Tensor, p: CheckpointState
+    ) -> dict[str, Any]:
         """What the checkpoint after `epoch` holds (`checkpoint.training_state`)."""
         return training_state(self.model, opt, gen_state, p, epoch, self.device)
 
-    def _restore(self, opt, gen) -> Progress:
+    def _restore(self, opt, gen) -> CheckpointState:
         """Load the newest readable checkpoint into the model, optimiser and RNGs."""
         state = load_shared(self.checkpoints, self.observer.on_log, self.shard)
         if state is None:
-            return Progress()
+            return CheckpointState()
         p = restore_training(state, self.model, opt, gen, self.device)
         where = f"epoch {state['epoch']}" if p.mid is None else f"step {p.mid['step']} of epoch "
         where += "" if p.mid is None else str(state["epoch"] + 1)
@@ -207,7 +207,7 @@ class Trainer:
         cfg = self.cfg
         opt = make_optimizer(self.model)
         gen = torch.Generator().manual_seed(self.seed)
-        p = self._restore(opt, gen) if resume else Progress()
+        p = self._restore(opt, gen) if resume else CheckpointState()
         stopped = "max_epochs"
         if opt is None or cfg.epochs == 0:
             stopped = "no_training"
@@ -255,7 +255,7 @@ class Trainer:
         feed: EpochFeed,
         gen: torch.Generator,
         scaler,
-        p: Progress,
+        p: CheckpointState,
         pauses: Pauses,
     ) -> tuple[EpochFeed | None, torch.Tensor]:
         """Train one epoch from `feed`, validate when due, keep the best weights, report the
@@ -304,7 +304,7 @@ class Trainer:
         return {"epoch": 0, "score": score, "valid": valid, "state": self._weights()}
 
     def _epoch(
-        self, epoch: int, opt, feed: EpochFeed, scaler, p: Progress, clock: Clock
+        self, epoch: int, opt, feed: EpochFeed, scaler, p: CheckpointState, clock: Clock
     ) -> dict[str, float]:
         """Train one epoch's steps from `feed` (from a mid-epoch checkpoint's step on): the
         mean loss and parts over its steps; checkpoints when `clock.pauses` says so. The time
@@ -347,7 +347,14 @@ class Trainer:
         return means if done == steps else {**means, "share": done / steps}
 
     def _save_mid(
-        self, epoch: int, step: int, opt, feed: EpochFeed, sums: dict, p: Progress, clock: Clock
+        self,
+        epoch: int,
+        step: int,
+        opt,
+        feed: EpochFeed,
+        sums: dict,
+        p: CheckpointState,
+        clock: Clock,
     ) -> None:
         """Checkpoint after `step` steps of `epoch`: the state of the epochs before it, with
         the generator as the epoch's batches were built from it, the weights, optimiser and

@@ -47,7 +47,6 @@ class SASRecConfig(ObjectiveFields, ModelConfig):
     layers: int = 2
     heads: int = 1
     dropout: float = 0.5
-    max_len: int = 50
     batch_size: int = 128
     adam_beta2: float = 0.98
     #: one packed pass per uniform batch (`ModelConfig.batching`); micro: seqbench 0.2.0's
@@ -169,9 +168,9 @@ class SASRecBody(ItemDot, SeqModel):
     def train_batches(self, data: SeqDataset, gen: torch.Generator) -> Iterator[Batch]:
         if self._train is None:
             self._train = NextItemInstances(data, self.cfg.max_len, self.cfg.instances)
-        bucket, obj = self.cfg.batching == "grouped", self._objective
+        grouped, obj = self.cfg.batching == "grouped", self._objective
         for batch in next_item_batches(
-            self._train, self.cfg.batch_size, bucket, obj, self._popularity, gen
+            self._train, self.cfg.batch_size, grouped, obj, self._popularity, gen
         ):
             check_items(batch, "seqs", "targets")
             yield batch

@@ -41,7 +41,6 @@ class BERT4RecConfig(ObjectiveFields, ModelConfig):
     layers: int = 2
     heads: int = 2
     dropout: float = 0.1
-    max_len: int = 50
     mask_prob: float = 0.6
     mask_replace: bool = False
     window: Literal["off", "on"] = "off"

@@ -33,7 +33,6 @@ class CL4SRecConfig(ContrastiveFields, SASRecConfig):
     layers: int = 2
     heads: int = 2
     dropout: float = 0.5
-    max_len: int = 50
     batch_size: int = 256
     adam_beta2: float = 0.999
     epochs: int = 300

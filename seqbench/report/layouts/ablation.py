@@ -20,7 +20,7 @@ from seqbench.report.significance import (
     test_note,
     untested_note,
 )
-from seqbench.report.tables import Cell, Entry, Table, comparable_runs, emphasise, mean_std
+from seqbench.report.table_model import Cell, Entry, Table, comparable_runs, emphasise, mean_std
 
 
 def variant_row(

@@ -9,11 +9,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from seqbench.data.audit import Audit, audit
-from seqbench.data.dataset import dataset_path, load_dataset
+from seqbench.data.dataset import is_prepared, load_dataset
 from seqbench.evaluation.protocols import get_protocol, split_view
 from seqbench.report.layouts.base import DataLayout, TableOptions, register
 from seqbench.report.select import ReportError
-from seqbench.report.tables import Cell, Entry, Table
+from seqbench.report.table_model import Cell, Entry, Table
 
 #: the protocol audited when none is given (`seqbench report --layout audit`)
 DEFAULT_PROTOCOL = "seqbench"
@@ -33,7 +33,7 @@ def audit_dataset(
 ) -> DatasetAudit:
     """The dataset audited under each protocol; a ReportError when it is not prepared (so a
     study keeps the table it cannot rebuild rather than writing part of it)."""
-    if not (dataset_path(name, data_dir) / "card.json").is_file():
+    if not is_prepared(name, data_dir):
         raise ReportError(f"dataset {name!r} is not prepared: run `seqbench prepare {name}`")
     data = load_dataset(name, data_dir)
     audits = {label: audit(split_view(data, get_protocol(p))) for label, p in protocols.items()}

@@ -14,7 +14,7 @@ from seqbench.registry import Registry
 from seqbench.report.entries import order
 from seqbench.report.select import ReportError, Run, Selection
 from seqbench.report.significance import SignificanceOptions
-from seqbench.report.tables import Entry, Table
+from seqbench.report.table_model import Entry, Table
 
 OVERALL_METRICS = ("HR@5", "HR@10", "HR@20", "NDCG@5", "NDCG@10", "NDCG@20")
 FOCUS_METRICS = ("HR@10", "NDCG@10")

@@ -15,7 +15,7 @@ from seqbench.report.notes import entry_groups, entry_seeds, measured_notes
 from seqbench.report.plots import Series, line_figure
 from seqbench.report.select import ReportError, Run
 from seqbench.report.stats import LEVEL, seed_estimate
-from seqbench.report.tables import Cell, Entry, Table, comparable_runs
+from seqbench.report.table_model import Cell, Entry, Table, comparable_runs
 
 #: (entry label, metric) -> mean and std over seeds per epoch
 Curves = dict[tuple[str, str], pd.DataFrame]

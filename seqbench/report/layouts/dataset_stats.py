@@ -8,10 +8,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from seqbench.data.dataset import dataset_path
+from seqbench.data.dataset import DatasetFolder, dataset_path
 from seqbench.report.layouts.base import DataLayout, TableOptions, register
 from seqbench.report.select import ReportError
-from seqbench.report.tables import Cell, Entry, Table
+from seqbench.report.table_model import Cell, Entry, Table
 
 STATS = ("users", "items", "actions", "avg_length", "sparsity")
 
@@ -20,7 +20,7 @@ def read_cards(names: Sequence[str], data_dir: str | Path | None) -> dict[str, d
     """The card of each named prepared dataset; an error naming one that is not prepared."""
     cards = {}
     for name in names:
-        card = dataset_path(name, data_dir) / "card.json"
+        card = DatasetFolder(dataset_path(name, data_dir)).card
         if not card.is_file():
             raise ReportError(f"dataset {name!r} is not prepared: run `seqbench prepare {name}`")
         cards[name] = json.loads(card.read_text())

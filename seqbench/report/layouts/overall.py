@@ -21,7 +21,7 @@ from seqbench.report.significance import (
     untested_note,
 )
 from seqbench.report.stats import LEVEL
-from seqbench.report.tables import (
+from seqbench.report.table_model import (
     Cell,
     Comparison,
     Entry,

@@ -16,7 +16,7 @@ from seqbench.report.layouts.base import Layout, TableOptions, register
 from seqbench.report.notes import departures_note, entry_seeds, protocol_note, seeds_note
 from seqbench.report.select import Run
 from seqbench.report.significance import cell_interval, interval_note
-from seqbench.report.tables import Cell, Entry, Table, comparable_runs, emphasise, mean_std
+from seqbench.report.table_model import Cell, Entry, Table, comparable_runs, emphasise, mean_std
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from seqbench.report.notes import measured_notes
 from seqbench.report.plots import Series, line_figure
 from seqbench.report.select import ReportError, Run, check_comparable
 from seqbench.report.significance import cell_interval, interval_note
-from seqbench.report.tables import Cell, Entry, Table, all_runs, emphasise, mean_std, unique
+from seqbench.report.table_model import Cell, Entry, Table, all_runs, emphasise, mean_std, unique
 
 
 def _varying(runs: Sequence[Run]) -> list[str]:

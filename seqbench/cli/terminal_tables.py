@@ -1,8 +1,8 @@
 """Fit a rich table to the terminal without splitting words: every column keeps its longest word.
 
 rich shrinks the widest wrapping column first, so a long column can be folded mid-word while a
-short one keeps spare room; `fit` instead starts each column at its longest word and shares the
-remaining width in proportion to what each column needs beyond that.
+short one keeps spare room; `fit_to_terminal` instead starts each column at its longest word and
+shares the remaining width in proportion to what each column needs beyond that.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from rich.measure import Measurement
 from rich.table import Column, Table
 
 
-def fit(table: Table, console: Console) -> Table:
+def fit_to_terminal(table: Table, console: Console) -> Table:
     """`table` with fixed column widths that fit `console.width` and never split a word; it
     is returned unchanged when it already fits, or when its longest words alone do not."""
     wide = console.options.update_width(1_000_000)
