@@ -528,7 +528,7 @@ def _raise(error: BaseException):
     [
         "seqbench.api.stored",  # the command's first call
         "seqbench.runs.store.RunStore.scan",  # deeper: the store
-        "seqbench.cli.run.fit",  # rendering the table
+        "seqbench.cli.run.fit_to_terminal",  # rendering the table
     ],
 )
 @pytest.mark.parametrize("error", [ZeroDivisionError("injected"), MemoryError(), SystemError()])

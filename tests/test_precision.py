@@ -30,7 +30,7 @@ def test_precision_is_part_of_every_run_id() -> None:
     s = ids["fp32"].spec
     by_hand = {
         "model": "sasrec", "dataset": "beauty", "config": s.config, "revision": 1,
-        "protocol": s.protocol, "seed": 0, "data_checksum": DATA.checksum,
+        "protocol": s.protocol.to_dict(), "seed": 0, "data_checksum": DATA.checksum,
         "precision": "fp32", "device": "cpu",
     }  # fmt: skip
     digest = hashlib.sha256(json.dumps(by_hand, sort_keys=True).encode()).hexdigest()

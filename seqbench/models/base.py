@@ -11,7 +11,7 @@ import dataclasses
 import typing
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal, get_args, get_origin
+from typing import Any, ClassVar, Literal
 
 import torch
 from torch import nn
@@ -19,7 +19,12 @@ from torch import nn
 from seqbench.data.dataset import SeqDataset
 from seqbench.errors import ConfigError
 from seqbench.models.bounds import check_bounds
-from seqbench.models.departures import GBCE_NEGATIVES, Departure, batching_departure
+from seqbench.models.departures import (
+    GBCE_NEGATIVES,
+    Departure,
+    batching_departure,
+    field_choices,
+)
 from seqbench.models.losses import Head, Objective, ObjectiveFields, refuse_unused
 from seqbench.models.pieces import NO_PLANS, Plans, RowPieces, encode_pieces, plan_rows
 from seqbench.registry import Registry
@@ -263,12 +268,6 @@ def get_model(name: str) -> type[SeqModel]:
 def config_keys(cfg_cls: type[ModelConfig]) -> list[str]:
     """The settable keys of a config class: its dataclass fields (not its ClassVars)."""
     return sorted(f.name for f in dataclasses.fields(cfg_cls))
-
-
-def field_choices(cfg_cls: type[ModelConfig], key: str) -> tuple[Any, ...] | None:
-    """The allowed values of a Literal-typed config field, else None."""
-    hint = typing.get_type_hints(cfg_cls)[key]
-    return get_args(hint) if get_origin(hint) is Literal else None
 
 
 def parse_value(cfg_cls: type[ModelConfig], key: str, raw: Any) -> Any:

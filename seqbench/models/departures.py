@@ -9,15 +9,22 @@ command line of a switch is generated from its `Switch`; a shared axis's row, fr
 
 from __future__ import annotations
 
+import typing
 from dataclasses import dataclass, replace
 from itertools import groupby
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, ClassVar, Literal, Protocol, get_args, get_origin
 
 from seqbench.errors import ConfigError
 from seqbench.models.losses import LOSSES, READS
 
-if TYPE_CHECKING:
-    from seqbench.models.base import SeqModel
+
+class Configured(Protocol):
+    """What a departure row reads of a model class: its config type and ablation axes (a
+    protocol, so that base.py, which imports this module, is not imported back)."""
+
+    Config: ClassVar[type]
+    ablations: ClassVar[tuple[str, ...]]
+
 
 Basis = Literal["paper", "code", "fix", "choice"]
 #: `--ablate` for a model's ablation axes, `--set` for any other config field
@@ -101,7 +108,7 @@ class Departure:
         """The command-line switches that select the other behaviour ('-' when none)."""
         return switches_text(self.switches)
 
-    def for_model(self, cls: type[SeqModel]) -> Departure:
+    def for_model(self, cls: type[Configured]) -> Departure:
         """This row as `cls` declares it: an axis row with a switch per other choice of its
         field that `cls` accepts, and (the loss axis) the loss settings those choices read."""
         if not self.axis or any(s.field == self.axis for s in self.switches):
@@ -115,9 +122,14 @@ class Departure:
         return replace(self, switches=made + self.switches)
 
 
-def axis_values(cls: type[SeqModel], axis: str) -> list[str]:
+def field_choices(cfg_cls: type, key: str) -> tuple[Any, ...] | None:
+    """The allowed values of a Literal-typed config field, else None."""
+    hint = typing.get_type_hints(cfg_cls)[key]
+    return get_args(hint) if get_origin(hint) is Literal else None
+
+
+def axis_values(cls: type[Configured], axis: str) -> list[str]:
     """The other choices of the Literal config field `axis` that `cls`'s config validates."""
-    from seqbench.models.base import field_choices
 
     def valid(value: Any) -> bool:
         try:

@@ -107,10 +107,11 @@ def reevaluate(
     if split not in SPLITS:
         raise ConfigError(f"--split must be one of {', '.join(SPLITS)}, got {split!r}")
     preset = get_protocol(protocol)
+    spec = store.load_spec(run_id)
+    recorded_config(spec, RunFolder(store.final(run_id)).config)  # refused even when cached
     stored = store.load_evaluation(run_id, protocol, split)
     if stored is not None and not force and stored.protocol_spec == preset:
         return stored, True
-    spec = store.load_spec(run_id)
     data = _trained_data(spec, run_id, preset, ctx.data_dir)
     dev = ctx.torch_device()
     model = load_model(store, run_id, data, dev)

@@ -122,9 +122,8 @@ def lr_factor(step: int, total: int, warmup: float, schedule: str) -> float:
 
 @dataclass(frozen=True)
 class Clock:
-    """An epoch's start (wall and CPU seconds, less those of a checkpoint it resumed from),
-    when it pauses to checkpoint, and when the run's time budget ends (host clock; None:
-    no budget)."""
+    """An epoch's start (wall and CPU seconds, less a resumed checkpoint's), its checkpoint
+    pauses, and the end of the run's time budget (host clock; None: no budget)."""
 
     t0: float
     c0: float
