@@ -1,15 +1,16 @@
 """Rank every evaluated user's target among the protocol's candidates; keep per-user metrics.
 
 Scores come from the model in batches of users, the rank is found by counting (never sorting),
-and history handling follows the protocol. Full ranking of one target a user runs one path for
-every model (`chunked`): tiles of users × items, each scored, its history rule scattered into
-it and counted while in cache; a model that scores item ranges (`item_ranges`) scores each
-tile from one encoding of the batch, any other scores whole rows (over a large catalogue,
-fewer users a batch). The negatives of
-sampled protocols come from a fixed seed, so every model sees the same candidates. A split
-that scores a set of targets per user (gts `target=all`) ranks each target among the same
-candidates (the other targets included, none excluded as history) and keeps every target's
-counts beside the user's set metrics (`set_metrics_from_counts`).
+and history handling follows the protocol. On CPU the batches are spread over one worker
+thread a torch thread, each batch ranked with one intra-op thread (`parallel`), so the numbers
+do not depend on the workers. Full ranking of one target a user runs one path for every model
+(`chunked`): tiles of users × items, each scored, its history rule scattered into it and
+counted while in cache; a model that scores item ranges (`item_ranges`) scores each tile from
+one encoding of the batch, any other scores whole rows (over a large catalogue, fewer users a
+batch). The negatives of sampled protocols come from a fixed seed, so every model sees the
+same candidates. A split that scores a set of targets per user (gts `target=all`) ranks each
+target among the same candidates (the other targets included, none excluded as history) and
+keeps every target's counts beside the user's set metrics (`set_metrics_from_counts`).
 """
 
 from __future__ import annotations
@@ -61,6 +62,7 @@ CACHE_BYTES = 256 * 2**20
 #: catalogue a model that scores item ranges keeps its users and scores chunks of items (1M
 #: items: 1,024 users × 65,536 items), any other has fewer users a batch (ML-20M's 26,744
 #: items keep 1,024; 1M items get 64), so the transient scores are bounded whatever the size
+#: (times the workers, each scoring its own batch)
 SCORE_ELEMENTS = 1 << 26
 
 
