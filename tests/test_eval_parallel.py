@@ -197,23 +197,36 @@ def test_the_first_failing_batch_in_order_is_the_error_raised(name) -> None:
             ev.run(Failing([first, later]))
 
 
-def test_run_batches_keeps_order_one_thread_a_worker_and_no_gradients() -> None:
+@pytest.fixture
+def two_threads():
+    """torch at 2 threads for the test (then as before)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    yield 2
+    torch.set_num_threads(before)
+
+
+def test_run_batches_keeps_order_one_thread_a_worker_and_no_gradients(two_threads) -> None:
     """Results by index whatever finishes first; inside a worker torch has one thread and no
-    gradients; the caller's thread count is unchanged."""
-    threads = torch.get_num_threads()
+    gradients; the caller's thread count is unchanged, and so is a later thread's."""
     seen = []
 
-    def work(i: int) -> tuple[int, int, bool, str]:
+    def work(i: int) -> tuple[int, int, bool]:
         time.sleep(0.02 * (5 - i))  # later batches finish first
         seen.append(threading.current_thread().name)
-        return i, torch.get_num_threads(), torch.is_grad_enabled(), ""
+        return i, torch.get_num_threads(), torch.is_grad_enabled()
 
     got = run_batches(work, 6, 3, torch.device("cpu"))
     assert [g[0] for g in got] == list(range(6))
     assert all(g[1] == 1 and g[2] is False for g in got)
-    assert len(set(seen)) > 1 and torch.get_num_threads() == threads
+    assert len(set(seen)) > 1 and torch.get_num_threads() == two_threads
+    later: list[int] = []  # a thread started afterwards has the caller's count, not 1
+    thread = threading.Thread(target=lambda: later.append(torch.get_num_threads()))
+    thread.start()
+    thread.join()
+    assert later == [two_threads]
     assert run_batches(lambda i: i * i, 0, 2, torch.device("cpu")) == []
-    assert default_workers(torch.device("cpu")) == threads
+    assert default_workers(torch.device("cpu")) == two_threads
     assert default_workers(torch.device("meta")) == 1
 
 

@@ -43,6 +43,7 @@ def run_batches(work: Callable[[int], T], n: int, workers: int, device: torch.de
         with torch.no_grad():
             return [work(i) for i in range(n)]
     done = itertools.count(1)  # next() on a count is atomic under the GIL
+    threads = torch.get_num_threads()
 
     def task(i: int) -> T:
         with torch.no_grad():
@@ -64,3 +65,5 @@ def run_batches(work: Callable[[int], T], n: int, workers: int, device: torch.de
             raise
         finally:
             release_freed_memory()
+            # a worker's set_num_threads(1) also set the count a thread started later takes
+            torch.set_num_threads(threads)
