@@ -55,15 +55,16 @@ def run_batches(work: Callable[[int], T], n: int, workers: int, device: torch.de
     pool = ThreadPoolExecutor(
         max(1, workers), "seqbench-eval", initializer=torch.set_num_threads, initargs=(1,)
     )
-    with pool:
-        futures = [pool.submit(task, i) for i in range(n)]
-        try:
-            return [f.result() for f in futures]
-        except BaseException:
-            for f in futures:
-                f.cancel()
-            raise
-        finally:
-            release_freed_memory()
-            # a worker's set_num_threads(1) also set the count a thread started later takes
-            torch.set_num_threads(threads)
+    try:
+        with pool:  # leaving it waits for every worker to end
+            futures = [pool.submit(task, i) for i in range(n)]
+            try:
+                return [f.result() for f in futures]
+            except BaseException:
+                for f in futures:
+                    f.cancel()
+                raise
+    finally:
+        # a worker's set_num_threads(1) also set the count a thread started later takes
+        torch.set_num_threads(threads)
+        release_freed_memory()
