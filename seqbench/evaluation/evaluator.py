@@ -185,15 +185,14 @@ class Evaluator:
 
     @torch.no_grad()
     def widest_batch(self, model: torch.nn.Module) -> int:
-        """Score the batch with the longest inputs once, uncached (what `--dry-run` measures
-        evaluation memory on); returns a bound on the bytes this evaluator keeps between
-        passes: its cache, at most every user's inputs at their widest."""
+        """Score the batches with the longest inputs once, one a worker at once, uncached (what
+        `--dry-run` measures evaluation memory on); returns a bound on the bytes this evaluator
+        keeps between passes: its cache, at most every user's inputs at their widest."""
         was_training = model.training
         model.eval()
         n = len(self.users)
         size, chunk = self.plan(model)
         left, self._cache_left = self._cache_left, 0  # measured, not kept
-        # the widest batches, as many as there are workers to hold them at once
         ends = range(n, max(0, n - self.workers * size), -size)
         try:
             self._over_workers(model, [slice(max(0, e - size), e) for e in ends], chunk)
