@@ -67,6 +67,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from seqbench.allocator import retain_freed_memory
 from seqbench.data.dataset import SeqDataset, load_dataset
 from seqbench.errors import ConfigError, DataError
 from seqbench.machine import (
@@ -75,7 +76,6 @@ from seqbench.machine import (
     check_precision,
     cpu_bf16_supported,
     cpuinfo_field,
-    retain_freed_memory,
     thread_choice,
 )
 from seqbench.models.base import SeqModel, get_model, resolve_config

@@ -6,8 +6,6 @@ The bottom floor (imports only errors): training, runs and the CLI all ask it.
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import ctypes.util
 import os
 import random
 import resource
@@ -19,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from seqbench.allocator import retain_freed_memory  # noqa: F401 (the trainer's import)
 from seqbench.errors import ConfigError
 
 
@@ -197,27 +196,6 @@ def gpu_peak_mb(device: torch.device) -> float | None:
 def host_peak_mb() -> float:
     """Peak resident memory of this process (its whole life: the OS cannot reset it), in MB."""
     return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
-
-
-#: glibc mallopt parameters (malloc.h) and the values training sets
-_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
-HEAP_KEEP_BYTES, HEAP_MMAP_BYTES = 256 * 2**20, 32 * 2**20
-
-
-def retain_freed_memory() -> bool:
-    """Let glibc keep freed heap memory (up to 256 MiB) for the next training step instead of
-    returning it to the OS and faulting it back in (thousands of page faults a step); True
-    where set. Process-wide, changes no number; blocks up to 32 MiB stay on the heap."""
-    name = ctypes.util.find_library("c")
-    if os.name != "posix" or name is None:
-        return False
-    try:
-        mallopt = ctypes.CDLL(name).mallopt
-    except (OSError, AttributeError):  # not glibc (musl, macOS): nothing to tune
-        return False
-    return bool(
-        mallopt(_M_MMAP_THRESHOLD, HEAP_MMAP_BYTES) and mallopt(_M_TRIM_THRESHOLD, HEAP_KEEP_BYTES)
-    )
 
 
 def seed_everything(seed: int) -> None:

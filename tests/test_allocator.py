@@ -1,4 +1,4 @@
-"""machine.retain_freed_memory: a training step's freed activations stay mapped for the next step.
+"""allocator.retain_freed_memory: a training step's freed activations stay mapped for the next step.
 
 Oracle: the kernel's count of minor page faults (getrusage), in a fresh interpreter so the
 allocator starts from its defaults. Without the setting glibc returns each step's freed blocks
@@ -14,7 +14,7 @@ import sys
 import pytest
 import torch
 
-from seqbench.machine import retain_freed_memory
+from seqbench.allocator import retain_freed_memory
 
 STEPS = """
 import ctypes, ctypes.util, resource, sys
@@ -22,7 +22,7 @@ libc = ctypes.CDLL(ctypes.util.find_library("c"))
 libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
 libc.free.argtypes = [ctypes.c_void_p]
 if sys.argv[1] == "retain":
-    from seqbench.machine import retain_freed_memory
+    from seqbench.allocator import retain_freed_memory
     assert retain_freed_memory()
 SIZE = 8 * 2**20
 def step():  # three 8 MiB activations written, then freed (malloc directly: nothing between)

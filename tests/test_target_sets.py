@@ -141,14 +141,16 @@ def stamped(seed: int, n_users: int, n_items: int) -> SeqDataset:
 
 
 @pytest.mark.parametrize("protocol", ["gts:target=all", "gts:target=all,quantile=0.6"])
-def test_evaluator_ranks_each_set_among_the_candidates_as_a_loop_does(protocol: str) -> None:
+@pytest.mark.parametrize("workers", [1, 2])  # evaluation.parallel's worker threads
+def test_evaluator_ranks_each_set_among_the_candidates_as_a_loop_does(
+    protocol: str, workers: int
+) -> None:
     data = split_view(stamped(3, 60, 6), get_protocol(protocol))
     table = torch.randint(
         0, 3, (data.n_users, data.n_items + 1), generator=torch.Generator().manual_seed(5)
     ).float()
-    got = Evaluator(data, "test", get_protocol(protocol), window=3, batch_size=4).run(
-        TableModel(table)
-    )
+    ev = Evaluator(data, "test", get_protocol(protocol), window=3, batch_size=4, workers=workers)
+    got = ev.run(TableModel(table))
     assert len(got) > 10
     for row in got.to_dict("records"):
         u, start = int(row["user"]), int(data.offsets[int(row["user"])])

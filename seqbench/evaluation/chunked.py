@@ -25,9 +25,10 @@ from seqbench.evaluation.metrics import TARGET_NAN, count_true
 
 #: fewest users a tile scores (unless the batch has fewer): see the module's docstring
 MIN_ROWS = 32
-#: scores a tile holds (16 MiB of fp32): few enough to stay in a CPU's last-level cache, rows
-#: enough for an efficient product (ML-20M's 26,700 items: 157 users a tile)
-TILE_SCORES = 1 << 22
+#: scores a tile holds (4 MiB of fp32): few enough that every worker's tile and its comparisons
+#: stay in a CPU's last-level cache together (`parallel`; 32 MiB shared by 2 cores here), rows
+#: enough for an efficient product (ML-20M's 26,700 items: 39 users a tile)
+TILE_SCORES = 1 << 20
 _GROUP = 2040  # `count_true`'s columns a group
 
 #: the scores [rows, hi - lo] of items lo..hi-1 for the batch's rows r0..r1-1 (all: None)

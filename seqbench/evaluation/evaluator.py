@@ -1,19 +1,21 @@
 """Rank every evaluated user's target among the protocol's candidates; keep per-user metrics.
 
 Scores come from the model in batches of users, the rank is found by counting (never sorting),
-and history handling follows the protocol. Full ranking of one target a user runs one path for
-every model (`chunked`): tiles of users × items, each scored, its history rule scattered into
-it and counted while in cache; a model that scores item ranges (`item_ranges`) scores each
-tile from one encoding of the batch, any other scores whole rows (over a large catalogue,
-fewer users a batch). The negatives of
-sampled protocols come from a fixed seed, so every model sees the same candidates. A split
-that scores a set of targets per user (gts `target=all`) ranks each target among the same
-candidates (the other targets included, none excluded as history) and keeps every target's
-counts beside the user's set metrics (`set_metrics_from_counts`).
+and history handling follows the protocol. On CPU the batches are spread over one worker
+thread a torch thread, each batch ranked with one intra-op thread (`parallel`), so the numbers
+do not depend on the workers. Full ranking of one target a user runs one path for every model
+(`chunked`): tiles of users × items, each scored, its history rule scattered into it and
+counted while in cache; a model that scores item ranges (`item_ranges`) scores each tile from
+one encoding of the batch, any other scores whole rows (over a large catalogue, fewer users a
+batch). The negatives of sampled protocols come from a fixed seed, so every model sees the
+same candidates. A split that scores a set of targets per user (gts `target=all`) ranks each
+target among the same candidates (the other targets included, none excluded as history) and
+keeps every target's counts beside the user's set metrics (`set_metrics_from_counts`).
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -40,6 +42,7 @@ from seqbench.evaluation.metrics import (
     rank_counts,
     set_metrics_from_counts,
 )
+from seqbench.evaluation.parallel import default_workers, run_batches
 from seqbench.evaluation.protocols import Protocol
 from seqbench.evaluation.score_checks import (
     bad_in_rows,
@@ -59,6 +62,7 @@ CACHE_BYTES = 256 * 2**20
 #: catalogue a model that scores item ranges keeps its users and scores chunks of items (1M
 #: items: 1,024 users × 65,536 items), any other has fewer users a batch (ML-20M's 26,744
 #: items keep 1,024; 1M items get 64), so the transient scores are bounded whatever the size
+#: (times the workers, each scoring its own batch)
 SCORE_ELEMENTS = 1 << 26
 
 
@@ -90,8 +94,10 @@ class Evaluator:
         device: str | torch.device = "cpu",
         cache_bytes: int = CACHE_BYTES,
         item_chunk: int | None = None,
+        workers: int | None = None,
     ) -> None:
         self.data, self.split, self.protocol = data, split, protocol
+        self.workers = workers or default_workers(torch.device(device))
         self.window, self.device = window, torch.device(device)
         self.requested, self.item_chunk = batch_size, item_chunk
         self.batch_size = min(batch_size, max(1, SCORE_ELEMENTS // (data.n_items + 1)))
@@ -114,6 +120,7 @@ class Evaluator:
         self.negatives = self._negatives() if protocol.candidates != "full" else None
         self._cache: dict[tuple[int, int], EvalInputs] = {}
         self._cache_left = cache_bytes
+        self._cache_lock = threading.Lock()
 
     def _negatives(self) -> torch.Tensor:
         """[U, n] sampled negatives per evaluated user, fixed by the split's seed."""
@@ -145,11 +152,10 @@ class Evaluator:
         `target_above`, `target_equal` give the set's size and every target's counts."""
         was_training = model.training
         model.eval()
-        parts = []
         size, chunk = self.plan(model)
+        starts = range(0, len(self.users), size)
         try:
-            for s in range(0, len(self.users), size):
-                parts.append(self._batch(model, slice(s, s + size), chunk))
+            parts = self._over_workers(model, [slice(s, s + size) for s in starts], chunk)
         finally:
             model.train(was_training)
         frame = {k: torch.cat([p[k] for p in parts]).cpu().numpy() for k in parts[0]}
@@ -179,16 +185,17 @@ class Evaluator:
 
     @torch.no_grad()
     def widest_batch(self, model: torch.nn.Module) -> int:
-        """Score the batch with the longest inputs once, uncached (what `--dry-run` measures
-        evaluation memory on); returns a bound on the bytes this evaluator keeps between
-        passes: its cache, at most every user's inputs at their widest."""
+        """Score the batches with the longest inputs once, one a worker at once, uncached (what
+        `--dry-run` measures evaluation memory on); returns a bound on the bytes this evaluator
+        keeps between passes: its cache, at most every user's inputs at their widest."""
         was_training = model.training
         model.eval()
         n = len(self.users)
         size, chunk = self.plan(model)
         left, self._cache_left = self._cache_left, 0  # measured, not kept
+        ends = range(n, max(0, n - self.workers * size), -size)
         try:
-            self._batch(model, slice(max(0, n - size), n), chunk)
+            self._over_workers(model, [slice(max(0, e - size), e) for e in ends], chunk)
         finally:
             self._cache_left = left
             model.train(was_training)
@@ -200,6 +207,16 @@ class Evaluator:
         negatives = self.negatives.shape[1] if self.negatives is not None else 0
         # seqs, index and window [W], users and target, history, negatives: int64 per user
         return min(left, n * 8 * (3 * self.window + 2 + history + negatives))
+
+    def _over_workers(
+        self, model: torch.nn.Module, slices: list[slice], chunk: int | None
+    ) -> list[dict[str, torch.Tensor]]:
+        """Each slice's `_batch`, in order, computed over this evaluator's workers."""
+
+        def work(i: int) -> dict[str, torch.Tensor]:
+            return self._batch(model, slices[i], chunk)
+
+        return run_batches(work, len(slices), self.workers, self.device)
 
     def model_batch(self, users: np.ndarray, ends: np.ndarray) -> dict[str, torch.Tensor]:
         """The input `model.score` gets: the last `window` history items, trimmed to the batch.
@@ -273,9 +290,10 @@ class Evaluator:
             self._pairs(sl, dev) if self.sets is not None else None,
         )
         size = inputs_bytes(inputs)
-        if size <= self._cache_left:
-            self._cache[key] = inputs
-            self._cache_left -= size
+        with self._cache_lock:  # workers fill it together
+            if size <= self._cache_left:
+                self._cache[key] = inputs
+                self._cache_left -= size
         return inputs
 
     def _pairs(self, sl: slice, dev: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
