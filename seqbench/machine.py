@@ -17,7 +17,6 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from seqbench.allocator import retain_freed_memory  # noqa: F401 (the trainer's import)
 from seqbench.errors import ConfigError
 
 

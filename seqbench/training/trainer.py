@@ -17,14 +17,14 @@ from typing import Any
 
 import torch
 
-from seqbench import distributed
+from seqbench import allocator, distributed
 from seqbench.data.dataset import SeqDataset
 from seqbench.data.order import shuffled_training
 from seqbench.errors import ConfigError, SeqbenchError
 from seqbench.evaluation.evaluator import summarize
 from seqbench.evaluation.protocols import Protocol
 from seqbench.evaluation.sharded import model_evaluator
-from seqbench.machine import PRECISIONS, grad_scaler, retain_freed_memory
+from seqbench.machine import PRECISIONS, grad_scaler
 from seqbench.models.base import SeqModel
 from seqbench.training.checkpoint import (
     CheckpointFiles,
@@ -164,7 +164,7 @@ class Trainer:
         options: TrainOptions = TrainOptions(),
     ) -> None:
         self.device = ctx.torch_device()
-        retain_freed_memory()  # no page faults on each step's activations
+        allocator.retain_freed_memory()  # no page faults on each step's activations
         self.model, self.data, self.protocol = model.to(self.device), data, protocol
         self.cfg, self.seed, self.options = model.cfg, seed, options
         self.checkpoints = files.checkpoints
