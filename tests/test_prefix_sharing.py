@@ -22,6 +22,7 @@ from seqbench.data.sequences import NextItemInstances
 from seqbench.data.synthetic import generate
 from seqbench.errors import ConfigError
 from seqbench.models.base import get_model, resolve_config
+from seqbench.runs.identity import hash_identity
 from seqbench.runs.request import RunRequest
 from seqbench.training.micro import backward_batch
 
@@ -188,13 +189,10 @@ def test_a_revision_1_linrec_run_is_re_keyed_to_todays_per_row_request(tmp_path:
     positions=right into the record, under revision 2, at the id today's request for exactly
     that gets; the numbers untouched, the run now the per-row ablation of today's default."""
     repo = Path(__file__).resolve().parents[1]
-    src = repo / "results" / "modern" / "metrics" / "beauty-linrec-074d70ab9137"
-    rec = json.loads((src / "config.json").read_text())
-    if rec["revision"] != 1:
-        src = _revision_1_copy(src, tmp_path)
+    committed = repo / "results" / "modern" / "metrics" / "beauty-linrec-efe658ab3949"
+    src = revision_1(committed, tmp_path / "old")
     store = tmp_path / "store"
     shutil.copytree(src, store / src.name)
-    test = json.loads((src / "metrics.json").read_text())["test"]
     main(["runs", "migrate", str(store)])
     (folder,) = store.iterdir()
     new = json.loads((folder / "config.json").read_text())
@@ -203,24 +201,51 @@ def test_a_revision_1_linrec_run_is_re_keyed_to_todays_per_row_request(tmp_path:
     request = RunRequest(
         "linrec", "beauty", ablate={"instances": "prefixes"}, sets={"positions": "right"}
     )
-    assert folder.name == request.identify(new["data_checksum"]).run_id
+    assert folder.name == request.identify(new["data_checksum"]).run_id == committed.name
     metrics = json.loads((folder / "metrics.json").read_text())
+    test = json.loads((src / "metrics.json").read_text())["test"]
     assert metrics["test"] == test and metrics["ablate"] == {"instances": "prefixes"}
     assert (folder / "history.csv").read_bytes() == (src / "history.csv").read_bytes()
     main(["runs", "migrate", str(store)])  # nothing left to do
     assert [p.name for p in store.iterdir()] == [folder.name]
 
 
-def _revision_1_copy(src: Path, tmp_path: Path) -> Path:
-    """A committed run already re-keyed to revision 2, back to its revision-1 record."""
+def revision_1(src: Path, where: Path) -> Path:
+    """A committed run re-keyed from revision 1, back to the record revision 1 wrote (no
+    positions or share_step; per-row prefixes its default; its id the hash of that)."""
     rec = json.loads((src / "config.json").read_text())
-    old = tmp_path / "old" / rec["migrated_from"]
+    old = where / rec["migrated_from"]
     shutil.copytree(src, old)
     config = {k: v for k, v in rec["config"].items() if k not in ("positions", "share_step")}
-    default = {**config, "instances": "prefixes"}
-    back = {**rec, "config": config, "revision": 1, "run_id": old.name, "default_config": default}
-    back["departures"] = []
-    (old / "config.json").write_text(json.dumps(back))
+    back = {**rec, "config": config, "revision": 1, "run_id": old.name, "default_config": config}
+    (old / "config.json").write_text(json.dumps({**back, "departures": []}))
     metrics = json.loads((old / "metrics.json").read_text())
     (old / "metrics.json").write_text(json.dumps({**metrics, "run_id": old.name, "ablate": {}}))
     return old
+
+
+def test_a_0_4_0_linrec_run_is_re_keyed_straight_to_revision_2(tmp_path: Path) -> None:
+    """A record of seqbench 0.4.0 (the version hashed, fields at their then-default left out)
+    lands where the two steps (to revision 1, then 2) land, as the per-row ablation."""
+    repo = Path(__file__).resolve().parents[1]
+    committed = repo / "results" / "modern" / "metrics" / "beauty-linrec-efe658ab3949"
+    rec = json.loads((committed / "config.json").read_text())
+    left_out = {"min_epochs": 0, "optimizer": "adam", "order": "original", "instances": "prefixes"}
+    config = {
+        k: v
+        for k, v in rec["config"].items()
+        if k not in ("positions", "share_step") and left_out.get(k, object()) != v
+    }
+    back = {k: rec[k] for k in ("model", "dataset", "protocol", "seed", "data_checksum")}
+    back.update(config=config, version="0.4.0")
+    old_id = hash_identity(back)
+    old = tmp_path / "store" / old_id
+    shutil.copytree(committed, old)
+    (old / "config.json").write_text(json.dumps({**back, "run_id": old_id, "ablate": {}}))
+    metrics = json.loads((old / "metrics.json").read_text())
+    (old / "metrics.json").write_text(json.dumps({**metrics, "run_id": old_id, "ablate": {}}))
+    main(["runs", "migrate", str(old.parent)])
+    (folder,) = old.parent.iterdir()
+    assert folder.name == committed.name
+    assert json.loads((folder / "config.json").read_text())["migrated_from"] == old_id
+    assert json.loads((folder / "metrics.json").read_text())["ablate"] == {"instances": "prefixes"}
