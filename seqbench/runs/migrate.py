@@ -4,7 +4,8 @@ is renamed to it, its old id kept in its record. Nothing is re-trained and no nu
 
 Before, a run id hashed the seqbench version, and a config field sitting at a value that kept
 the ids of runs stored before the field was left out of the hash (`quiet`); what such an absent
-field meant is frozen here (`ABSENT`), the only place that still knows it.
+field meant is frozen here (`ABSENT`), the only place that still knows it. A run of an earlier
+model revision that a config keeps is re-keyed to today's (`runs.revise`).
 """
 
 from __future__ import annotations
