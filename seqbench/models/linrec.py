@@ -128,6 +128,7 @@ class LinRec(WindowNextItem, SeqModel):
             "not causal, trains per row",
             basis="choice",
             axis="instances",
+            switches=(Switch("share_step", flag="set", note="0: max_len // 4"),),
         ),
         Departure(
             topic="positions",
