@@ -17,7 +17,8 @@ cbit    ``cbit`` at the authors' Beauty settings (d=256, T=15, m=4): the same me
 stosa, duorec, cl4srec, bsarec, lrurec, fmlprec, linrec, fearec, hstu
         the SASRec-family models and the 2022–2024 baselines at their Beauty defaults, as
         the trainer runs them: the same measures (next-item targets per second);
-        duorec_packed, cl4srec_micro, cl4srec_packed: with that batching.
+        duorec_packed, cl4srec_micro, cl4srec_packed: with that batching; linrec_rows:
+        LinRec's per-row prefixes (`instances=prefixes`) beside its shared ones.
 modern  seqbench's ``sasrec`` and the six baselines of issue 37 (bsarec, lrurec, fmlprec,
         linrec, fearec, hstu), each at ``--dataset``'s defaults, in one run: CPU seconds per
         step and per epoch, each as a ratio to SASRec's (the ratios hold on a shared machine).
@@ -88,7 +89,7 @@ from bench_train_eval import targets_in
 PARTS = (
     "sasrec", "bert", "cbit", "stosa", "duorec", "duorec_packed", "cl4srec", "cl4srec_micro",
     "cl4srec_packed",
-    "bsarec", "lrurec", "fmlprec", "linrec", "fearec", "hstu", "modern", "busy",
+    "bsarec", "lrurec", "fmlprec", "linrec", "linrec_rows", "fearec", "hstu", "modern", "busy",
 )  # fmt: skip
 #: the 2022–2026 baselines (#37), timed at their dataset defaults next to SASRec
 MODERN = ("bsarec", "lrurec", "fmlprec", "linrec", "fearec", "hstu")
@@ -103,6 +104,7 @@ SETS: dict[str, tuple[str, dict[str, str]]] = {
     "cl4srec_micro": ("cl4srec", {"batching": "micro"}),
     "cl4srec_packed": ("cl4srec", {"batching": "packed"}),
     "duorec_packed": ("duorec", {"batching": "packed"}),
+    "linrec_rows": ("linrec", {"instances": "prefixes"}),
     **{name: (name, {}) for name in MODERN},
 }
 #: the model parts also timed in bf16
@@ -121,6 +123,7 @@ TITLES = {
     "lrurec": "LRURec, Beauty defaults (next-item targets)",
     "fmlprec": "FMLP-Rec, Beauty defaults (next-item targets)",
     "linrec": "LinRec, Beauty defaults (next-item targets)",
+    "linrec_rows": "LinRec `--ablate instances=prefixes`: a row per prefix (next-item targets)",
     "fearec": "FEARec, Beauty defaults (next-item targets)",
     "hstu": "HSTU, Beauty defaults (next-item targets)",
 }

@@ -19,6 +19,9 @@ Batch = dict[str, torch.Tensor]
 
 #: which sub-sequences a next-item model trains on (`instances`, see `instance_ranges`)
 InstanceRule = Literal["all_positions", "last", "prefixes"]
+#: a causal model's rules: InstanceRule's, or every prefix once from shared windows
+#: (`shared_windows`: a user's prefixes are the outputs of one pass over a window)
+CausalInstanceRule = Literal["shared_prefixes", "prefixes", "all_positions", "last"]
 
 
 def train_segments(data: SeqDataset, min_len: int = 1) -> tuple[np.ndarray, np.ndarray]:
@@ -202,18 +205,76 @@ def instance_ranges(
     return np.arange(len(starts)), starts, ends - 1
 
 
+def shared_windows(
+    starts: np.ndarray, ends: np.ndarray, max_len: int, step: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(owner segment, input start, input end, first target) of the windows that give every
+    prefix of `instance_ranges`' `prefixes` once, as a causal model's outputs at its columns.
+
+    A window reads items[start:end] (at most max_len) and trains the targets items[k] for
+    first <= k <= end, the output at k−1 standing for the prefix that ends there. Each segment
+    has one window from its start (its prefixes of 1 … max_len items, exactly); a segment
+    longer than that adds full windows ending at its last input and every `step` before it,
+    each training the targets after the previous window's: those prefixes read between
+    max_len − step + 1 and max_len of their latest items (the per-row form reads max_len).
+    """
+    last = ends - 1  # the last target of each segment
+    extra = np.maximum(last - starts - max_len, 0)
+    counts = 1 + -(-extra // step)
+    seg, k = segment_offsets(counts)
+    s, e = starts[seg], last[seg]
+    later = k >= 1
+    w_end = np.where(later, e - (counts[seg] - 1 - k) * step, np.minimum(s + max_len, e))
+    w_start = np.where(later, w_end - max_len, s)
+    first = np.where(later, np.maximum(w_end - step, s + max_len) + 1, s + 1)
+    return seg, w_start, w_end, first
+
+
+def target_batches(
+    targets: torch.Tensor,
+    lengths: torch.Tensor,
+    batch_size: int,
+    gen: torch.Generator,
+    grouped: bool,
+) -> list[torch.Tensor]:
+    """Shuffled batches of whole rows holding about `batch_size` targets each (rows with
+    `targets` [R] targets): `batch_indices`' order, cut where the running count of targets
+    passes a multiple of batch_size, so an epoch takes as many steps as one row per target."""
+    total = int(targets.sum())
+    per_batch = max(1, round(batch_size * len(targets) / max(1, total)))
+    parts = batch_indices(lengths, per_batch, gen, grouped)
+    order = torch.cat(parts) if parts else torch.zeros(0, dtype=torch.long)
+    before = torch.cumsum(targets[order], 0) - targets[order]
+    _, sizes = torch.unique_consecutive(before // batch_size, return_counts=True)
+    return list(torch.split(order, sizes.tolist()))
+
+
 class NextItemInstances:
     """A next-item model's training rows under an instance rule (`instance_ranges`), built per
     batch from index ranges, so ML-1M's ~1M prefixes never sit in memory padded.
 
     Row r is the last max_len inputs of instance r, left-padded; its targets are the next items
-    (all_positions: every real position, SASRec's rows) or only the last column (last,
-    prefixes). Negatives avoid the row's owner's training items (`NegativeSampler`).
+    (all_positions: every real position, SASRec's rows), only the last column (last,
+    prefixes) or the columns a shared window trains (shared_prefixes, `shared_windows` every
+    `share_step` items; batches then hold about batch_size targets, `target_batches`).
+    Negatives avoid the row's owner's training items (`NegativeSampler`).
     """
 
-    def __init__(self, data: SeqDataset, max_len: int, rule: InstanceRule = "all_positions"):
+    def __init__(
+        self,
+        data: SeqDataset,
+        max_len: int,
+        rule: CausalInstanceRule = "all_positions",
+        share_step: int = 1,
+    ):
         seg_starts, seg_ends = train_segments(data, min_len=2)
-        self.owner, self.starts, self.ends = instance_ranges(seg_starts, seg_ends, rule)
+        if rule == "shared_prefixes":
+            ranges = shared_windows(seg_starts, seg_ends, max_len, share_step)
+            self.owner, self.starts, self.ends, self.first = ranges
+        else:
+            self.owner, self.starts, self.ends = instance_ranges(seg_starts, seg_ends, rule)
+            # the first target a row trains: every real position's, or only the last one's
+            self.first = self.starts + 1 if rule == "all_positions" else self.ends
         self.items, self.max_len, self.rule = data.items, max_len, rule
         self.sampler = NegativeSampler(data.n_items, data.items, seg_starts, seg_ends)
         self._owner = torch.from_numpy(self.owner)
@@ -233,14 +294,23 @@ class NextItemInstances:
             width = int(np.minimum(e - s, self.max_len).max()) if len(idx) else 1
         window = torch.from_numpy(gather_padded(self.items, s, e + 1, width + 1))
         inputs, targets = window[:, :-1], window[:, 1:]
-        targets = torch.where(inputs != 0, targets, 0)
-        if self.rule != "all_positions":
-            targets[:, :-1] = 0
-        return {"seqs": inputs, "targets": targets}
+        k = torch.from_numpy(e[:, None] - width + 1 + np.arange(width)[None, :])  # target index
+        trained = (inputs != 0) & (k >= torch.from_numpy(self.first[idx])[:, None])
+        return {"seqs": inputs, "targets": torch.where(trained, targets, 0)}
+
+    def targets(self) -> torch.Tensor:
+        """Targets per row [R]."""
+        first = np.maximum(self.first, np.maximum(self.starts + 1, self.ends - self.max_len + 1))
+        return torch.from_numpy(self.ends - first + 1)
 
     def batches(self, batch_size: int, gen: torch.Generator, grouped: bool) -> Iterator[Batch]:
-        """One epoch of shuffled (length-grouped) batches: seqs, targets and their row ids."""
-        for idx in batch_indices(self.lengths(), batch_size, gen, grouped):
+        """One epoch of shuffled (length-grouped) batches: seqs, targets and their row ids;
+        batch_size rows, or rows of about batch_size targets (shared_prefixes)."""
+        if self.rule == "shared_prefixes":
+            parts = target_batches(self.targets(), self.lengths(), batch_size, gen, grouped)
+        else:
+            parts = batch_indices(self.lengths(), batch_size, gen, grouped)
+        for idx in parts:
             yield {**self.rows(idx.numpy()), "rows": idx}
 
     def negatives(

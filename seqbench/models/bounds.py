@@ -74,7 +74,9 @@ BOUNDS: dict[str, Bound] = {
     ),
     **dict.fromkeys(("heads", "layers", "hidden", "inner", "m", "nh", "nv", "targets"), COUNT),
     **dict.fromkeys(("similar_k", "window_step"), COUNT),
-    **dict.fromkeys(("min_epochs", "micro_overhead", "negatives", "ce_chunk"), NON_NEGATIVE),
+    **dict.fromkeys(
+        ("min_epochs", "micro_overhead", "negatives", "ce_chunk", "share_step"), NON_NEGATIVE
+    ),
     "augment_threshold": NON_NEGATIVE,
     "lr": POSITIVE,
     "tau": POSITIVE,

@@ -166,6 +166,7 @@ AXIS_NOTES: dict[str, dict[str, str]] = {
     "instances": {
         "all_positions": "one row per user, a target at every position",
         "prefixes": "every prefix its own row, one target",
+        "shared_prefixes": "every prefix once, a user's from one causal pass",
         "last": "one instance per user: its latest",
     },
     "window": {

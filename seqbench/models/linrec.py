@@ -5,8 +5,9 @@ The paper normalises K per feature over all positions and sums ρ(K)ᵀV over th
 a position reads the items after it (its own target, where every position is trained).
 seqbench's default is causal: each key normalised over its features, and position i reads
 Σ_{j≤i} ρ(k_j)ᵀ v_j, a prefix sum. `attention=paper` restores the published form (declared).
-Otherwise the authors' RecBole SASRec: post-LN blocks, GELU FFN 4d wide, CE over all items at
-every prefix's end.
+Otherwise the authors' RecBole SASRec: post-LN blocks, GELU FFN 4d wide, positions from each
+row's first item, CE over all items at every prefix's end; being causal, a user's prefixes are
+trained from one pass (`instances=shared_prefixes`; `prefixes`: one row each, declared).
 """
 
 from __future__ import annotations
@@ -19,23 +20,18 @@ import torch.nn.functional as F
 from torch import nn
 
 from seqbench.data.dataset import SeqDataset
-from seqbench.data.sequences import InstanceRule
 from seqbench.models.base import ModelConfig, SeqModel, register
 from seqbench.models.departures import Departure, Switch
 from seqbench.models.layers import ResidualFFN, SeqEmbedding, normal_init
 from seqbench.models.losses import LossName, ObjectiveFields
-from seqbench.models.objective import (
-    WindowNextItem,
-    resolve_objective,
-)
+from seqbench.models.objective import PrefixSharing, WindowNextItem, resolve_objective
 
 
 @dataclass
-class LinRecConfig(ObjectiveFields, ModelConfig):
+class LinRecConfig(PrefixSharing, ObjectiveFields, ModelConfig):
     """RecBole's SASRec defaults, on which the paper builds LinRec."""
 
     loss: LossName = "ce"
-    instances: InstanceRule = "prefixes"
     #: causal: prefix sums (no future item is read); paper: the published form, which leaks
     attention: Literal["causal", "paper"] = "causal"
     d: int = 64
@@ -50,6 +46,7 @@ class LinRecConfig(ObjectiveFields, ModelConfig):
 
     def validate(self) -> None:
         self.validate_objective()
+        self.validate_sharing()
 
 
 class LinearAttention(nn.Module):
@@ -92,6 +89,7 @@ class LinRec(WindowNextItem, SeqModel):
     family = "linear attention"
     Config = LinRecConfig
     micro_key = "targets"
+    revision = 2  # positions from the first item, prefixes from shared windows (CHANGELOG)
     ablations = ("attention", "loss", "instances")
     dataset_defaults = {
         "ml-1m": {"max_len": 200},
@@ -102,8 +100,9 @@ class LinRec(WindowNextItem, SeqModel):
             topic="causality of the attention",
             paper="K L2-normalised per feature over all positions, ρ(K)ᵀV summed over the whole "
             "window: every position reads the items after it (trained at every position, "
-            "instances=all_positions, a position reads its own target; under prefixes only the "
-            "last position is trained and scored, which reads no target)",
+            "instances=all_positions, a position reads its own target; per row (prefixes, and "
+            "shared_prefixes, which this form trains per row) only the last position is trained "
+            "and scored, which reads no target)",
             code="not public",
             seqbench="causal: each key L2-normalised over its features, position i reads the "
             "prefix sum Σ_{j≤i} ρ(k_j)ᵀv_j; padding keys are zeroed",
@@ -119,10 +118,24 @@ class LinRec(WindowNextItem, SeqModel):
         ),
         Departure(
             paper="silent (built on RecBole's SASRec)",
-            code="not public; RecBole trains every prefix, CE at its last position",
-            seqbench="as RecBole: every prefix with at least one input item",
+            code="not public; RecBole trains every prefix as its own row, CE at its last position",
+            seqbench="every prefix with at least one input item trained once, a user's prefixes "
+            "from the outputs of one causal pass over its window (the per-row outputs up to float "
+            "rounding); so a user's prefixes in a window share dropout masks, and a batch holds "
+            "about batch_size prefixes of fewer users; a user longer than max_len adds windows "
+            "ending every share_step items (0: max_len // 4), whose prefixes read between "
+            "max_len − share_step + 1 and max_len items (per row: max_len); attention=paper, "
+            "not causal, trains per row",
             basis="choice",
             axis="instances",
+            switches=(Switch("share_step", flag="set", note="0: max_len // 4"),),
+        ),
+        Departure(
+            topic="positions",
+            paper="silent (built on RecBole's SASRec)",
+            code="RecBole: position 0 is each row's first item",
+            basis="code",
+            switches=(Switch("positions", "right", flag="set", note="from the window's end"),),
         ),
         Departure(
             paper="cross-entropy over all items",
@@ -134,12 +147,19 @@ class LinRec(WindowNextItem, SeqModel):
 
     def __init__(self, cfg: LinRecConfig, data: SeqDataset) -> None:
         super().__init__(cfg, data)
-        self.emb = SeqEmbedding(data.n_items + 1, cfg.d, cfg.max_len, cfg.dropout, layer_norm=True)
+        left = cfg.positions == "left"
+        self.emb = SeqEmbedding(
+            data.n_items + 1, cfg.d, cfg.max_len, cfg.dropout, layer_norm=True, from_left=left
+        )
         self.emb.norm = nn.LayerNorm(cfg.d, eps=1e-12)
         self.attn = nn.ModuleList(LinearAttention(cfg) for _ in range(cfg.layers))
         self.ffn = nn.ModuleList(ResidualFFN(cfg.d, cfg.dropout) for _ in range(cfg.layers))
         self.apply(normal_init)
         self._objective, self._popularity = resolve_objective(cfg, data)
+
+    @property
+    def causal(self) -> bool:
+        return self.cfg.attention == "causal"
 
     def encode(self, seqs: torch.Tensor) -> torch.Tensor:
         real = seqs != 0

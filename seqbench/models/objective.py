@@ -5,13 +5,15 @@ registry (`losses.LOSSES`) the run's `Objective` names, on those scores."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
 import torch
 import torch.nn.functional as F
 
 from seqbench.data.dataset import SeqDataset
-from seqbench.data.sequences import NextItemInstances
+from seqbench.data.sequences import CausalInstanceRule, NextItemInstances
+from seqbench.errors import ConfigError
 from seqbench.models.item_scores import ItemDot, ItemTable
 from seqbench.models.losses import LOSSES, Objective, ObjectiveFields, full_ce, mean_terms
 from seqbench.models.pieces import NO_PLANS, Plans
@@ -105,6 +107,35 @@ def next_item_batches(
         yield batch
 
 
+@dataclass
+class PrefixSharing:
+    """The config of a causal model that trains every prefix once: each its own row (the
+    authors' form), or a user's prefixes from one pass over shared windows."""
+
+    #: shared_prefixes: a user's prefixes are the outputs of one pass over its windows
+    #: (`sequences.shared_windows`; a model that is not causal under its config trains them
+    #: per row); prefixes: every prefix its own row (RecBole's)
+    instances: CausalInstanceRule = "shared_prefixes"
+    #: shared_prefixes: windows of a user longer than max_len end every share_step items;
+    #: 0: max_len // 4 (12 at max_len 50, 50 at 200)
+    share_step: int = 0
+    #: left: position 0 is each row's first item (RecBole's; a prefix's outputs are then the
+    #: window's at its columns); right: positions counted back from the window's right end
+    positions: Literal["left", "right"] = "left"
+
+    def validate_sharing(self) -> None:
+        max_len = self.max_len  # type: ignore[attr-defined]
+        if self.share_step > max_len:
+            raise ConfigError(
+                f"share_step={self.share_step} exceeds max_len={max_len}: windows that far apart "
+                "would leave prefixes untrained; give share_step <= max_len (0: max_len // 4)"
+            )
+
+    def window_step(self) -> int:
+        """The step between a long user's shared windows (`share_step`, 0: max_len // 4)."""
+        return self.share_step or max(1, self.max_len // 4)  # type: ignore[attr-defined]
+
+
 class NextItemTraining:
     """The next-item training a prefix model shares: its objective, resolved once in
     `__init__` (`self._objective`, `self._popularity`), and one epoch of `NextItemInstances`
@@ -115,6 +146,12 @@ class NextItemTraining:
     _popularity: PopularityNegatives | None
     _train: NextItemInstances | None = None
 
+    @property
+    def causal(self) -> bool:
+        """Whether each output reads only the items up to it (instances=shared_prefixes then
+        shares a user's prefixes in one pass; otherwise they are trained per row)."""
+        return False
+
     def objective(self) -> Objective:
         return self._objective
 
@@ -122,7 +159,11 @@ class NextItemTraining:
         self, data: SeqDataset, gen: torch.Generator
     ) -> Iterator[dict[str, torch.Tensor]]:
         if self._train is None:
-            self._train = NextItemInstances(data, self.cfg.max_len, self.cfg.instances)
+            rule, step = self.cfg.instances, 1
+            if rule == "shared_prefixes":
+                rule = rule if self.causal else "prefixes"
+                step = self.cfg.window_step()
+            self._train = NextItemInstances(data, self.cfg.max_len, rule, step)
         grouped = self.cfg.batching == "grouped"
         yield from next_item_batches(
             self._train, self.cfg.batch_size, grouped, self._objective, self._popularity, gen

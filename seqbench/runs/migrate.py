@@ -4,7 +4,8 @@ is renamed to it, its old id kept in its record. Nothing is re-trained and no nu
 
 Before, a run id hashed the seqbench version, and a config field sitting at a value that kept
 the ids of runs stored before the field was left out of the hash (`quiet`); what such an absent
-field meant is frozen here (`ABSENT`), the only place that still knows it.
+field meant is frozen here (`ABSENT`), the only place that still knows it. A run of an earlier
+model revision that a config keeps is re-keyed to today's (`runs.revise`).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from seqbench.models.losses import LOSSES
 from seqbench.plugins import origin
 from seqbench.runs.identity import IDENTITY_KEYS, ablation_of, hash_identity
 from seqbench.runs.result import load_json
+from seqbench.runs.revise import REVISED, revisable, revise
 from seqbench.runs.store import EVALUATIONS, PARTIAL_PREFIX, RunFolder
 
 #: the releases whose models compute what today's do from the same full config (every change
@@ -74,7 +76,7 @@ ABSENT: dict[str, dict[str, Any]] = {
         "bias_tables": "shared",
         "pos_init": "truncated",
     },
-    "linrec": {**_BASE, "instances": "prefixes"},
+    "linrec": {**_BASE, "instances": "prefixes", **REVISED["linrec"].fields},
     "lrurec": {"min_epochs": 0, "order": "original", "instances": "all_positions"},
     "nova_bert": {**_BASE, **_CLOZE},
     "popularity": _BASE,
@@ -148,6 +150,8 @@ def plan_move(path: Path) -> Move:
         new_id = hash_identity({k: rec[k] for k in (*IDENTITY_KEYS, "code") if k in rec})
         if new_id != rec.get("run_id"):
             raise MigrationError(f"{where}: the record does not hash to its run_id: restore it")
+        if revisable(rec):  # a revision today's model computes under a config (`REVISED`)
+            return _revised(path, str(rec["run_id"]), rec, metrics)
         return Move(path, str(rec["run_id"]), new_id, rec, {**metrics, "run_id": new_id})
     old_id, cls = _old_record(where, rec)
     model = str(rec["model"])
@@ -181,6 +185,19 @@ def plan_move(path: Path) -> Move:
         if key in rec:
             record[key] = rec[key]
     new_metrics = {**metrics, "run_id": new_id, "ablate": ablate}
+    if model in REVISED:  # its defaults moved since: read against today's
+        return _revised(path, old_id, record, new_metrics)
+    return Move(path, old_id, new_id, record, new_metrics)
+
+
+def _revised(path: Path, old_id: str, rec: dict[str, Any], metrics: dict[str, Any]) -> Move:
+    """The move of a record of a model whose revision `REVISED` keeps (`revise`)."""
+    try:
+        new_id, record, new_metrics = revise(rec, metrics, MODELS.get(str(rec["model"])))
+    except (TypeError, ConfigError) as e:
+        raise MigrationError(
+            f"{path}: {rec['model']}'s config cannot take the record ({e})"
+        ) from None
     return Move(path, old_id, new_id, record, new_metrics)
 
 

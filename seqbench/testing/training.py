@@ -93,19 +93,25 @@ def micro_gradient(probe: Probe) -> str:
     """A `micro_key` model: length-sorted pieces weighted by their share of targets give the
     whole batch's loss and gradient (so `batching=micro` changes nothing but speed); the
     pieces are split, planned and run by the trainer's own functions."""
-    model = probe.trainer(batching="uniform")
-    key = model.micro_key
-    if key is None:
+    if probe.cls.micro_key is None:
         raise Skipped("declares no micro_key (batches are never split)")
-    batch = first_batch(model, probe.trains)
+    key = probe.cls.micro_key
+    for scale in (1, 10):  # batches of ~batch_size targets (shared prefixes) hold few rows
+        model = probe.trainer(batching="uniform", batch_size=str(48 * scale))
+        batch = first_batch(model, probe.trains)
+        uniform = model.cfg
+        model.cfg = dataclasses.replace(uniform, batching="micro", micro_overhead=7)
+        pieces = step_pieces(model, batch)
+        widths = [p.batch["seqs"].shape[1] for p in pieces]
+        if len(pieces) > 2 and widths == sorted(widths) and widths[0] < batch["seqs"].shape[1]:
+            break
+    else:
+        raise RuntimeError("the check batch did not split into more than two trimmed pieces")
+    micro, model.cfg = model.cfg, uniform
     loss, _ = backward_pieces(model, step_pieces(model, batch))
     whole = grads_of(model)
     model.zero_grad(set_to_none=True)
-    model.cfg = dataclasses.replace(model.cfg, batching="micro", micro_overhead=7)
-    pieces = step_pieces(model, batch)
-    widths = [p.batch["seqs"].shape[1] for p in pieces]
-    if len(pieces) <= 2 or widths != sorted(widths) or widths[0] >= batch["seqs"].shape[1]:
-        raise RuntimeError("the check batch did not split into more than two trimmed pieces")
+    model.cfg = micro
     if not math.isclose(sum(p.weight for p in pieces), 1.0, rel_tol=1e-6):
         raise Broken(f"the pieces' weights sum to {sum(p.weight for p in pieces)}, not 1")
     total, _ = backward_pieces(model, pieces)
