@@ -1,12 +1,14 @@
 """CBiT's training step op by op against its FLOP floor: where the time above the floor goes.
 
 For each variant (`--variants`: `default`, or `key=value,...` --set overrides such as
-`dropout_masks=int16`) CBiT at the dataset's author settings runs `--warmup` untimed steps,
-`--steps` steps timed without the profiler (CPU process time), the same steps under
-torch.profiler (each op's self CPU time), and the same steps again under FlopCounterMode (each
-op's matmul FLOPs, forward and backward). Per op: self CPU s per step, its FLOPs, its speed, its
-floor (FLOPs at the measured large-GEMM speed, as in bench_floor.py) and its excess over that
-floor; ops without matmul FLOPs (dropout draws, copies, softmax, GELU, …) are all excess.
+`dropout_masks=int16`; `…+heap`: the same with glibc's heap only, an allocator experiment
+that changes no number) CBiT at the dataset's author settings runs `--warmup` untimed steps,
+`--steps` steps timed without the profiler (CPU process time), the same steps again for their
+page faults and user/system CPU split (getrusage), under torch.profiler (each op's self CPU
+time), and under FlopCounterMode (each op's matmul FLOPs, forward and backward). Per op: self
+CPU s per step, its FLOPs, its speed, its floor (FLOPs at the measured large-GEMM speed, as in
+bench_floor.py) and its excess over that floor; ops without matmul FLOPs (dropout draws,
+copies, softmax, GELU, …) are all excess.
 Writes `--out` (cbit_floor.json) and cbit_floor.md beside it.
 
     nice -n 10 python bench/bench_cbit_floor.py --data-dir DATA   # beauty, default + int16
@@ -16,7 +18,10 @@ Writes `--out` (cbit_floor.json) and cbit_floor.md beside it.
 from __future__ import annotations
 
 import argparse
+import ctypes
+import ctypes.util
 import json
+import resource
 import sys
 from pathlib import Path
 from typing import Any
@@ -31,9 +36,26 @@ from bench_profile import category, in_optimizer_step
 from bench_speed import build, first_and_count, machine, measure, seqbench_step, timed
 
 from seqbench.data.dataset import SeqDataset, load_dataset
+from seqbench.machine import retain_freed_memory
 
+#: glibc's mallopt parameters
+M_TRIM_THRESHOLD, M_MMAP_MAX = -1, -4
 #: ops listed one by one in the table (the rest summed in one row)
 TOP = 16
+
+
+def heap_only(on: bool) -> bool:
+    """An experiment (a variant `…+heap`), not seqbench's setting: glibc serves every block from
+    its heap (no mmap) and keeps up to 16 GiB freed, so big buffers are reused instead of
+    faulted in afresh each step (changes no number); off: glibc's mmap back, seqbench's
+    `retain_freed_memory` again. True where set."""
+    name = ctypes.util.find_library("c")
+    if name is None:
+        return False
+    mallopt = ctypes.CDLL(name).mallopt
+    if not on:
+        return bool(mallopt(M_MMAP_MAX, 65536) and retain_freed_memory())
+    return bool(mallopt(M_MMAP_MAX, 0) and mallopt(M_TRIM_THRESHOLD, 16 * 2**30))
 
 
 def op_flops(step: Any, batches: list) -> dict[str, int]:
@@ -44,6 +66,21 @@ def op_flops(step: Any, batches: list) -> dict[str, int]:
             step(batch)
     glob = counter.get_flop_counts().get("Global", {})
     return {str(op).replace("aten.", "aten::"): int(n) for op, n in glob.items()}
+
+
+def faults(step: Any, batches: list) -> dict[str, float]:
+    """Minor page faults and system CPU seconds per step of `step` on `batches` (buffers over
+    glibc's 32 MiB mmap threshold are fresh pages each step: the kernel zeroes them)."""
+    r0 = resource.getrusage(resource.RUSAGE_SELF)
+    for batch in batches:
+        step(batch)
+    r1 = resource.getrusage(resource.RUSAGE_SELF)
+    n = len(batches)
+    return {
+        "minor_faults_per_step": round((r1.ru_minflt - r0.ru_minflt) / n),
+        "system_cpu_s_per_step": round((r1.ru_stime - r0.ru_stime) / n, 4),
+        "user_cpu_s_per_step": round((r1.ru_utime - r0.ru_utime) / n, 4),
+    }
 
 
 def op_times(step: Any, batches: list) -> tuple[dict[str, dict[str, Any]], float]:
@@ -62,16 +99,18 @@ def op_times(step: Any, batches: list) -> tuple[dict[str, dict[str, Any]], float
 
 
 def variant(
-    data: SeqDataset, sets: dict[str, str], warmup: int, steps: int, rate: float
+    data: SeqDataset, sets: dict[str, str], warmup: int, steps: int, rate: float, heap: bool
 ) -> dict[str, Any]:
     """One CBiT variant: measured CPU s per step, and each op's time, FLOPs and excess."""
-    model, opt = build("cbit", data, sets)
+    model, opt = build("cbit", data, sets)  # seqbench's allocator setting (machine.py)
+    heap_only(heap)
     next(iter(model.train_batches(data, torch.Generator())))
     epoch = model.train_batches(data, torch.Generator().manual_seed(0))
     (batches, n), wall, cpu = timed(lambda: first_and_count(epoch, warmup + steps))
     step = seqbench_step(model, opt, None)
     row = measure(step, batches, warmup, steps, wall, cpu, n)
     run = batches[warmup : warmup + steps]
+    kernel = faults(step, run)
     times, total = op_times(step, run)
     flops = op_flops(step, run)
     ops = []
@@ -93,8 +132,10 @@ def variant(
     floor_step = sum(flops.values()) / steps / rate
     return {
         "sets": sets,
+        "heap_only": heap,
         "settings": {k: getattr(model.cfg, k) for k in ("d", "max_len", "batch_size", "m")},
         **row,
+        **kernel,
         "profiled_self_s_per_step": round(total / steps, 4),
         "floor_s_per_step": round(floor_step, 4),
         "ratio_step": round(row["cpu_s_per_step"] / floor_step, 2),
@@ -106,12 +147,15 @@ def render_variant(label: str, v: dict[str, Any]) -> list[str]:
     """One variant's op table."""
     s = v["settings"]
     lines = [
-        f"## CBiT, {label} (d={s['d']}, T={s['max_len']}, batch {s['batch_size']}, m={s['m']})",
+        f"## CBiT, {label}{' (experiment: glibc heap only)' * v.get('heap_only', False)} "
+        f"(d={s['d']}, T={s['max_len']}, batch {s['batch_size']}, m={s['m']})",
         "",
         f"Measured {v['cpu_s_per_step']:.3f} CPU s/step unprofiled ({v['steps']} steps; "
         f"{v['profiled_self_s_per_step']:.3f} under the profiler), floor "
         f"{v['floor_s_per_step']:.3f} s/step: **{v['ratio_step']:.2f}×**; "
-        f"{v['epoch_batches']} steps/epoch → {v['epoch_cpu_s']:.0f} CPU s/epoch.",
+        f"{v['epoch_batches']} steps/epoch → {v['epoch_cpu_s']:.0f} CPU s/epoch. Per step, "
+        f"re-run: {v['user_cpu_s_per_step']:.3f} s user + {v['system_cpu_s_per_step']:.3f} s "
+        f"system CPU, {v['minor_faults_per_step']:,} minor page faults.",
         "",
         "| op | category | calls / step | self s / step | GFLOP / step | GFLOP/s | floor s "
         "| excess s |",
@@ -158,7 +202,12 @@ def render(res: dict[str, Any]) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--variants", nargs="+", default=["default", "dropout_masks=int16"])
+    ap.add_argument(
+        "--variants",
+        nargs="+",
+        default=["default", "dropout_masks=int16", "dropout_masks=int16+heap"],
+        help="default | key=value,... ; +heap: the glibc heap-only experiment",
+    )
     ap.add_argument("--datasets", nargs="+", default=["beauty"])
     ap.add_argument("--data-dir", default=None, help="prepared datasets folder (default ./data)")
     ap.add_argument("--steps", type=int, default=3)
@@ -182,9 +231,10 @@ def main() -> None:
             data = load_dataset(dataset, args.data_dir)
             for label in args.variants:
                 print(f"[cbit {dataset} {label}] …", file=sys.stderr, flush=True)
-                _, sets = parse_model("cbit:" + ("" if label == "default" else label))
+                base, heap = label.removesuffix("+heap"), label.endswith("+heap")
+                _, sets = parse_model("cbit:" + ("" if base == "default" else base))
                 res["variants"][f"{dataset} {label}"] = variant(
-                    data, sets, args.warmup, args.steps, res["gemm"]["flop_per_cpu_s"]
+                    data, sets, args.warmup, args.steps, res["gemm"]["flop_per_cpu_s"], heap
                 )
                 res["uptime_after"] = uptime()
                 out.parent.mkdir(parents=True, exist_ok=True)

@@ -43,7 +43,7 @@ from bench_speed import build, first_and_count, machine, measure, seqbench_step,
 
 from seqbench.data.dataset import SeqDataset, load_dataset
 
-MODELS = ("cbit", "bert4rec", "sasrec", "linrec")
+MODELS = ("cbit", "cbit:dropout_masks=int16", "bert4rec", "sasrec", "linrec")
 DATASETS = ("beauty", "ml-1m")
 
 
