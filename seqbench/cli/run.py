@@ -340,9 +340,9 @@ def migrate(
     runs_dir: RunsDir = None,
     plugin: Plugins = None,
 ) -> None:
-    """Re-key runs stored by seqbench <= 0.5.0 (ids that hashed the version), or of an earlier
-    model revision a config keeps, from each run's recorded spec: nothing is re-trained, no
-    number changes, the old id stays in the record; refused as a whole on any collision."""
+    """Re-key runs stored by seqbench <= 0.5.0 (ids that hashed the version), of an earlier
+    model revision a config keeps, or from before a config field was added, from each run's
+    recorded spec: nothing is re-trained, no number changes, the old id stays in the record."""
     from pathlib import Path
 
     from seqbench.runs.migrate import apply_moves, plan_store, rename_ids

@@ -41,6 +41,7 @@ from seqbench.models.families.slide_windows import (
     BERT4RecSBody,
     BERT4RecSConfig,
 )
+from seqbench.models.layers import fast_dropout
 from seqbench.models.pieces import NO_PLANS, Plans
 
 
@@ -61,6 +62,10 @@ class CBiTConfig(BERT4RecSConfig):
     #: current: step s updates θ from its own losses, then uses it (CBiT's code); previous:
     #: step s uses θ from step s−1
     theta_step: Literal["current", "previous"] = "current"
+    #: bernoulli: torch's dropout, a `bernoulli_` draw per element (CBiT's code); int16: each
+    #: mask from 16-bit integer draws against a threshold (`packed.int_dropout`, packed
+    #: SASRec's): the same drop probability (within 2⁻¹⁷), other draws, a fraction of the cost
+    dropout_masks: Literal["bernoulli", "int16"] = "bernoulli"
 
     def validate(self) -> None:
         super().validate()
@@ -102,7 +107,7 @@ class CBiT(BERT4RecSBody):
     family = "contrastive, bidirectional"
     Config = CBiTConfig
     micro_key = None  # the contrastive loss couples the rows of a batch
-    ablations = ("augment", "reweight", "theta_step", *BERT4RecSBody.ablations)
+    ablations = ("augment", "reweight", "theta_step", "dropout_masks", *BERT4RecSBody.ablations)
     renamed = {"main_loss": "main_loss is now the shared loss axis: --ablate loss=bce (or ce)"}
     key_aliases = {"lambda": "lambda_"}
     dataset_defaults = {k: {**v, "m": CBIT_VIEWS[k]} for k, v in CBIT_DATASET_DEFAULTS.items()}
@@ -123,6 +128,14 @@ class CBiT(BERT4RecSBody):
             switches=(Switch("loss", "bce"),),
         ),
         Departure(
+            topic="dropout masks",
+            code="torch dropout: a bernoulli_ draw per element (≈15% of a CPU step)",
+            basis="code",
+            switches=(
+                Switch("dropout_masks", "int16", note="16-bit integer draws, same probability"),
+            ),
+        ),
+        Departure(
             topic="contrastive representation",
             paper="the whole last-layer output H (T×d) flattened, cosine similarity",
             code="same (full T×d, padding positions included; no projection head)",
@@ -133,6 +146,8 @@ class CBiT(BERT4RecSBody):
     def __init__(self, cfg: CBiTConfig, data: SeqDataset) -> None:
         super().__init__(cfg, data)
         self.theta = cfg.theta if cfg.reweight == "static" else 0.0
+        if cfg.dropout_masks == "int16":
+            fast_dropout(self)  # every dropout, attention's included, from `int_dropout`
 
     @property
     def views(self) -> int:

@@ -9,7 +9,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from seqbench.models.packed import Buckets, bucket_masks, int_dropout, packed_attention
+from seqbench.models.packed import (
+    Buckets,
+    bucket_masks,
+    int_dropout,
+    int_dropout_attention,
+    packed_attention,
+)
 from seqbench.models.pieces import RowPieces, pack
 
 Norm = Literal["pre", "post", "sasrec"]
@@ -153,8 +159,8 @@ class FeedForward(nn.Module):
 
 
 class MultiHeadAttention(nn.Module):
-    """Multi-head attention through scaled_dot_product_attention with a boolean mask (packed
-    attention with `fast` masks: written out, its dropout from `int_dropout`)."""
+    """Multi-head attention through scaled_dot_product_attention with a boolean mask (with
+    `fast` masks while training: written out, its dropout from `int_dropout`)."""
 
     fast: bool = False
 
@@ -187,7 +193,10 @@ class MultiHeadAttention(nn.Module):
             q, k, v = self.q(query), self.k(key), self.v(value)
             return self.out(packed_attention(q, k, v, mask, self.heads, p, self.fast))
         q, k, v = self.split(self.q(query)), self.split(self.k(key)), self.split(self.v(value))
-        o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)
+        if self.fast and p > 0.0:
+            o = int_dropout_attention(q, k, v, mask, p)
+        else:
+            o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)
         b, _, t, _ = o.shape
         return self.out(o.transpose(1, 2).reshape(b, t, -1))
 

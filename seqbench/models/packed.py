@@ -26,6 +26,16 @@ def int_dropout(x: torch.Tensor, p: float) -> torch.Tensor:
     return x * keep.mul_(1.0 / (1.0 - p))
 
 
+def int_dropout_attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor, p: float
+) -> torch.Tensor:
+    """softmax(q kᵀ/√d_head + mask) v written out, its dropout from `int_dropout` (the `fast`
+    masks); `mask` additive (0 / −inf) or bool (True where the query reads the key)."""
+    w = (q @ k.transpose(-2, -1)).mul_(q.shape[-1] ** -0.5)
+    w = w.masked_fill_(~mask, float("-inf")) if mask.dtype == torch.bool else w.add_(mask)
+    return int_dropout(torch.softmax(w, -1), p) @ v
+
+
 @dataclass(frozen=True)
 class Buckets:
     """Attention over packed items [N, d]: `spread` lays them out as blocks of (rows, width)
@@ -118,9 +128,7 @@ def packed_attention(
     for (rows, width), mask, *qkv in zip(buckets.blocks, buckets.masks, *laid, strict=True):
         bq, bk, bv = (x.view(rows, width, heads, d // heads).transpose(1, 2) for x in qkv)
         if fast:
-            w = (bq @ bk.transpose(-2, -1)).mul_(bq.shape[-1] ** -0.5).add_(mask)
-            w = torch.softmax(w, -1)
-            o = int_dropout(w, p) @ bv
+            o = int_dropout_attention(bq, bk, bv, mask, p)
         else:
             o = F.scaled_dot_product_attention(bq, bk, bv, attn_mask=mask, dropout_p=p)
         outs.append(o.transpose(1, 2).reshape(rows * width, d))

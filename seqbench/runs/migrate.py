@@ -85,6 +85,12 @@ ABSENT: dict[str, dict[str, Any]] = {
     "stosa": {**_BASE, **_OBJECTIVE, "instances": "all_positions", "loss": "bpr"},
 }
 
+#: per model, config fields added after its runs were re-keyed (records with a `revision`),
+#: each at the value that computes what the run computed: a record without the field gains
+#: it and its id moves, its numbers do not (CHANGELOG names each addition)
+ADDED: dict[str, dict[str, Any]] = {
+    "cbit": {"dropout_masks": "bernoulli"},  # issue 54: int16 masks, a declared switch
+}
 
 #: the suffix of a folder parked between its records' rewrite and its rename
 MIGRATING = ".migrating"
@@ -147,12 +153,15 @@ def plan_move(path: Path) -> Move:
     metrics = load_json(folder.metrics)
     where = folder.config
     if "revision" in rec:  # already re-keyed: its record hashes to its id
-        new_id = hash_identity({k: rec[k] for k in (*IDENTITY_KEYS, "code") if k in rec})
-        if new_id != rec.get("run_id"):
+        old_id = hash_identity({k: rec[k] for k in (*IDENTITY_KEYS, "code") if k in rec})
+        if old_id != rec.get("run_id"):
             raise MigrationError(f"{where}: the record does not hash to its run_id: restore it")
+        rec = with_added_fields(rec)
         if revisable(rec):  # a revision today's model computes under a config (`REVISED`)
-            return _revised(path, str(rec["run_id"]), rec, metrics)
-        return Move(path, str(rec["run_id"]), new_id, rec, {**metrics, "run_id": new_id})
+            return _revised(path, old_id, rec, metrics)
+        new_id = hash_identity({k: rec[k] for k in (*IDENTITY_KEYS, "code") if k in rec})
+        rec["run_id"] = new_id
+        return Move(path, old_id, new_id, rec, {**metrics, "run_id": new_id})
     old_id, cls = _old_record(where, rec)
     model = str(rec["model"])
     identity = {
@@ -199,6 +208,16 @@ def _revised(path: Path, old_id: str, rec: dict[str, Any], metrics: dict[str, An
             f"{path}: {rec['model']}'s config cannot take the record ({e})"
         ) from None
     return Move(path, old_id, new_id, record, new_metrics)
+
+
+def with_added_fields(rec: dict[str, Any]) -> dict[str, Any]:
+    """A re-keyed record with the `ADDED` fields it lacks, in its config and default config."""
+    added = ADDED.get(str(rec["model"]), {})
+    out = dict(rec)
+    for key in ("config", "default_config"):
+        if isinstance(rec.get(key), dict):
+            out[key] = {**rec[key], **{k: v for k, v in added.items() if k not in rec[key]}}
+    return out
 
 
 def _old_record(where: Path, rec: dict[str, Any]) -> tuple[str, type[SeqModel]]:
