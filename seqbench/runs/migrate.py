@@ -153,15 +153,7 @@ def plan_move(path: Path) -> Move:
     metrics = load_json(folder.metrics)
     where = folder.config
     if "revision" in rec:  # already re-keyed: its record hashes to its id
-        old_id = hash_identity({k: rec[k] for k in (*IDENTITY_KEYS, "code") if k in rec})
-        if old_id != rec.get("run_id"):
-            raise MigrationError(f"{where}: the record does not hash to its run_id: restore it")
-        rec = with_added_fields(rec)
-        if revisable(rec):  # a revision today's model computes under a config (`REVISED`)
-            return _revised(path, old_id, rec, metrics)
-        new_id = hash_identity({k: rec[k] for k in (*IDENTITY_KEYS, "code") if k in rec})
-        rec["run_id"] = new_id
-        return Move(path, old_id, new_id, rec, {**metrics, "run_id": new_id})
+        return _rekeyed(path, rec, metrics)
     old_id, cls = _old_record(where, rec)
     model = str(rec["model"])
     identity = {
@@ -197,6 +189,20 @@ def plan_move(path: Path) -> Move:
     if model in REVISED:  # its defaults moved since: read against today's
         return _revised(path, old_id, record, new_metrics)
     return Move(path, old_id, new_id, record, new_metrics)
+
+
+def _rekeyed(path: Path, rec: dict[str, Any], metrics: dict[str, Any]) -> Move:
+    """The move of a record already re-keyed (it hashes to its id): the config fields added
+    since (`ADDED`), then a revision today's model computes under a config (`REVISED`)."""
+    old_id = hash_identity({k: rec[k] for k in (*IDENTITY_KEYS, "code") if k in rec})
+    if old_id != rec.get("run_id"):
+        where = RunFolder(path).config
+        raise MigrationError(f"{where}: the record does not hash to its run_id: restore it")
+    rec = with_added_fields(rec)
+    if revisable(rec):
+        return _revised(path, old_id, rec, metrics)
+    new_id = hash_identity({k: rec[k] for k in (*IDENTITY_KEYS, "code") if k in rec})
+    return Move(path, old_id, new_id, {**rec, "run_id": new_id}, {**metrics, "run_id": new_id})
 
 
 def _revised(path: Path, old_id: str, rec: dict[str, Any], metrics: dict[str, Any]) -> Move:
