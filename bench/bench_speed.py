@@ -113,19 +113,19 @@ BF16_PARTS = ("bert", "cbit")
 TITLES = {
     "bert": "BERT4Rec d=64 batch 256 (masked targets)",
     "cbit": "CBiT d=256 T=15 m=4 (masked targets)",
-    "stosa": "STOSA, Beauty defaults (next-item targets)",
-    "duorec": "DuoRec, Beauty defaults (next-item targets)",
-    "cl4srec": "CL4SRec, Beauty defaults (next-item targets)",
+    "stosa": "STOSA at --dataset's defaults (next-item targets)",
+    "duorec": "DuoRec at --dataset's defaults (next-item targets)",
+    "cl4srec": "CL4SRec at --dataset's defaults (next-item targets)",
     "cl4srec_micro": "CL4SRec `--set batching=micro` (next-item targets)",
     "cl4srec_packed": "CL4SRec `--set batching=packed` (next-item targets)",
     "duorec_packed": "DuoRec `--set batching=packed` (next-item targets)",
-    "bsarec": "BSARec, Beauty defaults (next-item targets)",
-    "lrurec": "LRURec, Beauty defaults (next-item targets)",
-    "fmlprec": "FMLP-Rec, Beauty defaults (next-item targets)",
-    "linrec": "LinRec, Beauty defaults (next-item targets)",
+    "bsarec": "BSARec at --dataset's defaults (next-item targets)",
+    "lrurec": "LRURec at --dataset's defaults (next-item targets)",
+    "fmlprec": "FMLP-Rec at --dataset's defaults (next-item targets)",
+    "linrec": "LinRec at --dataset's defaults (next-item targets)",
     "linrec_rows": "LinRec `--ablate instances=prefixes`: a row per prefix (next-item targets)",
-    "fearec": "FEARec, Beauty defaults (next-item targets)",
-    "hstu": "HSTU, Beauty defaults (next-item targets)",
+    "fearec": "FEARec at --dataset's defaults (next-item targets)",
+    "hstu": "HSTU at --dataset's defaults (next-item targets)",
 }
 #: a single-threaded torch matmul loop that keeps one core busy until killed
 SPINNER = (
