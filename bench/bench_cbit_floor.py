@@ -35,8 +35,8 @@ from bench_floor import gemm_rate, header, parse_model, uptime
 from bench_profile import category, in_optimizer_step
 from bench_speed import build, first_and_count, machine, measure, seqbench_step, timed
 
+from seqbench.allocator import retain_freed_memory
 from seqbench.data.dataset import SeqDataset, load_dataset
-from seqbench.machine import retain_freed_memory
 
 #: glibc's mallopt parameters
 M_TRIM_THRESHOLD, M_MMAP_MAX = -1, -4
@@ -102,7 +102,7 @@ def variant(
     data: SeqDataset, sets: dict[str, str], warmup: int, steps: int, rate: float, heap: bool
 ) -> dict[str, Any]:
     """One CBiT variant: measured CPU s per step, and each op's time, FLOPs and excess."""
-    model, opt = build("cbit", data, sets)  # seqbench's allocator setting (machine.py)
+    model, opt = build("cbit", data, sets)  # seqbench's allocator setting (allocator.py)
     heap_only(heap)
     next(iter(model.train_batches(data, torch.Generator())))
     epoch = model.train_batches(data, torch.Generator().manual_seed(0))
