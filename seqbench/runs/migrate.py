@@ -24,7 +24,7 @@ from seqbench.models.losses import LOSSES
 from seqbench.plugins import origin
 from seqbench.runs.identity import IDENTITY_KEYS, ablation_of, hash_identity
 from seqbench.runs.result import load_json
-from seqbench.runs.revise import REVISED, revisable, revise
+from seqbench.runs.revise import REVISED, revisable, revise, with_added_fields
 from seqbench.runs.store import EVALUATIONS, PARTIAL_PREFIX, RunFolder
 
 #: the releases whose models compute what today's do from the same full config (every change
@@ -83,13 +83,6 @@ ABSENT: dict[str, dict[str, Any]] = {
     "sasrec": _SASREC,
     "sasrec_ce": {k: v for k, v in _SASREC.items() if k != "loss"},
     "stosa": {**_BASE, **_OBJECTIVE, "instances": "all_positions", "loss": "bpr"},
-}
-
-#: per model, config fields added after its runs were re-keyed (records with a `revision`),
-#: each at the value that computes what the run computed: a record without the field gains
-#: it and its id moves, its numbers do not (CHANGELOG names each addition)
-ADDED: dict[str, dict[str, Any]] = {
-    "cbit": {"dropout_masks": "bernoulli"},  # issue 54: int16 masks, a declared switch
 }
 
 #: the suffix of a folder parked between its records' rewrite and its rename
@@ -214,16 +207,6 @@ def _revised(path: Path, old_id: str, rec: dict[str, Any], metrics: dict[str, An
             f"{path}: {rec['model']}'s config cannot take the record ({e})"
         ) from None
     return Move(path, old_id, new_id, record, new_metrics)
-
-
-def with_added_fields(rec: dict[str, Any]) -> dict[str, Any]:
-    """A re-keyed record with the `ADDED` fields it lacks, in its config and default config."""
-    added = ADDED.get(str(rec["model"]), {})
-    out = dict(rec)
-    for key in ("config", "default_config"):
-        if isinstance(rec.get(key), dict):
-            out[key] = {**rec[key], **{k: v for k, v in added.items() if k not in rec[key]}}
-    return out
 
 
 def _old_record(where: Path, rec: dict[str, Any]) -> tuple[str, type[SeqModel]]:

@@ -1,7 +1,8 @@
-"""Re-key runs of an earlier model revision whose numbers today's code still computes under a
-config: a model's revision moved with its defaults, and the fields it added keep the old
-arithmetic at a value (`REVISED`); `seqbench runs migrate` writes those values into the
-record, stamps today's revision, and re-reads the run's ablation against today's defaults."""
+"""Records written before a model changed, read as today's: a config field added since, at the
+value that computes what the run did (`ADDED`, the revision unchanged), and an earlier revision
+whose numbers today's code still computes under a config (`REVISED`: its revision moved with its
+defaults); `seqbench runs migrate` writes those values into the record, stamps today's
+revision, and re-reads the run's ablation against today's defaults."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import Any
 
 from seqbench.models.base import MODELS, SeqModel, resolve_config
 from seqbench.models.departures import switched
-from seqbench.runs.identity import ablation_of, hash_identity
+from seqbench.runs.identity import IDENTITY_KEYS, ablation_of, hash_identity
 
 
 @dataclass(frozen=True)
@@ -25,6 +26,13 @@ class Revised:
     moved: tuple[str, ...]
 
 
+#: per model, config fields added after its runs were re-keyed (records with a `revision`),
+#: each at the value that computes what the run computed: a record without the field gains
+#: it and its id moves, its numbers do not (CHANGELOG names each addition)
+ADDED: dict[str, dict[str, Any]] = {
+    "cbit": {"dropout_masks": "bernoulli"},  # issue 54: int16 masks, a declared switch
+}
+
 #: per model, the earlier revision a config keeps
 REVISED: dict[str, Revised] = {
     # linrec 2 (issue 54): positions from each row's first item, prefixes from shared windows;
@@ -33,6 +41,16 @@ REVISED: dict[str, Revised] = {
         1, {"positions": "right", "share_step": 0}, ("instances", "positions", "share_step")
     ),
 }
+
+
+def with_added_fields(rec: dict[str, Any]) -> dict[str, Any]:
+    """A re-keyed record with the `ADDED` fields it lacks, in its config and default config."""
+    added = ADDED.get(str(rec["model"]), {})
+    out = dict(rec)
+    for key in ("config", "default_config"):
+        if isinstance(rec.get(key), dict):
+            out[key] = {**rec[key], **{k: v for k, v in added.items() if k not in rec[key]}}
+    return out
 
 
 def revisable(rec: dict[str, Any]) -> bool:
@@ -53,8 +71,7 @@ def revise(
     today = dataclasses.asdict(resolve_config(cls, str(rec["dataset"])))
     default = {**today, **rec.get("default_config", {})}
     default.update({k: today[k] for k in rule.moved})
-    keys = ("model", "dataset", "protocol", "seed", "data_checksum", "precision", "device")
-    identity = {**{k: rec[k] for k in keys}, "config": config, "revision": cls.revision}
+    identity = {k: rec[k] for k in IDENTITY_KEYS} | {"config": config, "revision": cls.revision}
     identity.update({k: rec[k] for k in ("code", "procs") if k in rec})
     new_id = hash_identity(identity)
     record = {**identity, "run_id": new_id, "default_config": default}
