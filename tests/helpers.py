@@ -3,7 +3,10 @@ writes them (without a registry entry)."""
 
 from __future__ import annotations
 
+import importlib
+import sys
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -42,3 +45,17 @@ def write_tiny(root: Path) -> Path:
     inter, items = generate(n_users=120, n_items=80, min_len=5, max_len=20, seed=3)
     prepare_frames(root / "synthetic", "synthetic", inter, items)
     return root
+
+
+#: the benchmark scripts' folder (not a package: a script imports its siblings by name)
+BENCH = Path(__file__).resolve().parents[1] / "bench"
+
+
+def bench_script(name: str) -> ModuleType:
+    """The benchmark script bench/`name`.py as a module, imported with bench/ on the path for
+    the time of the import (the scripts import their siblings)."""
+    sys.path.insert(0, str(BENCH))
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.remove(str(BENCH))

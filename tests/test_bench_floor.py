@@ -3,23 +3,17 @@ a row's model and its --set overrides from `name:key=value,...`."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
+from types import ModuleType
 
 import pytest
 import torch
 
-BENCH = Path(__file__).resolve().parents[1] / "bench"
+from tests.helpers import bench_script
 
 
 @pytest.fixture(scope="module")
-def bf():
-    sys.path.insert(0, str(BENCH))
-    try:
-        import bench_floor
-    finally:
-        sys.path.remove(str(BENCH))
-    return bench_floor
+def bf() -> ModuleType:
+    return bench_script("bench_floor")
 
 
 def test_a_linear_steps_flops_are_its_three_products(bf) -> None:

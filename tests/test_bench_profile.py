@@ -2,24 +2,18 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
+from types import ModuleType
 
 import pytest
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-BENCH = Path(__file__).resolve().parents[1] / "bench"
+from tests.helpers import bench_script
 
 
 @pytest.fixture(scope="module")
-def bp():
-    sys.path.insert(0, str(BENCH))
-    try:
-        import bench_profile
-    finally:
-        sys.path.remove(str(BENCH))
-    return bench_profile
+def bp() -> ModuleType:
+    return bench_script("bench_profile")
 
 
 @pytest.mark.parametrize(

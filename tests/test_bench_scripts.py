@@ -3,20 +3,16 @@ the day someone re-makes a committed table with it."""
 
 from __future__ import annotations
 
-import importlib
-from pathlib import Path
-
 import pytest
 
-BENCH = Path(__file__).resolve().parents[1] / "bench"
+from tests.helpers import BENCH, bench_script
+
 SCRIPTS = sorted(p.stem for p in BENCH.glob("bench_*.py"))
 
 
 @pytest.mark.parametrize("name", SCRIPTS)
-def test_the_script_imports(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.syspath_prepend(str(BENCH))
-    module = importlib.import_module(name)
-    assert module.__file__ == str(BENCH / f"{name}.py")
+def test_the_script_imports(name: str) -> None:
+    assert bench_script(name).__file__ == str(BENCH / f"{name}.py")
 
 
 def test_it_finds_the_scripts() -> None:

@@ -4,11 +4,8 @@ sampled BCE, seqbench's instances), and an epoch is counted and timed without be
 from __future__ import annotations
 
 import gc
-import importlib.util
 import math
-import sys
 import weakref
-from pathlib import Path
 from types import ModuleType
 
 import numpy as np
@@ -17,18 +14,12 @@ import torch
 
 from seqbench.data.dataset import SeqDataset
 from seqbench.data.sequences import next_item_instances
-
-BENCH = Path(__file__).resolve().parents[1] / "bench" / "bench_speed.py"
+from tests.helpers import bench_script
 
 
 @pytest.fixture(scope="module")
 def bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_speed", BENCH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["bench_speed"] = module
-    spec.loader.exec_module(module)
-    return module
+    return bench_script("bench_speed")
 
 
 def tiny_model(bench: ModuleType) -> torch.nn.Module:
