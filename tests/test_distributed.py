@@ -17,7 +17,7 @@ from helpers import write_tiny
 from seqbench.data.dataset import load_dataset
 from seqbench.distributed import all_reduce_grads
 from seqbench.models.base import get_model, resolve_config
-from seqbench.training.micro import backward_batch
+from seqbench.training.engine import backward_batch
 
 SETS = {"d": 16, "dropout": 0.0, "batch_size": 64, "batching": "micro"}
 

@@ -23,7 +23,7 @@ from seqbench.data.dataset import SeqDataset
 from seqbench.models.base import MODELS, get_model, resolve_config
 from seqbench.models.pieces import piecewise
 from seqbench.runs.store import RunFolder
-from seqbench.training import micro
+from seqbench.training import engine as micro
 from seqbench.training.context import RunContext
 
 CPU = torch.device("cpu")

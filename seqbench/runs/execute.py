@@ -41,7 +41,6 @@ from seqbench.runs.store import RunFolder, RunSpec, RunStore
 from seqbench.runs.tracking import TrackedRun, track
 from seqbench.training.checkpoint import SignalTrap
 from seqbench.training.context import LogObserver, Observer, RunContext
-from seqbench.training.micro import check_splittable
 from seqbench.training.trainer import Trainer, TrainOptions, TrainResult
 
 
@@ -158,8 +157,6 @@ def _check_procs(run: ResolvedRun, shard: distributed.Shard) -> None:
             f"run {run.run_id} is planned for {run.request.procs} process(es) but runs in a "
             f"group of {shard.world}: pass --procs {shard.world} (torchrun --nproc-per-node)"
         )
-    if shard.active:
-        check_splittable(run.model_cls, run.request.model)
 
 
 def _checked(run: ResolvedRun, data: SeqDataset, dev: torch.device) -> tuple[SeqDataset, Audit]:
