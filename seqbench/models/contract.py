@@ -2,9 +2,10 @@
 (`call_loss`), their signatures checked before a run (`contract_problems`), and a model's own
 exception turned into one line naming the model, the method and the error (`ModelFailure`).
 
-Contract 4 (this release): `train_batches(data, gen)`, `loss(batch, rows)`, `score(batch)`;
-`rows` (`pieces.RowEncoder`) encodes the batch's row tensors as the training engine runs them
-(`rows(fn, batch[key], key)`), and `SeqModel.rows()` says what the loss reads of the rows. The
+Contract 4 (this release): `train_batches(data, gen)`, `loss(batch)`, `score(batch)`; a loss
+with a second parameter is called `loss(batch, rows)`, `rows` (`pieces.RowEncoder`) encoding
+the batch's row tensors as the training engine runs them (`rows(fn, batch[key], key)`), and
+`SeqModel.rows()` says what the loss reads of the rows (what the engine may split or trim). The
 batching class variables of contract 3 (`micro_key`, `piecewise`, `packs`, `row_keys`) are
 refused with their replacement. Optional: a model that declares `item_ranges = True` has
 `query(batch)` and `score_items(query, lo, hi)` (scores of items lo..hi-1), which the evaluator
@@ -31,7 +32,7 @@ CONTRACT_VERSIONS = {
     1: "loss(batch) documented, loss(batch, plans) called for every model",
     2: "loss(batch, plans) called only for piecewise models, loss(batch) for the others",
     3: "optional item_ranges: query(batch) and score_items(query, lo, hi) rank in item chunks",
-    4: "loss(batch, rows) for every model, batching owned by the training engine (rows())",
+    4: "batching owned by the training engine (rows()); a loss(batch, rows) gets the encoder",
 }
 #: contract 3's batching class variables → what replaces them in contract 4
 RETIRED = {
@@ -60,9 +61,16 @@ def call_loss(model: SeqModel, batch: Batch, rows: RowEncoder) -> tuple[torch.Te
 
 
 def takes_rows(cls: type[SeqModel]) -> bool:
-    """Whether seqbench calls the model's `loss` with the step's row encoder (contract 4 on)."""
+    """Whether seqbench passes the step's row encoder to the model's `loss`: a contract-4 model
+    whose `loss` takes a second argument (`loss(batch)` alone is a whole contract too)."""
     declared = getattr(cls, "contract", CONTRACT_VERSION)
-    return not isinstance(declared, int) or declared >= 4
+    if isinstance(declared, int) and declared < 4:
+        return False
+    try:
+        inspect.signature(cls.loss).bind(None, None, None)
+    except (TypeError, ValueError, AttributeError):
+        return False
+    return True
 
 
 def loss_args(cls: type[SeqModel]) -> tuple[str, ...]:
@@ -121,8 +129,7 @@ def contract_problems(cls: type[SeqModel]) -> list[str]:
         except (TypeError, ValueError):
             want = f"def {method}(self, {', '.join(args)})"
             got = f"def {method}{_signature(fn)}"
-            why = " (rows: the step's row encoder)" if method == "loss" and len(args) > 1 else ""
-            problems.append(f"{method}: seqbench calls {want}{why}, but it is {got}: fix it")
+            problems.append(f"{method}: seqbench calls {want}, but it is {got}: fix it")
     return problems
 
 

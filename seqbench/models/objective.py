@@ -189,7 +189,6 @@ class NextItemObjective(TrainingObjective):
             yield batch
 
 
-
 @dataclass
 class PrefixSharing:
     """The config of a causal model that trains every prefix once: each its own row (the
