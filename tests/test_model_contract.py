@@ -28,8 +28,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 from seqbench.data.sequences import iterate_rows, next_item_instances
-from seqbench.models import ModelConfig, SeqModel, register
-from seqbench.models.pieces import RowSpec
+from seqbench.models import ModelConfig, RowSpec, SeqModel, register
 
 
 @dataclass
