@@ -92,9 +92,12 @@ def row_plans(model: SeqModel, batch: Batch) -> Plans:
     return {k: plan_rows(batch[k], cfg.micro_overhead, packed) for k in spec.inputs if k in batch}
 
 
-def prepare(model: SeqModel) -> None:
-    """Set up `model` for the engine's batching: a packed model draws its dropout masks from
-    16-bit integers (`packed.int_dropout`)."""
+def prepare(model: SeqModel, split: bool = False) -> None:
+    """Set up `model` for the engine's batching: refuse a loss that couples rows where the
+    batch is `split` over processes; a packed model draws its dropout masks from 16-bit
+    integers (`packed.int_dropout`)."""
+    if split:
+        check_splittable(model, model.name or type(model).__name__)
     if model.cfg.batching == "packed" and packs(type(model)):
         fast_dropout(model)
 
