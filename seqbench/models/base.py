@@ -29,7 +29,7 @@ from seqbench.models.departures import (
 from seqbench.models.layers import CausalStack
 from seqbench.models.losses import Head, Objective, ObjectiveFields, refuse_unused
 from seqbench.models.objective import TrainingObjective
-from seqbench.models.pieces import PLAIN, RowEncoder, RowSpec
+from seqbench.models.pieces import RowSpec
 from seqbench.registry import Registry
 
 Batch = dict[str, torch.Tensor]
@@ -167,11 +167,12 @@ class SeqModel(nn.Module):
             raise NotImplementedError
         return self.train_objective.batches(data, gen)
 
-    def loss(self, batch: Batch, rows: RowEncoder = PLAIN) -> tuple[torch.Tensor, Parts]:
+    def loss(self, batch: Batch) -> tuple[torch.Tensor, Parts]:
         """The scalar loss to minimise and its named parts for the history ({name: detached
-        tensor}, summed on the device and read once per epoch). `rows` encodes the batch's row
-        tensors as the step runs them (`rows(fn, batch[key], key)`: plainly, in trimmed pieces
-        or packed; the same values)."""
+        tensor}, summed on the device and read once per epoch). A loss that takes a second
+        argument, `loss(batch, rows: RowEncoder = PLAIN)`, is given the step's encoder of the
+        batch's row tensors (`rows(fn, batch[key], key)`: plainly, in trimmed pieces or
+        packed; the same values)."""
         raise NotImplementedError
 
     def score(self, batch: Batch) -> torch.Tensor:

@@ -26,7 +26,7 @@ from seqbench.models.departures import Departure
 from seqbench.models.item_scores import ItemDot, ItemTable
 from seqbench.models.losses import Objective, ObjectiveFields, chunked_ce
 from seqbench.models.objective import TrainingObjective, score_objective
-from seqbench.models.pieces import PLAIN, RowEncoder, RowSpec
+from seqbench.models.pieces import RowSpec
 
 
 def caser_bce(
@@ -182,7 +182,7 @@ class Caser(ItemDot, SeqModel):
             batch.update({k: v.view(rows, -1) for k, v in drawn.items()})
             yield batch
 
-    def loss(self, batch: Batch, rows: RowEncoder = PLAIN) -> tuple[torch.Tensor, Parts]:
+    def loss(self, batch: Batch) -> tuple[torch.Tensor, Parts]:
         x = self.represent(batch["seqs"], batch["users"])  # [B, 2d]
         obj = self.train_objective
         if not obj.needs_negatives:

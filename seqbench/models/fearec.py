@@ -29,7 +29,6 @@ from seqbench.models.departures import Departure, Switch
 from seqbench.models.item_scores import ItemDot, ItemTable
 from seqbench.models.layers import ResidualFFN, causal_key_mask, normal_init, pad_left, with_self
 from seqbench.models.losses import LossName, ObjectiveFields
-from seqbench.models.pieces import PLAIN, RowEncoder
 from seqbench.models.same_target import SameTargetObjective
 
 
@@ -280,7 +279,7 @@ class FEARec(ItemDot, SeqModel):
             return h, self.represent(batch["positives"])
         return self.represent(batch["seqs"]), self.represent(batch["positives"])
 
-    def loss(self, batch: Batch, rows: RowEncoder = PLAIN) -> tuple[torch.Tensor, Parts]:
+    def loss(self, batch: Batch) -> tuple[torch.Tensor, Parts]:
         cfg, obj = self.cfg, self.train_objective
         h = self.represent(batch["seqs"])
         loss = obj.loss(h, self.item.weight, batch)

@@ -22,7 +22,6 @@ from seqbench.models.departures import Departure
 from seqbench.models.item_scores import ItemDot, ItemTable
 from seqbench.models.losses import LossName, ObjectiveFields
 from seqbench.models.objective import NextItemObjective
-from seqbench.models.pieces import PLAIN, RowEncoder
 
 
 @dataclass
@@ -104,7 +103,7 @@ class GRU4Rec(ItemDot, SeqModel):
         out, _ = pad_packed_sequence(self.gru(packed)[0], batch_first=True)
         return self.dense(out), lengths
 
-    def loss(self, batch: Batch, rows: RowEncoder = PLAIN) -> tuple[torch.Tensor, Parts]:
+    def loss(self, batch: Batch) -> tuple[torch.Tensor, Parts]:
         """The objective at the real target positions, in row-major order: right-aligned
         outputs and left-padded targets/negatives list them in the same order."""
         h, _ = self.encode(batch["seqs"])

@@ -33,7 +33,6 @@ from seqbench.models.item_scores import ItemDot, ItemTable
 from seqbench.models.layers import causal_key_mask
 from seqbench.models.losses import LossName, NegativesFrom, ObjectiveFields
 from seqbench.models.objective import NextItemObjective
-from seqbench.models.pieces import PLAIN, RowEncoder
 
 #: time buckets: ⌊ln(max(|Δt|, 1)) / 0.301⌋ clamped to [0, 128] (the code's bucketization)
 TIME_BUCKETS, TIME_DIVISOR = 128, 0.301
@@ -293,7 +292,7 @@ class HSTU(RelativeBias, ItemDot, SeqModel):
     def item_table(self) -> torch.Tensor:
         return F.normalize(self.item.weight, dim=-1, eps=1e-6)
 
-    def loss(self, batch: Batch, rows: RowEncoder = PLAIN) -> tuple[torch.Tensor, Parts]:
+    def loss(self, batch: Batch) -> tuple[torch.Tensor, Parts]:
         h = self.encode(batch["seqs"], batch.get("index")) / self.cfg.temperature
         loss = self.train_objective.loss(h, self.item_table(), batch)
         return loss, self.train_objective.parts(loss)

@@ -26,7 +26,6 @@ from seqbench.models.item_scores import ItemDot, ItemTable
 from seqbench.models.layers import linear_scan
 from seqbench.models.losses import LossName, ObjectiveFields
 from seqbench.models.objective import NextItemObjective
-from seqbench.models.pieces import PLAIN, RowEncoder
 
 
 @dataclass
@@ -165,7 +164,7 @@ class LRURec(ItemDot, SeqModel):
             x = ffn(lru(x, real))
         return x
 
-    def loss(self, batch: Batch, rows: RowEncoder = PLAIN) -> tuple[torch.Tensor, Parts]:
+    def loss(self, batch: Batch) -> tuple[torch.Tensor, Parts]:
         h = self.encode(batch["seqs"])
         h = torch.cat([h, torch.ones_like(h[..., :1])], -1)
         weight = torch.cat([self.item.weight, self.item_bias[:, None]], 1)

@@ -32,7 +32,6 @@ from seqbench.models.departures import S3REC_INSTANCES, Departure, Switch
 from seqbench.models.layers import SeqEmbedding, causal_mask, with_self
 from seqbench.models.losses import LOSSES, LossName, ObjectiveFields, chunked_ce
 from seqbench.models.objective import NextItemObjective, score_objective
-from seqbench.models.pieces import PLAIN, RowEncoder
 from seqbench.models.wasserstein import wasserstein2, wasserstein2_matrix
 
 Tensor = torch.Tensor
@@ -295,7 +294,7 @@ class STOSA(SeqModel):
             mean, cov = block(mean, cov, mask, last_only and i == len(self.blocks) - 1)
         return mean, cov
 
-    def loss(self, batch: Batch, rows: RowEncoder = PLAIN) -> tuple[Tensor, Parts]:
+    def loss(self, batch: Batch) -> tuple[Tensor, Parts]:
         """The objective on the scores −d(output, item) of the target and its negatives (BPR
         softplus(d⁺ − d⁻) by default) + λ·max(0, d⁺ − d(j⁺, j⁻)), over target positions."""
         mean, cov = self.encode(batch["seqs"])
