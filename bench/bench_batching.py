@@ -76,7 +76,7 @@ def speed(model_name: str, dataset: str, sets: dict[str, str], steps: int) -> No
     scales by the epoch's batch count.
     """
     from seqbench.models.base import get_model, resolve_config
-    from seqbench.training.micro import backward_batch
+    from seqbench.training.engine import backward_batch
     from seqbench.training.trainer import make_optimizer
 
     data = load_dataset(dataset)

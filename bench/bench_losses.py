@@ -43,7 +43,7 @@ from seqbench.data.dataset import load_dataset
 from seqbench.machine import ThreadChoice, apply_threads, cpuinfo_field
 from seqbench.models.base import get_model, resolve_config
 from seqbench.models.losses import full_ce
-from seqbench.training.micro import backward_batch
+from seqbench.training.engine import backward_batch
 from seqbench.training.trainer import make_optimizer
 
 #: label -> (--ablate, --set) of each objective, on top of sasrec's dataset defaults

@@ -80,7 +80,7 @@ from seqbench.machine import (
     thread_choice,
 )
 from seqbench.models.base import SeqModel, get_model, resolve_config
-from seqbench.training.micro import backward_batch
+from seqbench.training.engine import backward_batch
 from seqbench.training.trainer import make_optimizer
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling bench scripts

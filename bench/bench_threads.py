@@ -41,7 +41,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from seqbench.data.dataset import load_dataset
 from seqbench.machine import allowed_cpus
-from seqbench.training.micro import backward_batch
+from seqbench.training.engine import backward_batch
 
 PARTS = ("gain", "wait")
 MODELS = (

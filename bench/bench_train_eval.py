@@ -20,7 +20,7 @@ from seqbench.data.dataset import load_dataset
 from seqbench.evaluation.evaluator import Evaluator
 from seqbench.evaluation.protocols import get_protocol
 from seqbench.models.base import get_model, resolve_config
-from seqbench.training.micro import backward_batch
+from seqbench.training.engine import backward_batch
 from seqbench.training.trainer import make_optimizer
 
 SIZES = {"beauty": {"d": "64", "max_len": "50"}, "ml-1m": {"d": "64", "max_len": "200"}}

@@ -36,7 +36,7 @@ from seqbench.models.base import MODELS, get_model, resolve_config
 from seqbench.runs.execute import execute
 from seqbench.runs.request import RunRequest
 from seqbench.training.context import RunContext
-from seqbench.training.micro import accumulate_pieces, step_pieces
+from seqbench.training.engine import accumulate_pieces, step_pieces
 from seqbench.training.trainer import make_optimizer
 
 AUTHORS = ("sasrec", "bert4rec_s", "cbit")

@@ -8,15 +8,18 @@ The contract `seqbench check` verifies:
   never from the other rows of the batch (no normalising over it), never from the target.
 - all randomness comes from torch's global RNG (the run seeds it) or the `gen` given to
   `train_batches`: the same seed gives the same run, another seed another initialisation.
-- the calls, as seqbench makes them (model contract 3, `seqbench.models.contract`):
+- the calls, as seqbench makes them (model contract 4, `seqbench.models.contract`):
   `train_batches(data, gen)` yields dicts of [B, ...] tensors; `loss(batch)` returns
   (scalar loss, {name: detached tensor or float}) with a gradient for every parameter;
-  `score(batch)` as above. Only a model that sets `piecewise = True` is called
-  `loss(batch, plans)` (see SeqModel.encode_rows). Optional: `item_ranges = True` with
+  `score(batch)` as above. A loss with a second parameter is called `loss(batch, rows)`:
+  `rows(fn, batch[key], key)` is `fn(batch[key])` as the training engine runs it (in trimmed
+  pieces where `rows()` allows). Optional: `item_ranges = True` with
   `query(batch)` and `score_items(query, lo, hi)` (a dot product: subclass
   `seqbench.models.item_scores.ItemDot`) ranks a large catalogue in chunks of items.
-- `micro_key`: the batch key whose non-zero entries the loss is a mean over, rows independent
-  (seqbench may then split a batch into micro-batches with the same gradient); else None.
+- `rows()`: what the loss reads of a batch's rows (`RowSpec`): with `mean_over`, the batch key
+  whose non-zero entries the loss is a mean over, rows independent and exact when trimmed,
+  seqbench may split a batch into micro-batches with the same gradient; the default runs the
+  batch whole.
 Its run id hashes this class and file: edit it and runs are trained anew.
 """
 
@@ -31,7 +34,7 @@ from torch import nn
 
 from seqbench.data.dataset import SeqDataset
 from seqbench.data.sequences import iterate_rows, next_item_instances
-from seqbench.models import ModelConfig, SeqModel, register
+from seqbench.models import ModelConfig, RowSpec, SeqModel, register
 
 
 @dataclass
@@ -46,7 +49,6 @@ class MyMlpConfig(ModelConfig):
 class MyMlp(SeqModel):
     paper = "an MLP over the last items (seqbench's template)"
     Config = MyMlpConfig
-    micro_key = "targets"
     dataset_defaults = {"synthetic": {"epochs": 10, "lr": 3e-3, "batch_size": 128}}
 
     def __init__(self, cfg: MyMlpConfig, data: SeqDataset) -> None:
@@ -61,6 +63,10 @@ class MyMlp(SeqModel):
     @property
     def input_window(self) -> int:
         return self.cfg.window
+
+    def rows(self) -> RowSpec:
+        """The loss is a mean over the non-zero targets of independent rows: splittable."""
+        return RowSpec(("seqs",), mean_over="targets")
 
     def encode(self, seqs: torch.Tensor) -> torch.Tensor:
         """[B, T] left-padded items → [B, T, d]: at each position, the MLP of the last items."""

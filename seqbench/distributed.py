@@ -4,12 +4,13 @@ gradients with torch.distributed (gloo on CPU, nccl on CUDA).
 Every rank builds the same epoch's batches from the same seeded generator and trains on its
 share of each batch's rows (every `world`-th row from its rank on: the rows are drawn
 uniformly, so the shares are alike). The model's loss is a mean over the non-zero entries of
-`batch[micro_key]`; a rank's share is weighted by its count of those entries over the whole
-batch's (counted on the host, where every rank has the whole batch), so the sum of the ranks'
-gradients (one all-reduce) is the gradient of the whole batch's loss: the one-process
-gradient, up to the order of float additions. A model whose loss couples rows (no
-`micro_key`: in-batch negatives, contrastive views) cannot be split so and is refused.
-The row split and weights live in `training.micro` (`shard_batch`); evaluation shards users
+`batch[mean_over]` (`SeqModel.rows`); a rank's share is weighted by its count of those
+entries over the whole batch's (counted on the host, where every rank has the whole batch),
+so the sum of the ranks' gradients (one all-reduce) is the gradient of the whole batch's
+loss: the one-process gradient, up to the order of float additions. A model whose loss
+couples rows (no `mean_over`: in-batch negatives, contrastive views) cannot be split so and
+is refused.
+The row split and weights live in `training.engine` (`shard_batch`); evaluation shards users
 (`evaluation.evaluator`). Only rank 0 writes.
 """
 

@@ -14,6 +14,7 @@ import torch
 from seqbench.data.dataset import SeqDataset
 from seqbench.data.sequences import next_item_instances
 from seqbench.models.base import MODELS, get_model, resolve_config
+from seqbench.models.pieces import RowSpec
 from seqbench.testing import check_model
 from seqbench.testing.probe import Probe, train_data
 
@@ -37,13 +38,22 @@ def build(name: str, data: SeqDataset, **sets: str):
     return cls(cfg, data)
 
 
-MICRO = sorted(n for n in MODELS.names() if MODELS.get(n).micro_key is not None)
+def rows_of(name: str) -> RowSpec:
+    """What the model's loss reads of a batch's rows under its defaults."""
+    return Probe(MODELS.get(name)).trainer().rows()
 
 
-def test_models_with_a_micro_key() -> None:
-    assert {"sasrec", "stosa", "gru4rec", "bert4rec", "bert4rec_s", "nova_bert"} <= set(MICRO)
-    for coupled in ("cbit", "cosebert", "cl4srec", "coserec", "duorec", "caser"):
-        assert MODELS.get(coupled).micro_key is None, coupled
+def test_which_models_split_their_batches() -> None:
+    """A mean over one tensor's entries splits; a loss coupling rows (contrast, in-batch
+    negatives) or an encoder reading the padded width (a filter over it) runs whole."""
+    split = {"sasrec", "stosa", "gru4rec", "bert4rec", "bert4rec_s", "nova_bert", "linrec"}
+    assert {n: rows_of(n).mean_over for n in split} == {
+        **{n: "targets" for n in split}, "bert4rec": "labels", "bert4rec_s": "labels",
+        "nova_bert": "labels",
+    }  # fmt: skip
+    whole = ("cbit", "cosebert", "cl4srec", "coserec", "duorec", "caser", "bsarec", "fmlprec")
+    for name in whole:
+        assert rows_of(name).mean_over is None, name
 
 
 def test_uniform_and_micro_draw_the_same_rows_grouped_does_not(data: SeqDataset) -> None:
@@ -124,15 +134,15 @@ def test_piecewise_encoding_gives_the_batch_loss_and_gradient(
 ) -> None:
     """Oracle: the same coupled loss with every row encoded in one untrimmed pass (uniform);
     the comparison is the contract's piecewise check (seqbench.testing)."""
-    report = check_model(get_model(name), sets, only=("piecewise gradient",))
+    report = check_model(get_model(name), sets, only=("trimmed pieces gradient",))
     (check,) = report.checks
     assert check.status == "pass", str(report)
 
 
 def test_defaults_cover_the_piecewise_models() -> None:
     """The models whose defaults encode in pieces: the contract check covers these."""
-    piecewise = {n for n in MODELS.names() if Probe(MODELS.get(n)).trainer().piecewise}
-    assert {"cl4srec", "coserec", "duorec", "cosebert"} <= piecewise
+    trimmed = {n for n in MODELS.names() if (r := rows_of(n)).trims and r.mean_over is None}
+    assert {"cl4srec", "coserec", "duorec", "cosebert"} <= trimmed
 
 
 def test_piecewise_splits_and_restores_row_order() -> None:

@@ -17,7 +17,7 @@ from helpers import write_tiny
 from seqbench.data.dataset import load_dataset
 from seqbench.distributed import all_reduce_grads
 from seqbench.models.base import get_model, resolve_config
-from seqbench.training.micro import backward_batch
+from seqbench.training.engine import backward_batch
 
 SETS = {"d": 16, "dropout": 0.0, "batch_size": 64, "batching": "micro"}
 
@@ -104,3 +104,21 @@ def test_two_process_run_matches_one_process(tmp_path: Path, capsys) -> None:
         assert max(diffs.values()) <= 1e-3, diffs
     main([*base, "--procs", "2"])
     assert len(RunStore(runs).list_runs()) == 2
+
+
+def test_a_loss_coupling_rows_is_refused_before_any_process_starts(tmp_path: Path, capsys):
+    """CBiT's contrastive loss couples a batch's rows (`rows().mean_over` is None): one line,
+    exit 2, no process spawned and nothing stored."""
+    import pytest
+
+    from seqbench.cli import main
+
+    data = write_tiny(tmp_path / "data")
+    args = ["run", "cbit", "-d", "synthetic", "--procs", "2", "--epochs", "1", "--no-progress",
+            "--data-dir", str(data), "--runs-dir", str(tmp_path / "runs")]  # fmt: skip
+    with pytest.raises(SystemExit) as e:
+        main(args)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert e.value.code == 2
+    assert len(err) == 1 and "couples the rows of a batch" in err[0] and "--procs 1" in err[0]
+    assert not list((tmp_path / "runs").glob("*/metrics.json"))

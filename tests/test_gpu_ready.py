@@ -23,7 +23,7 @@ from seqbench.runs.execute import execute
 from seqbench.runs.options import Pool
 from seqbench.runs.request import RunRequest
 from seqbench.runs.result import ResultError, RunResult
-from seqbench.training import micro
+from seqbench.training import engine as micro
 from seqbench.training.context import RunContext
 from seqbench.training.trainer import compile_encoder, make_optimizer
 

@@ -23,7 +23,7 @@ from seqbench.data.dataset import SeqDataset
 from seqbench.models.base import MODELS, get_model, resolve_config
 from seqbench.models.pieces import piecewise
 from seqbench.runs.store import RunFolder
-from seqbench.training import micro
+from seqbench.training import engine as micro
 from seqbench.training.context import RunContext
 
 CPU = torch.device("cpu")
@@ -136,7 +136,7 @@ def test_splitting_a_batch_already_on_the_device_is_caught(data: SeqDataset) -> 
     model = build("sasrec", data)
     batch = first_batch(model, data)
     with DeviceGuard(), pytest.raises(HostRead):
-        micro.micro_batches(moved(batch), model.micro_key, model.cfg.micro_overhead)
+        micro.micro_batches(moved(batch), "targets", model.cfg.micro_overhead)
     with DeviceGuard(), pytest.raises(HostRead):
         piecewise(lambda s: s.float(), moved(batch)["seqs"], overhead=8)
 
@@ -161,7 +161,7 @@ def test_the_split_reads_no_device_tensor(name: str, sets: dict, data: SeqDatase
     assert all(type(p.weight) is float for p in pieces)
     assert sum(p.weight for p in pieces) == pytest.approx(1.0)
     plans = [plan for p in pieces for plan in p.plans.values()]
-    assert bool(plans) == (model.micro_key is None)
+    assert bool(plans) == (model.rows().mean_over is None)
     for plan in plans:
         assert marked(plan.order) and marked(plan.inverse)
         assert all(type(i) is int for i in (*plan.ends, *plan.widths))

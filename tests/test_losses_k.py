@@ -17,7 +17,7 @@ from seqbench.models import objective
 from seqbench.models.base import get_model, identity_config, resolve_config
 from seqbench.models.losses import Objective, ObjectiveFields, sampled_ce
 from seqbench.models.objective import next_item_objective
-from seqbench.training.micro import micro_batches
+from seqbench.training.engine import micro_batches
 
 N_ITEMS, D, K = 30, 5, 7
 NEW_FIELDS = {"loss", "negatives", "gbce_t", "sampling", "ce_chunk"}

@@ -16,18 +16,19 @@ from helpers import write_tiny
 from seqbench.cli import main
 from seqbench.models.base import CONTRACT_VERSION, SeqModel, get_model
 from seqbench.models.contract import DEBUG_ENV, call_loss, contract_problems
+from seqbench.models.pieces import PLAIN
 from seqbench.plugins import load_plugin
 from seqbench.testing import check_model
 
 #: a plugin written to the contract of examples/my_mlp.py's docstring, nothing more: no
-#: `plans` argument, its loss parts plain floats, no micro_key
+#: row encoder argument, its loss parts plain floats, its rows split or not
 DOCUMENTED = """
 from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 from torch import nn
 from seqbench.data.sequences import iterate_rows, next_item_instances
-from seqbench.models import ModelConfig, SeqModel, register
+from seqbench.models import ModelConfig, RowSpec, SeqModel, register
 
 
 @dataclass
@@ -38,7 +39,6 @@ class Config(ModelConfig):
 @register("{name}")
 class LastItems(SeqModel):
     Config = Config
-    micro_key = {micro_key!r}
     dataset_defaults = {{"synthetic": {{"epochs": 2, "lr": 3e-3}}}}
 
     def __init__(self, cfg, data):
@@ -49,6 +49,9 @@ class LastItems(SeqModel):
     @property
     def input_window(self):
         return self.cfg.window
+
+    def rows(self):
+        return RowSpec(("seqs",), mean_over={mean_over!r})
 
     def encode(self, seqs):
         windows = F.pad(seqs, (self.cfg.window - 1, 0)).unfold(1, self.cfg.window, 1)
@@ -70,9 +73,9 @@ class LastItems(SeqModel):
 CE = "loss = F.cross_entropy(logits, batch['targets'][where] - 1)"
 
 
-def plugin(tmp_path: Path, name: str, body: str = CE, micro_key: str | None = None) -> Path:
+def plugin(tmp_path: Path, name: str, body: str = CE, mean_over: str | None = None) -> Path:
     path = tmp_path / f"{name}.py"
-    path.write_text(DOCUMENTED.format(name=name, body=body, micro_key=micro_key))
+    path.write_text(DOCUMENTED.format(name=name, body=body, mean_over=mean_over))
     return path
 
 
@@ -94,12 +97,12 @@ def run_args(name: str, path: Path, tmp_path: Path) -> list[str]:
     ]  # fmt: skip
 
 
-@pytest.mark.parametrize("micro_key", [None, "targets"])
+@pytest.mark.parametrize("mean_over", [None, "targets"])
 def test_a_plugin_written_to_the_documented_contract_trains_and_passes_check(
-    tmp_path: Path, capsys, micro_key
+    tmp_path: Path, capsys, mean_over
 ) -> None:
-    name = f"documented_{micro_key}"
-    path = plugin(tmp_path, name, micro_key=micro_key)
+    name = f"documented_{mean_over}"
+    path = plugin(tmp_path, name, mean_over=mean_over)
     (registered,) = load_plugin(str(path))
     report = check_model(get_model(registered), learn=False)
     assert report.ok, str(report)
@@ -153,7 +156,7 @@ def test_a_newer_contract_is_refused_naming_what_this_seqbench_implements() -> N
     assert f"implements {CONTRACT_VERSION}" in problem
 
 
-def test_plans_go_only_to_models_that_declare_piecewise() -> None:
+def test_the_row_encoder_goes_only_to_a_loss_that_takes_it() -> None:
     calls = []
 
     class Plain(SeqModel):
@@ -161,19 +164,29 @@ def test_plans_go_only_to_models_that_declare_piecewise() -> None:
             calls.append(("plain", batch))
             return torch.zeros(()), {}
 
-    class Piecewise(Plain):
-        piecewise = True
-
-        def loss(self, batch, plans):
-            calls.append(("piecewise", plans))
+    class Rows(Plain):
+        def loss(self, batch, rows):
+            calls.append(("rows", rows))
             return torch.zeros(()), {}
 
-    batch, plans = {"seqs": torch.ones(1, 1)}, {"seqs": "cuts"}
-    call_loss(Plain.__new__(Plain), batch, plans)
-    call_loss(Piecewise.__new__(Piecewise), batch, plans)
-    assert calls == [("plain", batch), ("piecewise", plans)]
-    assert contract_problems(Plain) == [] and contract_problems(Piecewise) == []
-    assert (
-        "piecewise models get the plans"
-        in contract_problems(type("P", (Plain,), {"piecewise": True}))[0]
-    )
+    class Older(Rows):
+        contract = 3
+
+        def loss(self, batch, plans=None):
+            calls.append(("older", plans))
+            return torch.zeros(()), {}
+
+    batch, rows = {"seqs": torch.ones(1, 1)}, PLAIN
+    for cls in (Plain, Rows, Older):
+        call_loss(cls.__new__(cls), batch, rows)
+    assert calls == [("plain", batch), ("rows", rows), ("older", None)]
+    assert contract_problems(Plain) == contract_problems(Rows) == contract_problems(Older) == []
+
+
+@pytest.mark.parametrize("retired", ["micro_key", "piecewise", "packs", "row_keys"])
+def test_contract_3_batching_variables_are_refused_with_their_replacement(retired: str) -> None:
+    """They no longer reach the engine: a model declaring one is told what replaces it."""
+    cls = type("Old", (SeqModel,), {retired: True, "loss": lambda self, batch: None})
+    (problem,) = contract_problems(cls)
+    assert f"declares {retired} (contract 3)" in problem
+    assert ("RowSpec" in problem) or ("CausalStack" in problem)

@@ -14,7 +14,7 @@ from seqbench.errors import ConfigError
 from seqbench.models.base import get_model, resolve_config
 from seqbench.models.pieces import pack, plan_rows, unpack
 from seqbench.testing.probe import first_batch, train_data
-from seqbench.training.micro import backward_batch, step_pieces
+from seqbench.training.engine import backward_batch, step_pieces
 
 SMALL = {"d": "16", "heads": "2", "batch_size": "48", "dropout": "0.0"}
 

@@ -24,7 +24,7 @@ from seqbench.errors import ConfigError
 from seqbench.models.base import get_model, resolve_config
 from seqbench.runs.identity import hash_identity
 from seqbench.runs.request import RunRequest
-from seqbench.training.micro import backward_batch
+from seqbench.training.engine import backward_batch
 
 #: users' full sequences (every id distinct): shorter than the window, as long, and longer
 SEQS = [[1], [2, 3], [4, 5, 6], [7, 8, 9, 10, 11], list(range(12, 30)), list(range(30, 37))]

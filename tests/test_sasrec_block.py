@@ -11,6 +11,7 @@ import torch
 import torch.nn.functional as F
 
 from seqbench.models.base import get_model, resolve_config
+from seqbench.models.pieces import plan_rows
 from seqbench.testing.probe import train_data
 
 
@@ -101,8 +102,8 @@ def test_left_positions_count_from_each_rows_first_item(data, batching: str) -> 
     seqs, h = encoded_as_written(model, proj=True, left=True)
     with torch.no_grad():
         if batching == "packed":
-            plan = model.plan_rows({"seqs": seqs})["seqs"]
-            packed = model.encode_packed(seqs, plan)
+            plan = plan_rows(seqs, model.cfg.micro_overhead, packed=True)
+            packed = model.stack.packed(seqs, plan)
             torch.testing.assert_close(packed, h[seqs != 0])
 
 

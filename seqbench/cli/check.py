@@ -76,7 +76,7 @@ def new_model(
     name: Annotated[str, typer.Argument(help="the model's registry name, e.g. my_mlp")],
     out: Annotated[str | None, typer.Option(help="file to write [default: NAME.py]")] = None,
 ) -> None:
-    """Write a model file of about 80 lines (an MLP over the last items) with the contract in
+    """Write a model file of about 90 lines (an MLP over the last items) with the contract in
     comments."""
     if not re.fullmatch(r"[a-z][a-z0-9_]*", name):
         raise ConfigError(f"model name {name!r}: use lower case letters, digits and _ (my_mlp)")

@@ -179,7 +179,7 @@ def _execute(
         return api.execute_run(req, ctx, options, data)
     data = data if data is not None else load_dataset(req.dataset, ctx.data_dir)
     planned = req.resolve(data, ctx.device_type())
-    result, cached = execute_procs(planned, ctx, options)
+    result, cached = execute_procs(planned, ctx, options, data)
     return api.Executed(result, cached, planned, data)
 
 

@@ -9,8 +9,9 @@ import importlib
 import pkgutil
 
 from seqbench.models.base import MODELS, ModelConfig, SeqModel, get_model, register
+from seqbench.models.pieces import RowEncoder, RowSpec
 
 for _module in pkgutil.iter_modules(__path__):
     importlib.import_module(f"{__name__}.{_module.name}")
 
-__all__ = ["MODELS", "ModelConfig", "SeqModel", "get_model", "register"]
+__all__ = ["MODELS", "ModelConfig", "RowEncoder", "RowSpec", "SeqModel", "get_model", "register"]

@@ -8,8 +8,9 @@ evaluator are shared, so every model is trained and ranked the same way.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import typing
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
@@ -25,13 +26,15 @@ from seqbench.models.departures import (
     batching_departure,
     field_choices,
 )
+from seqbench.models.layers import CausalStack
 from seqbench.models.losses import Head, Objective, ObjectiveFields, refuse_unused
-from seqbench.models.pieces import NO_PLANS, Plans, RowPieces, encode_pieces, plan_rows
+from seqbench.models.objective import TrainingObjective
+from seqbench.models.pieces import RowSpec
 from seqbench.registry import Registry
 
 Batch = dict[str, torch.Tensor]
 #: the version of the calls below that the trainer makes (`models.contract` says what changed)
-CONTRACT_VERSION = 3
+CONTRACT_VERSION = 4
 #: a loss's named parts: detached tensors on the device (the trainer sums them there)
 Parts = dict[str, torch.Tensor]
 
@@ -58,10 +61,11 @@ class ModelConfig:
     dropout: float = 0.2
     eval_batch_size: int = 1024
     #: uniform: uniformly shuffled batches (the authors' codes); micro: the same batches run
-    #: as length-sorted pieces with the same gradient (models with a `micro_key`; others run
-    #: uniform); grouped: rows of similar length share a batch; packed: the same batches in
-    #: one pass, their pieces packed into one matrix (models that `packs`; the SASRec family's
-    #: config defaults to it: the same gradient, other float rounding and dropout draws)
+    #: as length-sorted pieces with the same gradient (a loss with a `RowSpec.mean_over`;
+    #: others run uniform); grouped: rows of similar length share a batch; packed: the same
+    #: batches in one pass, their items packed into one matrix (models whose stack is a
+    #: `layers.CausalStack`; the SASRec family's config defaults to it: the same gradient,
+    #: other float rounding and dropout draws)
     batching: Literal["micro", "uniform", "grouped", "packed"] = "micro"
     #: micro: one more piece must save this many padded positions (its launch overhead)
     micro_overhead: int = 256
@@ -70,6 +74,9 @@ class ModelConfig:
     order: Literal["original", "shuffled"] = "original"
     #: adam: Adam with L2 weight decay (most papers' codes); adamw: decoupled decay (LRURec)
     optimizer: Literal["adam", "adamw"] = "adam"
+
+    def validate(self) -> None:
+        """Checks across fields, as one-line ConfigErrors (a model's config adds its own)."""
 
     def identity(self) -> dict[str, Any]:
         """The config a run id hashes: every field, written out (none left out at any value)."""
@@ -109,18 +116,6 @@ class SeqModel(nn.Module):
     key_aliases: ClassVar[dict[str, str]] = {}
     #: where the paper, the authors' code and seqbench's default differ (see departures.py)
     departures: ClassVar[tuple[Departure, ...]] = ()
-    #: batch key whose non-zero entries the loss averages over, when no rows are coupled:
-    #: lets `batching=micro` split a batch with an unchanged gradient (None: never split)
-    micro_key: ClassVar[str | None] = None
-    #: each row's encoder output depends only on its own items and is zero at its padding:
-    #: under `batching=micro` a model whose loss couples rows encodes them in trimmed pieces;
-    #: such a model's `loss` is called as `loss(batch, plans)`, every other's as `loss(batch)`
-    piecewise: ClassVar[bool] = False
-    #: `batching=packed` runs the uniform batch as one pass over its packed pieces (`loss(batch,
-    #: plans)`): the default where the config's `batching` defaults to it, else on request
-    packs: ClassVar[bool] = False
-    #: the batch keys of the [B, T] tensors `loss` encodes with `encode_rows`
-    row_keys: ClassVar[tuple[str, ...]] = ()
     #: False for models whose scores ignore the history (popularity)
     reads_history: ClassVar[bool] = True
     #: what the run id hashes besides the config: bump it when the model's code changes its
@@ -140,6 +135,8 @@ class SeqModel(nn.Module):
         self.cfg = cfg
         self.n_items = data.n_items
         self.n_users = data.n_users
+        #: the training objective (loss, sampler, instances) where the model has the loss axis
+        self.train_objective: TrainingObjective | None = None
 
     @classmethod
     def declared_departures(cls) -> tuple[Departure, ...]:
@@ -147,7 +144,7 @@ class SeqModel(nn.Module):
         each axis row with its switches from the model's config (`Departure.for_model`)."""
         axis = (GBCE_NEGATIVES,) if "loss" in cls.ablations else ()
         packed = cls.Config.batching == "packed"
-        rows = (*cls.departures, *axis, batching_departure(cls.packs, packed))
+        rows = (*cls.departures, *axis, batching_departure(packs(cls), packed))
         return tuple(d.for_model(cls) for d in rows)
 
     @property
@@ -158,44 +155,24 @@ class SeqModel(nn.Module):
         """
         return self.cfg.max_len
 
-    def encode_rows(
-        self,
-        fn: Callable[[torch.Tensor], torch.Tensor],
-        seqs: torch.Tensor,
-        pieces: RowPieces | None = None,
-        per_position: bool = True,
-    ) -> torch.Tensor:
-        """`fn(seqs)`; while training under `batching=micro`, a `piecewise` model computes it
-        over length-sorted trimmed pieces (`pieces.piecewise`: the same values, less padding),
-        cut as `pieces` planned on the host (planned here, from `seqs`, when not given)."""
-        if self.training and self.piecewise and self.cfg.batching == "micro":
-            if pieces is None:
-                pieces = plan_rows(seqs, self.cfg.micro_overhead)
-            return encode_pieces(fn, seqs, pieces, per_position)
-        return fn(seqs)
-
-    def plan_rows(self, batch: Batch) -> Plans:
-        """Host side, on the CPU batch: how `encode_rows` will cut each tensor `loss` encodes
-        (none unless this model encodes in pieces under its config)."""
-        packed = self.packs and self.cfg.batching == "packed"
-        if not (packed or (self.piecewise and self.cfg.batching == "micro")):
-            return NO_PLANS
-        overhead = self.cfg.micro_overhead
-        return {k: plan_rows(v, overhead, packed) for k, v in self.row_tensors(batch).items()}
-
-    def row_tensors(self, batch: Batch) -> dict[str, torch.Tensor]:
-        """The tensors `loss` passes to `encode_rows`, by the key it looks their plans up with."""
-        return {k: batch[k] for k in self.row_keys if k in batch}
+    def rows(self) -> RowSpec:
+        """What the loss reads of a batch's rows under this config, which the training engine
+        batches by (the training objective's, else: nothing it may split or trim)."""
+        return RowSpec() if self.train_objective is None else self.train_objective.rows
 
     def train_batches(self, data: SeqDataset, gen: torch.Generator) -> Iterator[Batch]:
-        """Yield the training batches of one epoch (all randomness from `gen`)."""
-        raise NotImplementedError
+        """Yield the training batches of one epoch (all randomness from `gen`): the training
+        objective's, unless the model builds its own."""
+        if self.train_objective is None:
+            raise NotImplementedError
+        return self.train_objective.batches(data, gen)
 
-    def loss(self, batch: Batch, plans: Plans = NO_PLANS) -> tuple[torch.Tensor, Parts]:
-        """Called `loss(batch)`: the scalar loss to minimise and its named parts for the history
-        ({name: detached tensor}, summed on the device and read once per epoch). A `piecewise`
-        model is called `loss(batch, plans)`: the host-planned cuts of the tensors it encodes
-        with `encode_rows` (`plan_rows`)."""
+    def loss(self, batch: Batch) -> tuple[torch.Tensor, Parts]:
+        """The scalar loss to minimise and its named parts for the history ({name: detached
+        tensor}, summed on the device and read once per epoch). A loss that takes a second
+        argument, `loss(batch, rows: RowEncoder = PLAIN)`, is given the step's encoder of the
+        batch's row tensors (`rows(fn, batch[key], key)`: plainly, in trimmed pieces or
+        packed; the same values)."""
         raise NotImplementedError
 
     def score(self, batch: Batch) -> torch.Tensor:
@@ -209,7 +186,7 @@ class SeqModel(nn.Module):
 
     def objective(self) -> Objective | None:
         """The resolved training objective the run records with its metrics (None: no loss axis)."""
-        return None
+        return None if self.train_objective is None else self.train_objective.spec
 
     def unused_parameters(self) -> frozenset[str]:
         """Parameters built but not used by the loss under this config (no gradient by design;
@@ -229,6 +206,12 @@ class SeqModel(nn.Module):
 
 
 MODELS: Registry[type[SeqModel]] = Registry("model")
+
+
+def packs(model_cls: type[SeqModel]) -> bool:
+    """Whether the training engine can pack the model's batches (`batching=packed`): by what
+    it is, a model whose `stack` is a `layers.CausalStack` (position-wise, causal)."""
+    return isinstance(inspect.getattr_static(model_cls, "stack", None), CausalStack)
 
 
 def register(name: str):
@@ -345,15 +328,15 @@ def resolve_config(
     base = {k: parse_value(cfg_cls, k, v) for k, v in base.items() if k not in user}
     user = {k: parse_value(cfg_cls, k, v) for k, v in user.items()}
     cfg = cfg_cls(**base, **user)
-    if cfg.batching == "packed" and not model_cls.packs:
+    if cfg.batching == "packed" and not packs(model_cls):
         raise ConfigError(
             f"{model_cls.name}: batching=packed runs only models that pack a batch (sasrec and "
             "its presets): use batching=micro"
         )
     check_bounds(cfg, [model_cls.key_aliases.get(k, k) for k in sets or {}])
-    if user and isinstance(cfg, ObjectiveFields):
-        refuse_unused(cfg, cfg_cls(**base))
-    validate = getattr(cfg, "validate", None)
-    if validate is not None:
-        validate()
+    if isinstance(cfg, ObjectiveFields):
+        cfg.validate_objective()
+        if user:
+            refuse_unused(cfg, cfg_cls(**base))
+    cfg.validate()
     return cfg

@@ -18,9 +18,10 @@ import torch
 from torch import nn
 
 from seqbench.data.dataset import SeqDataset
-from seqbench.models.base import ModelConfig, SeqModel, register
+from seqbench.models.base import ModelConfig, register
 from seqbench.models.bounds import NON_NEGATIVE, PROBABILITY, Bound
 from seqbench.models.departures import Departure, Switch
+from seqbench.models.families.causal import NextItemDot
 from seqbench.models.layers import (
     MultiHeadAttention,
     ResidualFFN,
@@ -31,10 +32,7 @@ from seqbench.models.layers import (
     with_self,
 )
 from seqbench.models.losses import LossName, ObjectiveFields
-from seqbench.models.objective import (
-    WindowNextItem,
-    resolve_objective,
-)
+from seqbench.models.objective import WHOLE_WINDOW_ROWS, NextItemObjective
 from seqbench.models.spectral import low_pass
 
 
@@ -61,9 +59,6 @@ class BSARecConfig(ObjectiveFields, ModelConfig):
     #: cut-off: the c//2+1 lowest frequencies are the low band
     c: int = 3
 
-    def validate(self) -> None:
-        self.validate_objective()
-
 
 class BSARecBlock(nn.Module):
     """α·LN(x + drop(low + β²·high)) + (1−α)·LN(x + drop(attn(x))), then the FFN."""
@@ -86,7 +81,7 @@ class BSARecBlock(nn.Module):
 
 
 @register("bsarec")
-class BSARec(WindowNextItem, SeqModel):
+class BSARec(NextItemDot):
     """SASRec with BSARec's low/high-frequency branch in every block."""
 
     paper = (
@@ -145,7 +140,7 @@ class BSARec(WindowNextItem, SeqModel):
         self.emb.norm = nn.LayerNorm(cfg.d, eps=1e-12)
         self.blocks = nn.ModuleList(BSARecBlock(cfg) for _ in range(cfg.layers))
         self.apply(normal_init)
-        self._objective, self._popularity = resolve_objective(cfg, data)
+        self.train_objective = NextItemObjective(cfg, data, rows=WHOLE_WINDOW_ROWS)
 
     def encode(self, seqs: torch.Tensor) -> torch.Tensor:
         """Outputs [B, max_len, d] of the window left-padded to max_len."""

@@ -24,9 +24,9 @@ from seqbench.data.sequences import NegativeSampler, gather_padded, iterate_rows
 from seqbench.models.base import Batch, ModelConfig, Parts, SeqModel, register
 from seqbench.models.departures import Departure
 from seqbench.models.item_scores import ItemDot, ItemTable
-from seqbench.models.losses import LOSSES, Objective, ObjectiveFields, chunked_ce
-from seqbench.models.objective import draw_negatives, resolve_objective, score_objective
-from seqbench.models.pieces import NO_PLANS, Plans
+from seqbench.models.losses import Objective, ObjectiveFields, chunked_ce
+from seqbench.models.objective import TrainingObjective, score_objective
+from seqbench.models.pieces import RowSpec
 
 
 def caser_bce(
@@ -74,9 +74,6 @@ class CaserConfig(ObjectiveFields, ModelConfig):
     epochs: int = 50
     #: windows: every window of L+T items (step 1); last: only each user's last window
     instances: Literal["windows", "last"] = "windows"
-
-    def validate(self) -> None:
-        self.validate_objective()
 
 
 def caser_windows(
@@ -148,10 +145,8 @@ class Caser(ItemDot, SeqModel):
             self.item.weight[0].zero_()
         self._train: dict[str, torch.Tensor] | None = None
         self._sampler: NegativeSampler | None = None
-        self._objective, self._popularity = resolve_objective(cfg, data)
-
-    def objective(self) -> Objective:
-        return self._objective
+        #: its windows' rows run whole (each reads its last L items: nothing to trim)
+        self.train_objective = TrainingObjective(cfg, data, rows=RowSpec(("seqs",)))
 
     def represent(self, seqs: torch.Tensor, users: torch.Tensor) -> torch.Tensor:
         """[B, 2d] = [FC(conv features), user embedding] from the last L items."""
@@ -178,25 +173,25 @@ class Caser(ItemDot, SeqModel):
                 "segments": torch.from_numpy(seg),
             }
             self._sampler = NegativeSampler(data.n_items, data.items, starts, ends)
-        obj, pop = self._objective, self._popularity
         for batch in iterate_rows(
             self._train, "seqs", cfg.batch_size, gen, cfg.batching == "grouped"
         ):
             segments, rows = batch["segments"], len(batch["rows"])
             uniform = lambda shape, s=segments: self._sampler.sample(s, shape, gen)  # noqa: E731
-            drawn = draw_negatives(obj, uniform, pop, (rows,), gen)
+            drawn = self.train_objective.negatives(uniform, (rows,), gen)
             batch.update({k: v.view(rows, -1) for k, v in drawn.items()})
             yield batch
 
-    def loss(self, batch: Batch, plans: Plans = NO_PLANS) -> tuple[torch.Tensor, Parts]:
+    def loss(self, batch: Batch) -> tuple[torch.Tensor, Parts]:
         x = self.represent(batch["seqs"], batch["users"])  # [B, 2d]
-        if not LOSSES[self._objective.loss].needs_negatives:
+        obj = self.train_objective
+        if not obj.needs_negatives:
             return self.full_ce(x, batch["targets"])
         items = torch.cat([batch["targets"], batch["negatives"]], 1)
         logits = torch.bmm(self.out(items), x.unsqueeze(2)).squeeze(2) + self.bias(items).squeeze(2)
         t = batch["targets"].shape[1]
-        own = OWN_LOSSES.get(self._objective.loss, axis_loss)
-        return own(logits[:, :t], logits[:, t:], batch, self._objective)
+        own = OWN_LOSSES.get(obj.spec.loss, axis_loss)
+        return own(logits[:, :t], logits[:, t:], batch, obj.spec)
 
     def full_ce(self, x: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, Parts]:
         """Softmax CE over all items (output embedding + bias) at each of the T real targets."""

@@ -42,7 +42,7 @@ from seqbench.models.families.slide_windows import (
     BERT4RecSConfig,
 )
 from seqbench.models.layers import fast_dropout
-from seqbench.models.pieces import NO_PLANS, Plans
+from seqbench.models.pieces import PLAIN, RowEncoder, RowSpec
 
 
 @dataclass
@@ -106,7 +106,6 @@ class CBiT(BERT4RecSBody):
     paper = "Du et al., CBiT, CIKM 2022"
     family = "contrastive, bidirectional"
     Config = CBiTConfig
-    micro_key = None  # the contrastive loss couples the rows of a batch
     ablations = ("augment", "reweight", "theta_step", "dropout_masks", *BERT4RecSBody.ablations)
     renamed = {"main_loss": "main_loss is now the shared loss axis: --ablate loss=bce (or ce)"}
     key_aliases = {"lambda": "lambda_"}
@@ -169,6 +168,8 @@ class CBiT(BERT4RecSBody):
             if shared_mask:
                 inputs, labels = inputs.repeat(self.views, 1), labels.repeat(self.views, 1)
             batch["inputs"], batch["labels"] = inputs, labels
+            if c.augment == "cloze":  # each view encoded alone (`encode_views`)
+                batch.update({f"view{v}": x for v, x in enumerate(inputs.chunk(self.views))})
             batch.update(self.cloze_draws(labels, gen))
             yield batch
 
@@ -188,22 +189,23 @@ class CBiT(BERT4RecSBody):
         """augment=cloze while training: each view is encoded alone from the same RNG state."""
         return self.cfg.augment == "cloze" and self.training
 
-    def row_tensors(self, batch: Batch) -> dict[str, torch.Tensor]:
-        """The inputs, or each view's rows when the views are encoded one at a time."""
-        if not self.replays_views():
-            return {"inputs": batch["inputs"]}
-        return {f"view{v}": view for v, view in enumerate(batch["inputs"].chunk(self.views))}
+    def rows(self) -> RowSpec:
+        """The inputs, or each view's rows when the views are encoded one at a time (a
+        contrastive loss: the rows are coupled)."""
+        if self.cfg.augment != "cloze":
+            return self.coupled_rows("inputs")
+        return self.coupled_rows(*(f"view{v}" for v in range(self.views)))
 
-    def encode_views(self, inputs: torch.Tensor, plans: Plans = NO_PLANS) -> torch.Tensor:
+    def encode_views(self, inputs: torch.Tensor, rows: RowEncoder = PLAIN) -> torch.Tensor:
         """Last-layer outputs [m·B, T, d]; augment=cloze replays one RNG state per view (its rows
         split into the same pieces, so each view draws the same dropout)."""
         if not self.replays_views():
-            return self.encode_rows(self.encode, inputs, plans.get("inputs"))
+            return rows(self.encode, inputs, "inputs")
         state = rng_state(inputs.device)
         outs = []
         for v, view in enumerate(inputs.chunk(self.views)):
             set_rng_state(inputs.device, state)
-            outs.append(self.encode_rows(self.encode, view, plans.get(f"view{v}")))
+            outs.append(rows(self.encode, view, f"view{v}"))
         return torch.cat(outs)
 
     def cloze_sum(self, h: torch.Tensor, batch: Batch) -> torch.Tensor:
@@ -218,8 +220,8 @@ class CBiT(BERT4RecSBody):
         counts = torch.bincount(view, minlength=self.views).clamp_min(1)
         return (sums / counts).sum()
 
-    def loss(self, batch: Batch, plans: Plans = NO_PLANS) -> tuple[torch.Tensor, Parts]:
-        h = self.encode_views(batch["inputs"], plans)
+    def loss(self, batch: Batch, rows: RowEncoder = PLAIN) -> tuple[torch.Tensor, Parts]:
+        h = self.encode_views(batch["inputs"], rows)
         main = self.cloze_sum(h, batch)
         if self.cfg.augment == "none":
             return main, {"cloze": main.detach()}

@@ -2,14 +2,15 @@
 (`call_loss`), their signatures checked before a run (`contract_problems`), and a model's own
 exception turned into one line naming the model, the method and the error (`ModelFailure`).
 
-Contract 3 (this release): `train_batches(data, gen)`, `loss(batch)`, `score(batch)`; a model
-that declares `piecewise = True` gets `loss(batch, plans)`, the host-planned cuts of the rows
-it encodes with `encode_rows` (as does one that `packs`, for `batching=packed`). Optional: a
-model that declares `item_ranges = True` has `query(batch)` and `score_items(query, lo, hi)`
-(scores of items lo..hi-1), which the evaluator calls (`item_scorer`) to rank a catalogue
-too large for one batch in chunks of items. Contract 1 passed `plans` to every model although
-it documented `loss(batch)`; contract 2 models have no `item_ranges`: every model written to
-an earlier contract keeps working.
+Contract 4 (this release): `train_batches(data, gen)`, `loss(batch)`, `score(batch)`; a loss
+with a second parameter is called `loss(batch, rows)`, `rows` (`pieces.RowEncoder`) encoding
+the batch's row tensors as the training engine runs them (`rows(fn, batch[key], key)`), and
+`SeqModel.rows()` says what the loss reads of the rows (what the engine may split or trim). The
+batching class variables of contract 3 (`micro_key`, `piecewise`, `packs`, `row_keys`) are
+refused with their replacement. Optional: a model that declares `item_ranges = True` has
+`query(batch)` and `score_items(query, lo, hi)` (scores of items lo..hi-1), which the evaluator
+calls (`item_scorer`) to rank a catalogue too large for one batch in chunks of items. A model
+written to contract 1–3 without those variables is called `loss(batch)` and keeps working.
 """
 
 from __future__ import annotations
@@ -24,13 +25,21 @@ import torch
 
 from seqbench.errors import ConfigError, ModelError, SeqbenchError
 from seqbench.models.base import CONTRACT_VERSION, Batch, Parts, SeqModel
-from seqbench.models.pieces import Plans
+from seqbench.models.pieces import RowEncoder
 
 #: what changed in each version of the contract (`SeqModel.contract`)
 CONTRACT_VERSIONS = {
     1: "loss(batch) documented, loss(batch, plans) called for every model",
     2: "loss(batch, plans) called only for piecewise models, loss(batch) for the others",
     3: "optional item_ranges: query(batch) and score_items(query, lo, hi) rank in item chunks",
+    4: "batching owned by the training engine (rows()); a loss(batch, rows) gets the encoder",
+}
+#: contract 3's batching class variables → what replaces them in contract 4
+RETIRED = {
+    "micro_key": "return RowSpec(inputs, mean_over=KEY) from rows()",
+    "piecewise": "return RowSpec(inputs, trims=True) from rows()",
+    "packs": "declare stack = layers.CausalStack() (the engine packs a causal stack)",
+    "row_keys": "return RowSpec(inputs=KEYS) from rows()",
 }
 #: set to 1 (or pass `seqbench run --debug`) to see a model's traceback instead of one line
 DEBUG_ENV = "SEQBENCH_DEBUG"
@@ -44,17 +53,29 @@ class ModelFailure(ModelError):
     """A model's own method raised while seqbench called it (one line; `DEBUG_ENV` for more)."""
 
 
-def call_loss(model: SeqModel, batch: Batch, plans: Plans) -> tuple[torch.Tensor, Parts]:
-    """The trainer's call of `loss`: `plans` only for a model that declares `piecewise` or
-    `packs`."""
-    if model.piecewise or model.packs:
-        return model.loss(batch, plans)
+def call_loss(model: SeqModel, batch: Batch, rows: RowEncoder) -> tuple[torch.Tensor, Parts]:
+    """The trainer's call of `loss`: with the step's row encoder from contract 4 on."""
+    if takes_rows(type(model)):
+        return model.loss(batch, rows)
     return model.loss(batch)
+
+
+def takes_rows(cls: type[SeqModel]) -> bool:
+    """Whether seqbench passes the step's row encoder to the model's `loss`: a contract-4 model
+    whose `loss` takes a second argument (`loss(batch)` alone is a whole contract too)."""
+    declared = getattr(cls, "contract", CONTRACT_VERSION)
+    if isinstance(declared, int) and declared < 4:
+        return False
+    try:
+        inspect.signature(cls.loss).bind(None, None, None)
+    except (TypeError, ValueError, AttributeError):
+        return False
+    return True
 
 
 def loss_args(cls: type[SeqModel]) -> tuple[str, ...]:
     """The arguments the trainer passes to `cls.loss`, by name."""
-    return ("batch", "plans") if cls.piecewise or cls.packs else ("batch",)
+    return ("batch", "rows") if takes_rows(cls) else ("batch",)
 
 
 #: scores [b, hi - lo] of items lo..hi-1 for the batch's rows (all, or those `rows` picks)
@@ -96,6 +117,11 @@ def contract_problems(cls: type[SeqModel]) -> list[str]:
             f"({CONTRACT_VERSIONS[CONTRACT_VERSION]}): upgrade seqbench or set contract = "
             f"{CONTRACT_VERSION}"
         )
+    problems += [
+        f"declares {name} (contract 3), which the training engine no longer reads: {fix}"
+        for name, fix in RETIRED.items()
+        if any(name in vars(k) for k in cls.__mro__ if k is not SeqModel)
+    ]
     for method, args in _calls(cls).items():
         fn = getattr(cls, method, None)
         try:
@@ -103,8 +129,7 @@ def contract_problems(cls: type[SeqModel]) -> list[str]:
         except (TypeError, ValueError):
             want = f"def {method}(self, {', '.join(args)})"
             got = f"def {method}{_signature(fn)}"
-            why = " (piecewise models get the plans)" if method == "loss" else ""
-            problems.append(f"{method}: seqbench calls {want}{why}, but it is {got}: fix it")
+            problems.append(f"{method}: seqbench calls {want}, but it is {got}: fix it")
     return problems
 
 

@@ -28,7 +28,7 @@ from seqbench.models.families.slide_windows import (
     BERT4RecSConfig,
 )
 from seqbench.models.item_similarity import training_similarity
-from seqbench.models.pieces import NO_PLANS, Plans
+from seqbench.models.pieces import PLAIN, RowEncoder, RowSpec
 
 
 @dataclass
@@ -47,8 +47,6 @@ class CoSeBERT(BERT4RecSBody):
     paper = "Du et al., CBiT, CIKM 2022 (CoSeRec's contrastive learning on BERT4Rec_S)"
     family = "contrastive, bidirectional"
     Config = CoSeBERTConfig
-    micro_key = None  # the contrastive loss couples the rows of a batch
-    row_keys = ("inputs", "views")
     ablations = ("augment", *BERT4RecSBody.ablations)
     departures = (
         *(d for d in CBIT_CODE_DEPARTURES if d.field != "pad_outputs"),
@@ -76,8 +74,12 @@ class CoSeBERT(BERT4RecSBody):
             batch["views"] = two_views(self.augmenter, batch["seqs"], self.cfg.max_len, gen)
             yield batch
 
-    def loss(self, batch: Batch, plans: Plans = NO_PLANS) -> tuple[torch.Tensor, Parts]:
-        cloze, parts = super().loss(batch, plans)
-        h = self.encode_rows(self.encode, batch["views"], plans.get("views"))
+    def rows(self) -> RowSpec:
+        """The masked inputs and the two views (a contrastive loss: the rows are coupled)."""
+        return self.coupled_rows("inputs", "views")
+
+    def loss(self, batch: Batch, rows: RowEncoder = PLAIN) -> tuple[torch.Tensor, Parts]:
+        cloze, parts = super().loss(batch, rows)
+        h = rows(self.encode, batch["views"], "views")
         cl = view_loss(h, self.cfg.cl_repr, self.cfg.tau)
         return cloze + self.cfg.cl_weight * cl, {**parts, "cl": cl.detach()}

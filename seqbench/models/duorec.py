@@ -25,18 +25,16 @@ from dataclasses import dataclass
 from typing import Literal
 
 import torch
-import torch.nn.functional as F
 
 from seqbench.data.dataset import SeqDataset
 from seqbench.models.base import Batch, ModelConfig, Parts, SeqModel, register
 from seqbench.models.contrastive import nt_xent
 from seqbench.models.departures import Departure, Switch
 from seqbench.models.item_scores import ItemDot, ItemTable
-from seqbench.models.layers import SeqEmbedding, TransformerEncoder, causal_mask, fast_dropout
+from seqbench.models.layers import CausalStack, SeqEmbedding, TransformerEncoder
 from seqbench.models.losses import LossName, ObjectiveFields
-from seqbench.models.objective import next_item_objective, resolve_objective
-from seqbench.models.pieces import NO_PLANS, Plans, RowPieces
-from seqbench.models.same_target import SameTargetTraining
+from seqbench.models.pieces import PLAIN, RowEncoder
+from seqbench.models.same_target import SameTargetObjective
 
 
 @dataclass
@@ -65,20 +63,15 @@ class DuoRecConfig(ObjectiveFields, ModelConfig):
     #: prefixes: every prefix of a training sequence is an instance; last: only the whole one
     instances: Literal["prefixes", "last"] = "prefixes"
 
-    def validate(self) -> None:
-        self.validate_objective()
-
 
 @register("duorec")
-class DuoRec(ItemDot, SameTargetTraining, SeqModel):
+class DuoRec(ItemDot, SeqModel):
     """Causal Transformer with CE at the last position and a contrastive regulariser."""
 
     paper = "Qiu et al., Contrastive Learning for Representation Degeneration, WSDM 2022"
     family = "contrastive, causal"
     Config = DuoRecConfig
-    piecewise = True  # positions and attention read only a row's own items
-    packs = True
-    row_keys = ("seqs", "positives")
+    stack = CausalStack()
     ablations = ("loss", "contrast", "positions", "instances")
     departures = (
         Departure(
@@ -136,36 +129,23 @@ class DuoRec(ItemDot, SameTargetTraining, SeqModel):
         self.encoder = TransformerEncoder(
             cfg.d, cfg.heads, cfg.layers, cfg.dropout, cfg.inner, "gelu", "post"
         )
-        self.init_same_target()
-        self._objective, self._popularity = resolve_objective(cfg, data)
-        if cfg.batching == "packed":
-            fast_dropout(self)
-
-    def wants_positives(self) -> bool:
-        return self.cfg.contrast in ("su", "both")
+        # positions and attention read only a row's own items: its rows trim
+        positives = cfg.contrast in ("su", "both")
+        self.train_objective = SameTargetObjective(cfg, data, positives, trims=True)
 
     def represent(self, seqs: torch.Tensor) -> torch.Tensor:
         """Encoder output at the last position [B, d]."""
-        h = self.encoder(self.emb(seqs), seqs, causal_mask(seqs)[:, None])
-        return h[:, -1]
+        return self.stack(seqs)[:, -1]
 
-    def represent_packed(self, seqs: torch.Tensor, plan: RowPieces) -> torch.Tensor:
-        """`represent` over the packed items of `plan` (`batching=packed`): each row's last
-        item's output (zeros for an empty row)."""
-        h = self.encoder.packed(*self.emb.packed(seqs, plan), plan)
-        return F.pad(h, (0, 0, 0, 1))[plan.last]
-
-    def loss(self, batch: Batch, plans: Plans = NO_PLANS) -> tuple[torch.Tensor, Parts]:
-        cfg = self.cfg
+    def loss(self, batch: Batch, rows: RowEncoder = PLAIN) -> tuple[torch.Tensor, Parts]:
+        cfg, obj = self.cfg, self.train_objective
 
         def represent(key: str) -> torch.Tensor:
-            if self.training and cfg.batching == "packed":
-                return self.represent_packed(batch[key], plans[key])
-            return self.encode_rows(self.represent, batch[key], plans.get(key), per_position=False)
+            return rows(self.stack, batch[key], key, last=True)
 
         h = represent("seqs")
-        name = self._objective.loss
-        ce = next_item_objective(self._objective, cfg.ce_chunk, h, self.emb.item.weight, batch)
+        name = obj.spec.loss
+        ce = obj.loss(h, self.emb.item.weight, batch)
         if cfg.contrast == "none":
             return ce, {name: ce.detach()}
         if cfg.contrast == "un":

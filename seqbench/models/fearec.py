@@ -29,9 +29,7 @@ from seqbench.models.departures import Departure, Switch
 from seqbench.models.item_scores import ItemDot, ItemTable
 from seqbench.models.layers import ResidualFFN, causal_key_mask, normal_init, pad_left, with_self
 from seqbench.models.losses import LossName, ObjectiveFields
-from seqbench.models.objective import next_item_objective, resolve_objective
-from seqbench.models.pieces import NO_PLANS, Plans
-from seqbench.models.same_target import SameTargetTraining
+from seqbench.models.same_target import SameTargetObjective
 
 
 @dataclass
@@ -71,9 +69,6 @@ class FEARecConfig(ObjectiveFields, ModelConfig):
     topk_factor: float = 1.0
     #: sequence: each sequence's own k delays; batch: the code's training (batch-mean delays)
     delays: Literal["sequence", "batch"] = "sequence"
-
-    def validate(self) -> None:
-        self.validate_objective()
 
 
 def layer_band(cfg: FEARecConfig, layer: int) -> tuple[int, int]:
@@ -147,7 +142,7 @@ def right_align(seqs: torch.Tensor, width: int) -> tuple[torch.Tensor, torch.Ten
 
 
 @register("fearec")
-class FEARec(ItemDot, SameTargetTraining, SeqModel):
+class FEARec(ItemDot, SeqModel):
     """Hybrid frequency/time attention; CE plus contrastive and frequency regularisers."""
 
     paper = (
@@ -263,12 +258,8 @@ class FEARec(ItemDot, SameTargetTraining, SeqModel):
         self.attn = nn.ModuleList(HybridAttention(cfg, i) for i in range(cfg.layers))
         self.ffn = nn.ModuleList(ResidualFFN(cfg.d, cfg.dropout) for _ in range(cfg.layers))
         self.apply(normal_init)
-        self.init_same_target()
-        self._objective, self._popularity = resolve_objective(cfg, data)
-
-    def wants_positives(self) -> bool:
-        cfg = self.cfg
-        return cfg.contrast in ("su", "both") or (cfg.contrast == "none" and cfg.freq_reg > 0)
+        positives = cfg.contrast in ("su", "both") or (cfg.contrast == "none" and cfg.freq_reg > 0)
+        self.train_objective = SameTargetObjective(cfg, data, positives)
 
     def represent(self, seqs: torch.Tensor) -> torch.Tensor:
         """The output [B, d] at each sequence's last item."""
@@ -288,11 +279,11 @@ class FEARec(ItemDot, SameTargetTraining, SeqModel):
             return h, self.represent(batch["positives"])
         return self.represent(batch["seqs"]), self.represent(batch["positives"])
 
-    def loss(self, batch: Batch, plans: Plans = NO_PLANS) -> tuple[torch.Tensor, Parts]:
-        cfg, name = self.cfg, self._objective.loss
+    def loss(self, batch: Batch) -> tuple[torch.Tensor, Parts]:
+        cfg, obj = self.cfg, self.train_objective
         h = self.represent(batch["seqs"])
-        loss = next_item_objective(self._objective, cfg.ce_chunk, h, self.item.weight, batch)
-        parts: dict[str, Any] = {name: loss.detach()}
+        loss = obj.loss(h, self.item.weight, batch)
+        parts: dict[str, Any] = obj.parts(loss)
         if cfg.contrast == "none" and cfg.freq_reg == 0:
             return loss, parts
         a, b = self.views(batch, h)

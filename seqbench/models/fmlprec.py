@@ -17,14 +17,12 @@ import torch
 from torch import nn
 
 from seqbench.data.dataset import SeqDataset
-from seqbench.models.base import ModelConfig, SeqModel, register
+from seqbench.models.base import ModelConfig, register
 from seqbench.models.departures import Departure
+from seqbench.models.families.causal import NextItemDot
 from seqbench.models.layers import ResidualFFN, SeqEmbedding, normal_init, pad_left
 from seqbench.models.losses import ObjectiveFields
-from seqbench.models.objective import (
-    WindowNextItem,
-    resolve_objective,
-)
+from seqbench.models.objective import WHOLE_WINDOW_ROWS, NextItemObjective
 from seqbench.models.spectral import LearnableFilter
 
 
@@ -42,9 +40,6 @@ class FMLPRecConfig(ObjectiveFields, ModelConfig):
     epochs: int = 200
     patience: int = 10
 
-    def validate(self) -> None:
-        self.validate_objective()
-
 
 class FilterBlock(nn.Module):
     """LN(x + drop(filter(x))), then the FFN."""
@@ -61,7 +56,7 @@ class FilterBlock(nn.Module):
 
 
 @register("fmlprec")
-class FMLPRec(WindowNextItem, SeqModel):
+class FMLPRec(NextItemDot):
     """Filter-enhanced MLP; the last position of the window scores all items."""
 
     paper = (
@@ -98,7 +93,7 @@ class FMLPRec(WindowNextItem, SeqModel):
         self.emb.norm = nn.LayerNorm(cfg.d, eps=1e-12)
         self.blocks = nn.ModuleList(FilterBlock(cfg) for _ in range(cfg.layers))
         self.apply(normal_init)
-        self._objective, self._popularity = resolve_objective(cfg, data)
+        self.train_objective = NextItemObjective(cfg, data, rows=WHOLE_WINDOW_ROWS)
 
     def encode(self, seqs: torch.Tensor) -> torch.Tensor:
         """Outputs [B, max_len, d] of the window left-padded to max_len."""

@@ -21,12 +21,7 @@ from seqbench.models.base import Batch, ModelConfig, Parts, SeqModel, register
 from seqbench.models.departures import Departure
 from seqbench.models.item_scores import ItemDot, ItemTable
 from seqbench.models.losses import LossName, ObjectiveFields
-from seqbench.models.objective import (
-    NextItemTraining,
-    next_item_objective,
-    resolve_objective,
-)
-from seqbench.models.pieces import NO_PLANS, Plans
+from seqbench.models.objective import NextItemObjective
 
 
 @dataclass
@@ -45,9 +40,6 @@ class GRU4RecConfig(ObjectiveFields, ModelConfig):
     #: which sub-sequences are trained on (seqbench.data.sequences.instance_ranges)
     instances: InstanceRule = "all_positions"
 
-    def validate(self) -> None:
-        self.validate_objective()
-
 
 def right_align(seqs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Left-padded [B, T] → (right-padded [B, T], lengths [B]) with the same item order."""
@@ -59,13 +51,12 @@ def right_align(seqs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 @register("gru4rec")
-class GRU4Rec(ItemDot, NextItemTraining, SeqModel):
+class GRU4Rec(ItemDot, SeqModel):
     """Recurrent next-item model; the hidden state after the last item scores all items."""
 
     paper = "Hidasi et al., Session-based Recommendations with RNNs, ICLR 2016"
     family = "recurrent (GRU)"
     Config = GRU4RecConfig
-    micro_key = "targets"
     ablations = ("loss", "instances")
     departures = (
         Departure(
@@ -100,7 +91,7 @@ class GRU4Rec(ItemDot, NextItemTraining, SeqModel):
         nn.init.xavier_normal_(self.item.weight)
         for w in self.gru.parameters():
             nn.init.xavier_uniform_(w)
-        self._objective, self._popularity = resolve_objective(cfg, data)
+        self.train_objective = NextItemObjective(cfg, data)
 
     def encode(self, seqs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Right-aligned outputs [B, T', d] (position k = after the k-th real item) and lengths."""
@@ -112,7 +103,7 @@ class GRU4Rec(ItemDot, NextItemTraining, SeqModel):
         out, _ = pad_packed_sequence(self.gru(packed)[0], batch_first=True)
         return self.dense(out), lengths
 
-    def loss(self, batch: Batch, plans: Plans = NO_PLANS) -> tuple[torch.Tensor, Parts]:
+    def loss(self, batch: Batch) -> tuple[torch.Tensor, Parts]:
         """The objective at the real target positions, in row-major order: right-aligned
         outputs and left-padded targets/negatives list them in the same order."""
         h, _ = self.encode(batch["seqs"])
@@ -124,9 +115,8 @@ class GRU4Rec(ItemDot, NextItemTraining, SeqModel):
         for key in ("negatives", "log_q"):
             if key in batch:
                 flat[key] = batch[key][:, -t:][left]
-        obj = self._objective
-        loss = next_item_objective(obj, self.cfg.ce_chunk, h[where], self.item.weight, flat)
-        return loss, {obj.loss: loss.detach()}
+        loss = self.train_objective.loss(h[where], self.item.weight, flat)
+        return loss, self.train_objective.parts(loss)
 
     def query(self, batch: Batch) -> torch.Tensor:
         h, lengths = self.encode(batch["seqs"])

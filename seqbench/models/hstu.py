@@ -32,8 +32,7 @@ from seqbench.models.departures import Departure, Switch
 from seqbench.models.item_scores import ItemDot, ItemTable
 from seqbench.models.layers import causal_key_mask
 from seqbench.models.losses import LossName, NegativesFrom, ObjectiveFields
-from seqbench.models.objective import NextItemTraining, next_item_objective, resolve_objective
-from seqbench.models.pieces import NO_PLANS, Plans
+from seqbench.models.objective import NextItemObjective
 
 #: time buckets: ⌊ln(max(|Δt|, 1)) / 0.301⌋ clamped to [0, 128] (the code's bucketization)
 TIME_BUCKETS, TIME_DIVISOR = 128, 0.301
@@ -78,9 +77,6 @@ class HSTUConfig(ObjectiveFields, ModelConfig):
     #: the position embedding's init: xavier, the code's Xavier-normal draw for its
     #: (max_len + 11)-row table; truncated, N(0, 1/d) cut at 2σ (seqbench 0.4.0's HSTU)
     pos_init: Literal["truncated", "xavier"] = "xavier"
-
-    def validate(self) -> None:
-        self.validate_objective()
 
 
 def time_buckets(dt: torch.Tensor) -> torch.Tensor:
@@ -135,7 +131,7 @@ class HSTULayer(RelativeBias, nn.Module):
 
 
 @register("hstu")
-class HSTU(RelativeBias, ItemDot, NextItemTraining, SeqModel):
+class HSTU(RelativeBias, ItemDot, SeqModel):
     """HSTU layers over item + position embeddings; cosine scores, sampled softmax."""
 
     paper = (
@@ -144,7 +140,6 @@ class HSTU(RelativeBias, ItemDot, NextItemTraining, SeqModel):
     )
     family = "pointwise attention"
     Config = HSTUConfig
-    micro_key = "targets"
     ablations = ("loss", "time_bias", "instances")
     dataset_defaults = {
         "synthetic": {"epochs": 6, "layers": 2, "max_len": 40, "batch_size": 32, "lr": 3e-3},
@@ -249,7 +244,7 @@ class HSTU(RelativeBias, ItemDot, NextItemTraining, SeqModel):
         stamps = np.zeros(1) if data.timestamps is None else data.timestamps
         times = np.concatenate([[0], stamps]).astype(np.int64)
         self.register_buffer("times", torch.from_numpy(times), persistent=False)
-        self._objective, self._popularity = resolve_objective(cfg, data)
+        self.train_objective: NextItemObjective = NextItemObjective(cfg, data)
 
     def unused_parameters(self) -> frozenset[str]:
         if self.per_layer:
@@ -262,7 +257,8 @@ class HSTU(RelativeBias, ItemDot, NextItemTraining, SeqModel):
         flat = np.arange(1, len(data.items) + 1, dtype=np.int64)
         for batch in super().train_batches(data, gen):
             rows, width = batch["rows"].numpy(), batch["seqs"].shape[1]
-            s, e = self._train.starts[rows], self._train.ends[rows]
+            inst = self.train_objective.instances
+            s, e = inst.starts[rows], inst.ends[rows]
             batch["index"] = torch.from_numpy(gather_padded(flat, s, e, width))
             yield batch
 
@@ -296,11 +292,10 @@ class HSTU(RelativeBias, ItemDot, NextItemTraining, SeqModel):
     def item_table(self) -> torch.Tensor:
         return F.normalize(self.item.weight, dim=-1, eps=1e-6)
 
-    def loss(self, batch: Batch, plans: Plans = NO_PLANS) -> tuple[torch.Tensor, Parts]:
+    def loss(self, batch: Batch) -> tuple[torch.Tensor, Parts]:
         h = self.encode(batch["seqs"], batch.get("index")) / self.cfg.temperature
-        obj = self._objective
-        loss = next_item_objective(obj, self.cfg.ce_chunk, h, self.item_table(), batch)
-        return loss, {obj.loss: loss.detach()}
+        loss = self.train_objective.loss(h, self.item_table(), batch)
+        return loss, self.train_objective.parts(loss)
 
     def query(self, batch: Batch) -> torch.Tensor:
         return self.encode(batch["seqs"], batch.get("index"))[:, -1]

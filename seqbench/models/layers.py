@@ -301,6 +301,31 @@ class TransformerEncoder(nn.Module):
         return self.final(x)
 
 
+class CausalStack:
+    """A model's `emb` (`SeqEmbedding`) and `encoder` (`TransformerEncoder`) read causally, as
+    one function of the rows; declared on the class (`stack = CausalStack()`), read on a model
+    it is bound to it. Its layers are position-wise but for causal attention, so the training
+    engine may run it packed (`packed`: the same values at every item)."""
+
+    def __init__(self, model: nn.Module | None = None) -> None:
+        self.model = model
+
+    def __get__(self, model: nn.Module | None, owner: type | None = None) -> CausalStack:
+        return self if model is None else CausalStack(model)
+
+    def __call__(self, seqs: torch.Tensor) -> torch.Tensor:
+        m = self.model
+        return m.encoder(m.emb(seqs), seqs, causal_mask(seqs)[:, None])
+
+    def packed(
+        self, seqs: torch.Tensor, plan: RowPieces, rows: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """The outputs [N, d] at the packed items of `seqs` (`pieces.pack`); `rows`: their
+        item embedding rows, where already looked up."""
+        ids, x = self.model.emb.packed(seqs, plan, rows)
+        return self.model.encoder.packed(ids, x, plan)
+
+
 def causal_key_mask(seqs: torch.Tensor) -> torch.Tensor:
     """Bool [B, 1, T, T]: query i reads key j iff j <= i and j is not padding."""
     t = seqs.shape[1]

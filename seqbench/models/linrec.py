@@ -20,11 +20,12 @@ import torch.nn.functional as F
 from torch import nn
 
 from seqbench.data.dataset import SeqDataset
-from seqbench.models.base import ModelConfig, SeqModel, register
+from seqbench.models.base import ModelConfig, register
 from seqbench.models.departures import Departure, Switch
+from seqbench.models.families.causal import NextItemDot
 from seqbench.models.layers import ResidualFFN, SeqEmbedding, normal_init
 from seqbench.models.losses import LossName, ObjectiveFields
-from seqbench.models.objective import PrefixSharing, WindowNextItem, resolve_objective
+from seqbench.models.objective import NextItemObjective, PrefixSharing
 
 
 @dataclass
@@ -45,7 +46,6 @@ class LinRecConfig(PrefixSharing, ObjectiveFields, ModelConfig):
     patience: int = 10
 
     def validate(self) -> None:
-        self.validate_objective()
         self.validate_sharing()
 
 
@@ -79,7 +79,7 @@ class LinearAttention(nn.Module):
 
 
 @register("linrec")
-class LinRec(WindowNextItem, SeqModel):
+class LinRec(NextItemDot):
     """SASRec whose softmax attention is LinRec's L2-normalised linear attention."""
 
     paper = (
@@ -88,7 +88,6 @@ class LinRec(WindowNextItem, SeqModel):
     )
     family = "linear attention"
     Config = LinRecConfig
-    micro_key = "targets"
     revision = 2  # positions from the first item, prefixes from shared windows (CHANGELOG)
     ablations = ("attention", "loss", "instances")
     dataset_defaults = {
@@ -155,11 +154,8 @@ class LinRec(WindowNextItem, SeqModel):
         self.attn = nn.ModuleList(LinearAttention(cfg) for _ in range(cfg.layers))
         self.ffn = nn.ModuleList(ResidualFFN(cfg.d, cfg.dropout) for _ in range(cfg.layers))
         self.apply(normal_init)
-        self._objective, self._popularity = resolve_objective(cfg, data)
-
-    @property
-    def causal(self) -> bool:
-        return self.cfg.attention == "causal"
+        causal = cfg.attention == "causal"  # a user's prefixes may then share one pass
+        self.train_objective = NextItemObjective(cfg, data, causal=causal)
 
     def encode(self, seqs: torch.Tensor) -> torch.Tensor:
         real = seqs != 0

@@ -25,12 +25,7 @@ from seqbench.models.departures import Departure, Switch
 from seqbench.models.item_scores import ItemDot, ItemTable
 from seqbench.models.layers import linear_scan
 from seqbench.models.losses import LossName, ObjectiveFields
-from seqbench.models.objective import (
-    NextItemTraining,
-    next_item_objective,
-    resolve_objective,
-)
-from seqbench.models.pieces import NO_PLANS, Plans
+from seqbench.models.objective import NextItemObjective
 
 
 @dataclass
@@ -54,9 +49,6 @@ class LRURecConfig(ObjectiveFields, ModelConfig):
     #: the ring |λ| is drawn from at init
     r_min: float = 0.8
     r_max: float = 0.99
-
-    def validate(self) -> None:
-        self.validate_objective()
 
 
 class LRULayer(nn.Module):
@@ -98,13 +90,12 @@ class LRUFFN(nn.Module):
 
 
 @register("lrurec")
-class LRURec(ItemDot, NextItemTraining, SeqModel):
+class LRURec(ItemDot, SeqModel):
     """Stacked linear recurrent units; the state after the last item scores all items."""
 
     paper = "Yue et al., Linear Recurrent Units for Sequential Recommendation, WSDM 2024"
     family = "linear recurrent"
     Config = LRURecConfig
-    micro_key = "targets"
     ablations = ("loss", "instances", "optimizer")
     dataset_defaults = {
         "ml-1m": {"max_len": 200},
@@ -157,7 +148,7 @@ class LRURec(ItemDot, NextItemTraining, SeqModel):
         self.lru = nn.ModuleList(LRULayer(cfg) for _ in range(cfg.layers))
         self.ffn = nn.ModuleList(LRUFFN(cfg.d, cfg.dropout) for _ in range(cfg.layers))
         self._truncated_normal_init()
-        self._objective, self._popularity = resolve_objective(cfg, data)
+        self.train_objective = NextItemObjective(cfg, data)
 
     def _truncated_normal_init(self) -> None:
         """The authors' init: N(0, 0.02²) truncated to ±0.04 for every tensor but the
@@ -173,13 +164,12 @@ class LRURec(ItemDot, NextItemTraining, SeqModel):
             x = ffn(lru(x, real))
         return x
 
-    def loss(self, batch: Batch, plans: Plans = NO_PLANS) -> tuple[torch.Tensor, Parts]:
+    def loss(self, batch: Batch) -> tuple[torch.Tensor, Parts]:
         h = self.encode(batch["seqs"])
         h = torch.cat([h, torch.ones_like(h[..., :1])], -1)
         weight = torch.cat([self.item.weight, self.item_bias[:, None]], 1)
-        obj = self._objective
-        loss = next_item_objective(obj, self.cfg.ce_chunk, h, weight, batch)
-        return loss, {obj.loss: loss.detach()}
+        loss = self.train_objective.loss(h, weight, batch)
+        return loss, self.train_objective.parts(loss)
 
     def query(self, batch: Batch) -> torch.Tensor:
         return self.encode(batch["seqs"])[:, -1]

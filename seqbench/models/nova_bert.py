@@ -26,7 +26,6 @@ from seqbench.models.departures import Departure, Switch
 from seqbench.models.families.cloze import CLOZE_LOSS, EVAL_INPUT, BERT4RecBody, BERT4RecConfig
 from seqbench.models.fusion import Fusion, FusionKind
 from seqbench.models.layers import key_padding_mask, with_self
-from seqbench.models.pieces import NO_PLANS, Plans
 from seqbench.models.side import SideFeatures, resolve_fields
 
 
@@ -156,7 +155,7 @@ class NovaBERT(BERT4RecBody):
             x = block(x, mask, qk=fuse(x, sides)) * keep
         return self.encoder.final(x)
 
-    def loss(self, batch: Batch, plans: Plans = NO_PLANS) -> tuple[torch.Tensor, Parts]:
+    def loss(self, batch: Batch) -> tuple[torch.Tensor, Parts]:
         loss = self.cloze_loss(self.encode(batch["inputs"], batch["index"]), batch)
         return loss, {"cloze": loss.detach()}
 

@@ -14,9 +14,17 @@ import torch.nn.functional as F
 from seqbench.data.dataset import SeqDataset
 from seqbench.data.sequences import CausalInstanceRule, NextItemInstances
 from seqbench.errors import ConfigError
-from seqbench.models.item_scores import ItemDot, ItemTable
+from seqbench.models.layers import check_items
 from seqbench.models.losses import LOSSES, Objective, ObjectiveFields, full_ce, mean_terms
-from seqbench.models.pieces import NO_PLANS, Plans
+from seqbench.models.pieces import RowEncoder, RowSpec, pack
+
+Batch = dict[str, torch.Tensor]
+#: next-item training reads its `seqs` rows, its loss is the mean over its non-zero targets
+NEXT_ITEM_ROWS = RowSpec(("seqs",), mean_over="targets", trims=True)
+#: the same over an encoder that reads the whole padded window (a filter over it): run whole
+WHOLE_WINDOW_ROWS = RowSpec(("seqs",))
+#: the [B, T] tensors a packed next-item loss reads at the packed items
+PACKED_KEYS = ("seqs", "targets", "negatives", "log_q")
 
 
 class PopularityNegatives:
@@ -78,33 +86,107 @@ class GatheredDot(torch.autograd.Function):
         return grad_h, grad_w, None
 
 
-def resolve_objective(
-    cfg: ObjectiveFields, data: SeqDataset
-) -> tuple[Objective, PopularityNegatives | None]:
-    """A model's objective resolved for `data`'s catalogue, and its popularity sampler where
-    the objective samples by popularity (None otherwise)."""
-    obj = Objective.resolve(cfg, data.n_items)
-    if obj.sampling != "popularity":
-        return obj, None
-    return obj, PopularityNegatives(torch.from_numpy(data.item_popularity("train")))
-
-
 def next_item_batches(
-    inst: NextItemInstances,
-    batch_size: int,
-    grouped: bool,
-    obj: Objective,
-    popularity: PopularityNegatives | None,
+    inst: NextItemInstances, batch_size: int, grouped: bool, objective: TrainingObjective,
     gen: torch.Generator,
-) -> Iterator[dict[str, torch.Tensor]]:
+) -> Iterator[Batch]:  # fmt: skip
     """One epoch of `inst`'s batches, each with the objective's negatives for its targets
     (uniform ones outside each row's own training items)."""
     for batch in inst.batches(batch_size, gen, grouped):
         rows = batch["rows"]
-        shape = tuple(batch["seqs"].shape)
         uniform = lambda full, rows=rows: inst.negatives(rows, full, gen)  # noqa: E731
-        batch.update(draw_negatives(obj, uniform, popularity, shape, gen))
+        batch.update(objective.negatives(uniform, tuple(batch["seqs"].shape), gen))
         yield batch
+
+
+class TrainingObjective:
+    """A model's training objective as one object: the loss axis's loss resolved for the
+    catalogue (`spec`, recorded with the run), its negative sampler, what the loss reads of a
+    batch's rows (`rows`) and the loss from states and the item table. Subclasses build the
+    batches from their training instances; a model with batches of its own builds this base."""
+
+    def __init__(
+        self, cfg: ObjectiveFields, data: SeqDataset, rows: RowSpec = NEXT_ITEM_ROWS
+    ) -> None:
+        self.cfg, self.rows = cfg, rows
+        self.spec = Objective.resolve(cfg, data.n_items)
+        self.popularity = None
+        if self.spec.sampling == "popularity":
+            self.popularity = PopularityNegatives(torch.from_numpy(data.item_popularity("train")))
+
+    @property
+    def needs_negatives(self) -> bool:
+        """Whether the loss scores sampled negatives (else: all items)."""
+        return LOSSES[self.spec.loss].needs_negatives
+
+    def negatives(
+        self, uniform: Callable[[tuple[int, ...]], torch.Tensor], shape: tuple[int, ...],
+        gen: torch.Generator,
+    ) -> Batch:  # fmt: skip
+        """A batch's negatives for targets of `shape` (`draw_negatives`)."""
+        return draw_negatives(self.spec, uniform, self.popularity, shape, gen)
+
+    def batches(self, data: SeqDataset, gen: torch.Generator) -> Iterator[Batch]:
+        """One epoch of training batches (all randomness from `gen`)."""
+        raise NotImplementedError(f"{type(self).__name__} builds no batches: the model does")
+
+    def loss(
+        self, h: torch.Tensor, table: torch.Tensor, batch: Batch,
+        rows: tuple[torch.Tensor, ...] = (),
+    ) -> torch.Tensor:  # fmt: skip
+        """The loss of states h [..., d] at the batch's targets against the item table
+        (`next_item_objective`)."""
+        return next_item_objective(self.spec, self.cfg.ce_chunk, h, table, batch, rows)
+
+    def step_loss(
+        self, encode: Callable[[torch.Tensor], torch.Tensor], table: torch.Tensor, batch: Batch,
+        rows: RowEncoder,
+    ) -> torch.Tensor:  # fmt: skip
+        """The loss of `encode`'s states of the batch's rows, as the step encodes them: at the
+        packed items where it packs (one lookup of the table for the items, their targets and
+        single negatives: one gradient buffer for it), else at every position."""
+        plan = rows.packed("seqs")
+        if plan is None:
+            h = rows(encode, batch["seqs"], "seqs")[:, -batch["targets"].shape[1] :]
+            return self.loss(h, table, batch)
+        width = batch["seqs"].shape[1]
+        items = {k: pack(batch[k], plan, width) for k in PACKED_KEYS if k in batch}
+        looked = ["seqs"]
+        if self.needs_negatives:
+            looked += ["targets", "negatives"] if items["negatives"].dim() == 1 else ["targets"]
+        ids = torch.cat([items[k] for k in looked])
+        found = F.embedding(ids, table).split(len(items["seqs"]))
+        h = encode.packed(batch["seqs"], plan, found[0])  # type: ignore[attr-defined]
+        return self.loss(h, table, items, found[1:])
+
+    def parts(self, loss: torch.Tensor) -> dict[str, torch.Tensor]:
+        """The loss's named part for the history."""
+        return {self.spec.loss: loss.detach()}
+
+
+class NextItemObjective(TrainingObjective):
+    """Next-item training: `NextItemInstances` under the config's max_len, instance rule and
+    batch size (`causal`: a user's prefixes may share one pass, instances=shared_prefixes)."""
+
+    def __init__(
+        self, cfg: Any, data: SeqDataset, causal: bool = False, rows: RowSpec = NEXT_ITEM_ROWS
+    ) -> None:
+        super().__init__(cfg, data, rows)
+        self.causal = causal
+        #: the training rows, built on the first epoch
+        self.instances: NextItemInstances | None = None
+
+    def batches(self, data: SeqDataset, gen: torch.Generator) -> Iterator[Batch]:
+        if self.instances is None:
+            rule, step = self.cfg.instances, 1
+            if rule == "shared_prefixes":
+                rule = rule if self.causal else "prefixes"
+                step = self.cfg.window_step()
+            self.instances = NextItemInstances(data, self.cfg.max_len, rule, step)
+        grouped, inst = self.cfg.batching == "grouped", self.instances
+        for batch in next_item_batches(inst, self.cfg.batch_size, grouped, self, gen):
+            check_items(batch, "seqs", "targets")
+            yield batch
 
 
 @dataclass
@@ -134,62 +216,6 @@ class PrefixSharing:
     def window_step(self) -> int:
         """The step between a long user's shared windows (`share_step`, 0: max_len // 4)."""
         return self.share_step or max(1, self.max_len // 4)  # type: ignore[attr-defined]
-
-
-class NextItemTraining:
-    """The next-item training a prefix model shares: its objective, resolved once in
-    `__init__` (`self._objective`, `self._popularity`), and one epoch of `NextItemInstances`
-    batches under the config's max_len, instance rule, batch size and batching."""
-
-    cfg: Any
-    _objective: Objective
-    _popularity: PopularityNegatives | None
-    _train: NextItemInstances | None = None
-
-    @property
-    def causal(self) -> bool:
-        """Whether each output reads only the items up to it (instances=shared_prefixes then
-        shares a user's prefixes in one pass; otherwise they are trained per row)."""
-        return False
-
-    def objective(self) -> Objective:
-        return self._objective
-
-    def train_batches(
-        self, data: SeqDataset, gen: torch.Generator
-    ) -> Iterator[dict[str, torch.Tensor]]:
-        if self._train is None:
-            rule, step = self.cfg.instances, 1
-            if rule == "shared_prefixes":
-                rule = rule if self.causal else "prefixes"
-                step = self.cfg.window_step()
-            self._train = NextItemInstances(data, self.cfg.max_len, rule, step)
-        grouped = self.cfg.batching == "grouped"
-        yield from next_item_batches(
-            self._train, self.cfg.batch_size, grouped, self._objective, self._popularity, gen
-        )
-
-
-class WindowNextItem(ItemDot, NextItemTraining):
-    """Next-item training and scoring of a model whose `encode(seqs)` gives outputs [B, T, d]
-    of the window and whose item table `self.emb.item` scores them (BSARec, FMLP-Rec, LinRec)."""
-
-    emb: Any
-    encode: Callable[[torch.Tensor], torch.Tensor]
-
-    def loss(
-        self, batch: dict[str, torch.Tensor], plans: Plans = NO_PLANS
-    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        h = self.encode(batch["seqs"])[:, -batch["targets"].shape[1] :]
-        obj = self._objective
-        loss = next_item_objective(obj, self.cfg.ce_chunk, h, self.emb.item.weight, batch)
-        return loss, {obj.loss: loss.detach()}
-
-    def query(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        return self.encode(batch["seqs"])[:, -1]
-
-    def score_table(self) -> ItemTable:
-        return ItemTable(self.emb.item.weight)
 
 
 def dot_scores(h: torch.Tensor, weight: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:

@@ -1,4 +1,5 @@
-"""Length-sorted pieces of a batch's rows: where to cut them, and encoding rows piece by piece.
+"""Length-sorted pieces of a batch's rows: where to cut them, and encoding rows piece by piece;
+what a loss reads of a batch's rows (`RowSpec`) and how a step encodes them (`RowEncoder`).
 
 A batch padded to its longest row wastes the positions its shorter rows pad. Sorting the rows
 by length and cutting them into pieces, each trimmed to its own longest row, removes most of
@@ -93,6 +94,41 @@ class RowPieces:
 #: the planned pieces of a batch, by the key of the tensor they cut
 Plans = Mapping[str, RowPieces]
 NO_PLANS: Plans = MappingProxyType({})
+
+
+@dataclass(frozen=True)
+class RowSpec:
+    """What a loss reads of a batch's rows, the facts the training engine batches by: the
+    [B, T] item tensors it encodes (`inputs`); the key whose non-zero entries its loss is the
+    mean over, rows independent and exact when trimmed of their left padding (`mean_over`:
+    the engine may split a batch into trimmed pieces; None: the batch runs whole); for a loss
+    that couples rows, whether its encoder reads each row alone with zeros at padding
+    (`trims`: the engine may encode the rows in trimmed pieces)."""
+
+    inputs: tuple[str, ...] = ()
+    mean_over: str | None = None
+    trims: bool = False
+
+
+class RowEncoder:
+    """How a training step encodes a batch's rows ("rows in, states out"): here plainly; the
+    training engine's subclass runs the same function over trimmed pieces or packed items."""
+
+    def __call__(
+        self, fn: Callable[[torch.Tensor], torch.Tensor], rows: torch.Tensor, key: str,
+        last: bool = False,
+    ) -> torch.Tensor:  # fmt: skip
+        """`fn(rows)` [B, T, ...] for the batch's tensor `key`; `last`: its last column [B, ...]."""
+        out = fn(rows)
+        return out[:, -1] if last else out
+
+    def packed(self, key: str) -> RowPieces | None:
+        """The packed plan of the batch's tensor `key` where the step packs it, else None."""
+        return None
+
+
+#: the row encoder of a loss called outside the training engine
+PLAIN = RowEncoder()
 
 
 def plan_rows(seqs: torch.Tensor, overhead: int, packed: bool = False) -> RowPieces:

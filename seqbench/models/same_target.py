@@ -25,8 +25,8 @@ from seqbench.data.sequences import (
     trim,
 )
 from seqbench.models.layers import check_items
-from seqbench.models.losses import LOSSES, Objective
-from seqbench.models.objective import PopularityNegatives, draw_negatives
+from seqbench.models.objective import TrainingObjective
+from seqbench.models.pieces import RowSpec
 
 
 class SameTargetSampler:
@@ -58,29 +58,21 @@ class SameTargetSampler:
         return torch.where(others > 0, self.order[slot.clamp(max=len(self.order) - 1)], rows)
 
 
-class SameTargetTraining:
-    """`objective()` and `train_batches()` of a prefix model with same-target positives; the
-    model sets `self._objective`, `self._popularity` and calls `init_same_target()`; its
-    config has max_len, batch_size, batching, instances, and `wants_positives()` says
-    whether a batch carries `positives`."""
+class SameTargetObjective(TrainingObjective):
+    """Prefix instances with same-target partners (DuoRec's and FEARec's training objective):
+    the rows' inputs, targets, the loss axis's negatives and, with `positives`, each row's
+    partner; the loss couples the rows (in-batch contrast), so a batch runs whole, its rows
+    encoded in trimmed pieces where the encoder `trims`."""
 
-    cfg: Any
-    _objective: Objective
-    _popularity: PopularityNegatives | None
-
-    def init_same_target(self) -> None:
+    def __init__(self, cfg: Any, data: SeqDataset, positives: bool, trims: bool = False) -> None:
+        inputs = ("seqs", "positives") if positives else ("seqs",)
+        super().__init__(cfg, data, RowSpec(inputs, mean_over=None, trims=trims))
+        self.positives = positives
         #: training instances: items, input starts, input ends, targets (built on first use)
         self._inst: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
         self._sampler: SameTargetSampler | None = None
         self._negatives: NegativeSampler | None = None
         self._owner: torch.Tensor | None = None
-
-    def objective(self) -> Objective:
-        return self._objective
-
-    def wants_positives(self) -> bool:
-        """Whether a training batch carries each row's same-target partner."""
-        return True
 
     def gather(self, ids: torch.Tensor) -> torch.Tensor:
         """Left-padded, trimmed input sequences of the given instances."""
@@ -90,15 +82,13 @@ class SameTargetTraining:
             torch.from_numpy(gather_padded(items, starts[ids], ends[ids], self.cfg.max_len))
         )[0]
 
-    def train_batches(
-        self, data: SeqDataset, gen: torch.Generator
-    ) -> Iterator[dict[str, torch.Tensor]]:
+    def batches(self, data: SeqDataset, gen: torch.Generator) -> Iterator[dict[str, torch.Tensor]]:
         if self._inst is None:
             segments = train_segments(data, min_len=2)
             owner, starts, ends = instance_ranges(*segments, self.cfg.instances)
             self._inst = (data.items, starts, ends, data.items[ends])
             self._sampler = SameTargetSampler(data.items[ends])
-            if LOSSES[self._objective.loss].needs_negatives:
+            if self.needs_negatives:
                 self._negatives = NegativeSampler(data.n_items, data.items, *segments)
                 self._owner = torch.from_numpy(owner)
         _, starts, ends, targets = self._inst
@@ -112,11 +102,9 @@ class SameTargetTraining:
                 "targets": torch.from_numpy(targets[rows.numpy()]),
             }
             check_items(batch, "seqs")
-            if self.wants_positives():
+            if self.positives:
                 batch["positives"] = self.gather(self._sampler.sample(rows, gen))
                 check_items(batch, "positives")
             uniform = lambda shape, r=rows: self._negatives.sample(self._owner[r], shape, gen)  # noqa: E731
-            batch.update(
-                draw_negatives(self._objective, uniform, self._popularity, (len(rows),), gen)
-            )
+            batch.update(self.negatives(uniform, (len(rows),), gen))
             yield batch

@@ -16,7 +16,7 @@ the authors' encoder loop, which (a typo, `maen_hidden_states`) passes each laye
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -25,14 +25,13 @@ import torch.nn.functional as F
 from torch import nn
 
 from seqbench.data.dataset import SeqDataset
-from seqbench.data.sequences import InstanceRule, NextItemInstances
+from seqbench.data.sequences import InstanceRule
 from seqbench.errors import ConfigError
 from seqbench.models.base import Batch, ModelConfig, Parts, SeqModel, register
 from seqbench.models.departures import S3REC_INSTANCES, Departure, Switch
-from seqbench.models.layers import SeqEmbedding, causal_mask, check_items, with_self
-from seqbench.models.losses import LOSSES, LossName, Objective, ObjectiveFields, chunked_ce
-from seqbench.models.objective import next_item_batches, resolve_objective, score_objective
-from seqbench.models.pieces import NO_PLANS, Plans
+from seqbench.models.layers import SeqEmbedding, causal_mask, with_self
+from seqbench.models.losses import LOSSES, LossName, ObjectiveFields, chunked_ce
+from seqbench.models.objective import NextItemObjective, score_objective
 from seqbench.models.wasserstein import wasserstein2, wasserstein2_matrix
 
 Tensor = torch.Tensor
@@ -88,7 +87,6 @@ class STOSAConfig(ObjectiveFields, ModelConfig):
     instances: InstanceRule = "all_positions"
 
     def validate(self) -> None:
-        self.validate_objective()
         if not LOSSES[self.loss].needs_negatives and self.pvn_lambda > 0:
             raise ConfigError(
                 f"loss={self.loss} draws no negatives for the pvn term: add --ablate pvn=off "
@@ -195,7 +193,6 @@ class STOSA(SeqModel):
     paper = "Fan et al., Sequential Recommendation via Stochastic Self-Attention, WWW 2022"
     family = "stochastic attention"
     Config = STOSAConfig
-    micro_key = "targets"
     dataset_defaults = {
         "beauty": {},
         "synthetic": {
@@ -263,11 +260,7 @@ class STOSA(SeqModel):
                 self.cov_emb.norm = self.mean_emb.norm
         self.blocks = nn.ModuleList(WassersteinBlock(cfg) for _ in range(cfg.layers))
         self.apply(self._init)
-        self._train: NextItemInstances | None = None
-        self._objective, self._popularity = resolve_objective(cfg, data)
-
-    def objective(self) -> Objective:
-        return self._objective
+        self.train_objective = NextItemObjective(cfg, data)
 
     @staticmethod
     def _init(module: nn.Module) -> None:
@@ -301,22 +294,12 @@ class STOSA(SeqModel):
             mean, cov = block(mean, cov, mask, last_only and i == len(self.blocks) - 1)
         return mean, cov
 
-    def train_batches(self, data: SeqDataset, gen: torch.Generator) -> Iterator[Batch]:
-        if self._train is None:
-            self._train = NextItemInstances(data, self.cfg.max_len, self.cfg.instances)
-        grouped, obj = self.cfg.batching == "grouped", self._objective
-        for batch in next_item_batches(
-            self._train, self.cfg.batch_size, grouped, obj, self._popularity, gen
-        ):
-            check_items(batch, "seqs")
-            yield batch
-
-    def loss(self, batch: Batch, plans: Plans = NO_PLANS) -> tuple[Tensor, Parts]:
+    def loss(self, batch: Batch) -> tuple[Tensor, Parts]:
         """The objective on the scores −d(output, item) of the target and its negatives (BPR
         softplus(d⁺ − d⁻) by default) + λ·max(0, d⁺ − d(j⁺, j⁻)), over target positions."""
         mean, cov = self.encode(batch["seqs"])
-        targets, obj = batch["targets"], self._objective
-        if not LOSSES[obj.loss].needs_negatives:
+        targets, obj = batch["targets"], self.train_objective.spec
+        if not self.train_objective.needs_negatives:
             return self.full_ce(mean, cov, targets)
         t = targets.shape[1]
         negs, log_q = batch["negatives"], batch.get("log_q")

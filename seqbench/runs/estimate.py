@@ -123,7 +123,7 @@ def estimate(run: ResolvedRun, data: SeqDataset, ctx: RunContext) -> Estimate:
         # evaluation: its widest batch scored once, plus what validation's and test's
         # evaluators may keep between passes (both are alive when test runs)
         kept = 2 * trainer.valid.widest_batch(model) / 2**20
-        key = model.micro_key
+        key = model.rows().mean_over
         return Estimate(
             params=sum(p.numel() for p in model.parameters()),
             steps=len(batches),

@@ -41,7 +41,7 @@ from seqbench.runs.store import RunFolder, RunSpec, RunStore
 from seqbench.runs.tracking import TrackedRun, track
 from seqbench.training.checkpoint import SignalTrap
 from seqbench.training.context import LogObserver, Observer, RunContext
-from seqbench.training.micro import check_splittable
+from seqbench.training.engine import check_splittable
 from seqbench.training.trainer import Trainer, TrainOptions, TrainResult
 
 
@@ -158,8 +158,6 @@ def _check_procs(run: ResolvedRun, shard: distributed.Shard) -> None:
             f"run {run.run_id} is planned for {run.request.procs} process(es) but runs in a "
             f"group of {shard.world}: pass --procs {shard.world} (torchrun --nproc-per-node)"
         )
-    if shard.active:
-        check_splittable(run.model_cls, run.request.model)
 
 
 def _checked(run: ResolvedRun, data: SeqDataset, dev: torch.device) -> tuple[SeqDataset, Audit]:
@@ -251,7 +249,7 @@ def _train_and_test(
 
 
 def execute_procs(
-    run: ResolvedRun, ctx: RunContext, options: RunOptions = RunOptions()
+    run: ResolvedRun, ctx: RunContext, options: RunOptions, data: SeqDataset
 ) -> tuple[RunResult, bool]:
     """Train `run` over `run.request.procs` processes spawned here (torch.multiprocessing; gloo
     on CPU, nccl on CUDA with GPU i for rank i), or fetch it from the store; rank 0 stores it
@@ -260,6 +258,7 @@ def execute_procs(
     here): they checkpoint at the same step and stop, and this raises as one process would."""
     import torch.multiprocessing as mp
 
+    check_splittable(run.model_cls(run.cfg, data), run.request.model)  # before any spawn
     store = RunStore(ctx.runs_dir)
     stored = None if options.force else store.stored(run.run_id)
     if stored is not None and _answers(stored, options):

@@ -92,8 +92,8 @@ CHECKS: dict[str, Callable[[Probe], str]] = {
     "item ranges": item_ranges,
     "seed": seeding,
     "loss and gradients": gradients,
-    "micro_key gradient": micro_gradient,
-    "piecewise gradient": piecewise_gradient,
+    "micro-batch gradient": micro_gradient,
+    "trimmed pieces gradient": piecewise_gradient,
     "beats popularity": beats_popularity,
 }
 

@@ -17,6 +17,7 @@ from seqbench.evaluation.protocols import get_protocol
 from seqbench.machine import seed_everything
 from seqbench.models.base import Batch, SeqModel, resolve_config
 from seqbench.models.contract import call_loss
+from seqbench.training.engine import StepRows, row_plans
 
 #: the eval checks' window: short enough that the data has histories shorter and longer
 MAX_LEN = 6
@@ -99,7 +100,7 @@ def first_batch(model: SeqModel, data: SeqDataset, seed: int = 3) -> Batch:
 
 def train_loss(model: SeqModel, batch: Batch) -> torch.Tensor:
     """The loss of a whole CPU batch as the trainer asks for it (`call_loss`, host plans)."""
-    return call_loss(model, batch, model.plan_rows(batch))[0]
+    return call_loss(model, batch, StepRows(row_plans(model, batch)))[0]
 
 
 def scores_of(model: SeqModel, ev: Evaluator, users: np.ndarray, ends: np.ndarray) -> torch.Tensor:

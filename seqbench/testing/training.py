@@ -18,7 +18,7 @@ from seqbench.runs.options import RunOptions
 from seqbench.runs.request import RunRequest
 from seqbench.testing.probe import Broken, Probe, Skipped, first_batch, scores_of, train_loss
 from seqbench.training.context import RunContext
-from seqbench.training.micro import backward_pieces, step_pieces
+from seqbench.training.engine import backward_pieces, step_pieces
 
 
 def seeding(probe: Probe) -> str:
@@ -90,12 +90,13 @@ def _same_gradient(got: dict, whole: dict, loss: float, total: float, how: str) 
 
 
 def micro_gradient(probe: Probe) -> str:
-    """A `micro_key` model: length-sorted pieces weighted by their share of targets give the
-    whole batch's loss and gradient (so `batching=micro` changes nothing but speed); the
-    pieces are split, planned and run by the trainer's own functions."""
-    if probe.cls.micro_key is None:
-        raise Skipped("declares no micro_key (batches are never split)")
-    key = probe.cls.micro_key
+    """A loss that is a mean over one tensor's entries (`RowSpec.mean_over`): length-sorted
+    pieces weighted by their share of them give the whole batch's loss and gradient (so
+    `batching=micro` changes nothing but speed); the pieces are split, planned and run by the
+    trainer's own functions."""
+    key = probe.trainer(batching="uniform").rows().mean_over
+    if key is None:
+        raise Skipped("its batches run whole (no RowSpec.mean_over)")
     for scale in (1, 10):  # batches of ~batch_size targets (shared prefixes) hold few rows
         model = probe.trainer(batching="uniform", batch_size=str(48 * scale))
         batch = first_batch(model, probe.trains)
@@ -115,16 +116,18 @@ def micro_gradient(probe: Probe) -> str:
     if not math.isclose(sum(p.weight for p in pieces), 1.0, rel_tol=1e-6):
         raise Broken(f"the pieces' weights sum to {sum(p.weight for p in pieces)}, not 1")
     total, _ = backward_pieces(model, pieces)
-    _same_gradient(grads_of(model), whole, loss, total, f"micro_key {key!r}")
-    return f"micro_key {key!r}: {len(pieces)} pieces give the batch's loss and gradient"
+    _same_gradient(grads_of(model), whole, loss, total, f"mean_over {key!r}")
+    return f"mean_over {key!r}: {len(pieces)} pieces give the batch's loss and gradient"
 
 
 def piecewise_gradient(probe: Probe) -> str:
-    """A `piecewise` model: encoding rows in trimmed pieces gives the loss and gradient of one
-    untrimmed pass (augmentations drawn inside the loss see the same random stream)."""
+    """A loss that couples rows over an encoder that trims (`RowSpec.trims`): encoding rows in
+    trimmed pieces gives the loss and gradient of one untrimmed pass (augmentations drawn
+    inside the loss see the same random stream)."""
     model = probe.trainer(batching="uniform")
-    if not model.piecewise:
-        raise Skipped("does not declare piecewise encoding")
+    spec = model.rows()
+    if spec.mean_over is not None or not spec.trims:
+        raise Skipped("its rows are not encoded in trimmed pieces (RowSpec.trims)")
     batch = first_batch(model, probe.trains, seed=4)
     runs, state = [], model.extra_state()
     for mode in ("uniform", "micro"):

@@ -18,7 +18,7 @@ import torch
 
 from seqbench.data.dataset import SeqDataset
 from seqbench.models.base import Batch, SeqModel
-from seqbench.training.micro import Piece, step_pieces
+from seqbench.training.engine import Piece, step_pieces
 
 #: how many steps' pieces wait ready ahead of the step (bounds the host and pinned memory)
 AHEAD = 4

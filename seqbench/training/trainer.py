@@ -36,8 +36,8 @@ from seqbench.training.checkpoint import (
     training_state,
 )
 from seqbench.training.context import EpochReport, RunContext
+from seqbench.training.engine import Piece, accumulate_pieces, prepare
 from seqbench.training.feed import EpochFeed
-from seqbench.training.micro import Piece, accumulate_pieces, check_splittable
 
 #: steps between reads of the loss on the host (progress, and the check that it is finite)
 LOG_EVERY = 20
@@ -172,8 +172,7 @@ class Trainer:
         self.pauses, self.agreed = Pauses(None), [0, 0, 0, 0]  # fit's; the ranks' view (step)
         #: this process's rank among the processes training the run (`distributed`)
         self.shard = distributed.current()
-        if self.shard.active:
-            check_splittable(type(model), model.name or type(model).__name__)
+        prepare(model, split=self.shard.active)
         if ctx.compile:
             compile_encoder(self.model)
         # autocast dtype of the loss (the forward and backward): None trains in plain fp32

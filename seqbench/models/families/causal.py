@@ -8,35 +8,28 @@ extends it; each registers its own class in its model file.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from seqbench.data.dataset import SeqDataset
-from seqbench.data.sequences import InstanceRule, NextItemInstances
+from seqbench.data.sequences import InstanceRule
 from seqbench.models.base import Batch, ModelConfig, Parts, SeqModel
 from seqbench.models.departures import Departure, Switch
 from seqbench.models.item_scores import ItemDot, ItemTable
 from seqbench.models.layers import (
+    CausalStack,
     MultiHeadAttention,
     SeqEmbedding,
     TransformerEncoder,
-    causal_mask,
-    check_items,
-    fast_dropout,
     normal_init,
 )
-from seqbench.models.losses import LOSSES, Objective, ObjectiveFields
-from seqbench.models.objective import (
-    next_item_batches,
-    next_item_objective,
-    resolve_objective,
-)
-from seqbench.models.pieces import NO_PLANS, Plans, RowPieces, pack
+from seqbench.models.losses import ObjectiveFields
+from seqbench.models.objective import NextItemObjective
+from seqbench.models.pieces import PLAIN, RowEncoder
 
 
 @dataclass
@@ -63,9 +56,6 @@ class SASRecConfig(ObjectiveFields, ModelConfig):
     #: right: position embeddings counted from the window's right end (kang205/SASRec);
     #: left: from each row's first item (the PyTorch port's right-padded rows)
     positions: Literal["right", "left"] = "right"
-
-    def validate(self) -> None:
-        self.validate_objective()
 
 
 #: SASRec's attention block as seqbench builds it
@@ -128,15 +118,39 @@ def pmixer_init(model: nn.Module) -> None:
                 nn.init.uniform_(lin.weight, -bound, bound)
 
 
-class SASRecBody(ItemDot, SeqModel):
+class NextItemDot(ItemDot, SeqModel):
+    """A next-item model scored with its item embedding: `encode(seqs)` gives the states
+    [B, T, d] of a window, `self.emb.item` (set by the model) is the item table, and the loss is
+    the training objective's at the targets (BSARec, FMLP-Rec, LinRec, SASRec)."""
+
+    emb: SeqEmbedding
+
+    def encode(self, seqs: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    def states(self) -> Callable[[torch.Tensor], torch.Tensor]:
+        """The function of the rows the loss reads (a `CausalStack` the step may pack)."""
+        return self.encode
+
+    def loss(self, batch: Batch, rows: RowEncoder = PLAIN) -> tuple[torch.Tensor, Parts]:
+        obj = self.train_objective
+        loss = obj.step_loss(self.states(), self.emb.item.weight, batch, rows)
+        return loss, obj.parts(loss)
+
+    def query(self, batch: Batch) -> torch.Tensor:
+        return self.encode(batch["seqs"])[:, -1]
+
+    def score_table(self) -> ItemTable:
+        return ItemTable(self.emb.item.weight)
+
+
+class SASRecBody(NextItemDot):
     """SASRec's model, registered by its subclasses: a unidirectional Transformer scoring
     with the shared item embedding."""
 
     Config = SASRecConfig
-    micro_key = "targets"
-    packs = True
-    row_keys = ("seqs",)
     ablations = ("loss", "instances")
+    stack = CausalStack()
 
     def __init__(self, cfg: SASRecConfig, data: SeqDataset) -> None:
         super().__init__(cfg, data)
@@ -154,64 +168,10 @@ class SASRecBody(ItemDot, SeqModel):
                 block.attn_drop = nn.Identity()
         if cfg.init == "pmixer":
             pmixer_init(self)
-        self._train: NextItemInstances | None = None
-        self._objective, self._popularity = resolve_objective(cfg, data)
-        if cfg.batching == "packed":
-            fast_dropout(self)
-
-    def objective(self) -> Objective:
-        return self._objective
+        self.train_objective = NextItemObjective(cfg, data)
 
     def encode(self, seqs: torch.Tensor) -> torch.Tensor:
-        return self.encoder(self.emb(seqs), seqs, causal_mask(seqs)[:, None])
+        return self.stack(seqs)
 
-    def train_batches(self, data: SeqDataset, gen: torch.Generator) -> Iterator[Batch]:
-        if self._train is None:
-            self._train = NextItemInstances(data, self.cfg.max_len, self.cfg.instances)
-        grouped, obj = self.cfg.batching == "grouped", self._objective
-        for batch in next_item_batches(
-            self._train, self.cfg.batch_size, grouped, obj, self._popularity, gen
-        ):
-            check_items(batch, "seqs", "targets")
-            yield batch
-
-    def packed_plan(self, batch: Batch, plans: Plans, key: str) -> RowPieces:
-        """The packed plan of `batch[key]`: the host's, or planned here (a library call)."""
-        return plans[key] if key in plans else self.plan_rows(batch)[key]
-
-    def encode_packed(
-        self, seqs: torch.Tensor, plan: RowPieces, rows: torch.Tensor | None = None
-    ) -> torch.Tensor:
-        """`encode` at the items of `plan` ([N, d], `pieces.pack`): position-wise layers over
-        all N items at once, attention block by block (`rows`: the items' embedding rows)."""
-        ids, x = self.emb.packed(seqs, plan, rows)
-        return self.encoder.packed(ids, x, plan)
-
-    def loss(self, batch: Batch, plans: Plans = NO_PLANS) -> tuple[torch.Tensor, Parts]:
-        obj, table = self._objective, self.emb.item.weight
-        if self.training and self.cfg.batching == "packed":
-            loss = self.packed_loss(batch, self.packed_plan(batch, plans, "seqs"))
-        else:
-            h = self.encode_rows(self.encode, batch["seqs"], plans.get("seqs"))
-            loss = next_item_objective(obj, self.cfg.ce_chunk, h, table, batch)
-        return loss, {obj.loss: loss.detach()}
-
-    def packed_loss(self, batch: Batch, plan: RowPieces) -> torch.Tensor:
-        """The objective at the packed items, with one lookup of the item table for the items,
-        their targets and single negatives (one gradient buffer for the table, not three)."""
-        width, obj, table = batch["seqs"].shape[1], self._objective, self.emb.item.weight
-        keys = ("seqs", "targets", "negatives", "log_q")
-        items = {k: pack(batch[k], plan, width) for k in keys if k in batch}
-        looked = ["seqs"]
-        if LOSSES[obj.loss].needs_negatives:
-            looked += ["targets", "negatives"] if items["negatives"].dim() == 1 else ["targets"]
-        ids = torch.cat([items[k] for k in looked])
-        rows = F.embedding(ids, table).split(len(items["seqs"]))
-        h = self.encode_packed(batch["seqs"], plan, rows[0])
-        return next_item_objective(obj, self.cfg.ce_chunk, h, table, items, rows[1:])
-
-    def query(self, batch: Batch) -> torch.Tensor:
-        return self.encode(batch["seqs"])[:, -1]
-
-    def score_table(self) -> ItemTable:
-        return ItemTable(self.emb.item.weight)
+    def states(self) -> CausalStack:
+        return self.stack

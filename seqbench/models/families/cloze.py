@@ -24,9 +24,9 @@ from seqbench.models.base import Batch, ModelConfig, Parts, SeqModel
 from seqbench.models.departures import Departure
 from seqbench.models.item_scores import ItemDot, ItemTable
 from seqbench.models.layers import SeqEmbedding, TransformerEncoder, key_padding_mask
-from seqbench.models.losses import LOSSES, Objective, ObjectiveFields, target_terms
-from seqbench.models.objective import dot_scores, draw_negatives, resolve_objective
-from seqbench.models.pieces import NO_PLANS, Plans
+from seqbench.models.losses import ObjectiveFields, target_terms
+from seqbench.models.objective import TrainingObjective, dot_scores
+from seqbench.models.pieces import PLAIN, RowEncoder, RowSpec
 
 
 @dataclass
@@ -62,7 +62,6 @@ class BERT4RecConfig(ObjectiveFields, ModelConfig):
     gelu: Literal["exact", "tanh"] = "exact"
 
     def validate(self) -> None:
-        self.validate_objective()
         if self.ce_chunk:
             raise ConfigError(
                 f"the cloze CE is one product: ce_chunk must be 0, got {self.ce_chunk}"
@@ -124,6 +123,10 @@ CLOZE_LOSS = Departure(
 )
 
 
+#: a cloze loss encodes the masked `inputs` and is the mean over their non-zero `labels`
+CLOZE_ROWS = RowSpec(("inputs",), mean_over="labels")
+
+
 class BERT4RecBody(ItemDot, SeqModel):
     """BERT4Rec's model, registered by its subclasses: a bidirectional encoder trained to fill
     masked items, scoring through an appended [mask]."""
@@ -131,8 +134,6 @@ class BERT4RecBody(ItemDot, SeqModel):
     Config = BERT4RecConfig
     loss_head = "cloze"
     ablations = ("window", "loss", *BERT_AXES)
-    micro_key = "labels"
-    row_keys = ("inputs",)
 
     def __init__(self, cfg: BERT4RecConfig, data: SeqDataset) -> None:
         super().__init__(cfg, data)
@@ -163,10 +164,7 @@ class BERT4RecBody(ItemDot, SeqModel):
         else:
             self.out = nn.Linear(cfg.d, data.n_items + 1)
         self._train: dict[str, torch.Tensor] | None = None
-        self._objective, self._popularity = resolve_objective(cfg, data)
-
-    def objective(self) -> Objective:
-        return self._objective
+        self.train_objective = TrainingObjective(cfg, data, CLOZE_ROWS)
 
     def training_windows(self, data: SeqDataset) -> torch.Tensor:
         """All training instances: slide windows (window=on) or each user's last T items."""
@@ -204,7 +202,7 @@ class BERT4RecBody(ItemDot, SeqModel):
     ) -> torch.Tensor:
         """Loss per masked position (h [N, d], labels [N] at `where` of the batch's [B, T]
         labels): full softmax CE (`cloze_logits`), or sampled CE against its negatives."""
-        if not LOSSES[self._objective.loss].needs_negatives:
+        if not self.train_objective.needs_negatives:
             return self.cloze_logits(h, labels)
         t = where.shape[1]
         negs = batch["cloze_negatives"]
@@ -216,7 +214,7 @@ class BERT4RecBody(ItemDot, SeqModel):
         pos = dot_scores(z, w, labels) + b[labels]
         neg = dot_scores(z, w, negs) + b[negs]
         hits = negs == (labels.unsqueeze(-1) if negs.dim() > 1 else labels)
-        return target_terms(self._objective, pos, neg, hits, log_q)
+        return target_terms(self.train_objective.spec, pos, neg, hits, log_q)
 
     def cloze_loss(self, h: torch.Tensor, batch: Batch) -> torch.Tensor:
         """Mean cloze loss over the masked positions of batch["labels"]."""
@@ -229,7 +227,7 @@ class BERT4RecBody(ItemDot, SeqModel):
         """The sampled cloze negatives of a batch's labels ([B, T] or [B, T, K]: K uniform
         items per position, or by popularity with their log q); none under full CE."""
         uniform = self.cloze_uniform(labels, gen)
-        drawn = draw_negatives(self._objective, uniform, self._popularity, labels.shape, gen)
+        drawn = self.train_objective.negatives(uniform, tuple(labels.shape), gen)
         return {f"cloze_{k}": v for k, v in drawn.items()}
 
     def cloze_uniform(
@@ -256,8 +254,8 @@ class BERT4RecBody(ItemDot, SeqModel):
             seqs, c.mask_prob, self.mask_id, self.n_items, gen, c.mask_replace, force_last
         )
 
-    def loss(self, batch: Batch, plans: Plans = NO_PLANS) -> tuple[torch.Tensor, Parts]:
-        h = self.encode_rows(self.encode, batch["inputs"], plans.get("inputs"))
+    def loss(self, batch: Batch, rows: RowEncoder = PLAIN) -> tuple[torch.Tensor, Parts]:
+        h = rows(self.encode, batch["inputs"], "inputs")
         loss = self.cloze_loss(h, batch)
         return loss, {"cloze": loss.detach()}
 

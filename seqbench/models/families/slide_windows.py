@@ -14,6 +14,7 @@ from typing import Literal
 
 from seqbench.models.departures import Departure, Switch
 from seqbench.models.families.cloze import CLOZE_LOSS, EVAL_INPUT, BERT4RecBody, BERT4RecConfig
+from seqbench.models.pieces import RowSpec
 
 #: BERT4Rec_S and CBiT follow CBiT's public code (github hw-du/CBiT) where the paper is silent
 CBIT_CODE_DEPARTURES = (
@@ -151,9 +152,8 @@ class BERT4RecSBody(BERT4RecBody):
 
     Config = BERT4RecSConfig
 
-    @property
-    def piecewise(self) -> bool:  # type: ignore[override]
-        """A subclass whose loss couples rows (no `micro_key`: CBiT, CoSeBERT) encodes them in
-        pieces only with zeroed padding outputs: kept ones (the code's) are part of the
-        flattened views and depend on the padded width."""
-        return self.micro_key is None and self.cfg.pad_outputs == "zero"
+    def coupled_rows(self, *inputs: str) -> RowSpec:
+        """The rows of a subclass whose loss couples them (CBiT, CoSeBERT): encoded in trimmed
+        pieces only with zeroed padding outputs (kept ones, the code's, are part of the
+        flattened views and depend on the padded width)."""
+        return RowSpec(inputs, mean_over=None, trims=self.cfg.pad_outputs == "zero")

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from typing import Literal
 
 import torch
-import torch.nn.functional as F
 
 from seqbench.data.dataset import SeqDataset
 from seqbench.errors import ConfigError
@@ -21,8 +20,8 @@ from seqbench.models.augment import Augmenter, Op, two_views
 from seqbench.models.base import Batch, Parts
 from seqbench.models.contrastive import ContrastiveFields, view_loss
 from seqbench.models.families.causal import SASRecBody, SASRecConfig
-from seqbench.models.layers import SeqEmbedding, TransformerEncoder, check_items, fast_dropout
-from seqbench.models.pieces import NO_PLANS, Plans, unpack
+from seqbench.models.layers import SeqEmbedding, TransformerEncoder, check_items
+from seqbench.models.pieces import PLAIN, RowEncoder, RowSpec
 
 
 @dataclass
@@ -60,8 +59,6 @@ class CL4SRecBody(SASRecBody):
     BCE plus two-view contrastive learning."""
 
     Config = CL4SRecConfig
-    micro_key = None  # the contrastive loss couples the rows of a batch
-    row_keys = ("seqs", "views")
     ablations = ("augment", "instances")
 
     def __init__(self, cfg: CL4SRecConfig, data: SeqDataset) -> None:
@@ -77,14 +74,13 @@ class CL4SRecBody(SASRecBody):
         else:
             self.emb = SeqEmbedding(n_tokens, cfg.d, cfg.max_len, cfg.dropout, scale=True)
         self.augmenter = self.make_augmenter(data)
-        if cfg.batching == "packed":
-            fast_dropout(self)
 
-    @property
-    def piecewise(self) -> bool:  # type: ignore[override]
-        """Padding outputs are zero in the s3rec layout; the sasrec layout's final LayerNorm
-        makes them its bias, which only the flattened representation would read."""
-        return self.cfg.layout == "s3rec" or self.cfg.cl_repr == "last"
+    def rows(self) -> RowSpec:
+        """The rows and their views, coupled by the contrastive loss; trimmed where padding
+        outputs are zero (the s3rec layout; the sasrec layout's final LayerNorm makes them its
+        bias, which only the flattened representation reads)."""
+        trims = self.cfg.layout == "s3rec" or self.cfg.cl_repr == "last"
+        return RowSpec(("seqs", "views"), mean_over=None, trims=trims)
 
     def make_augmenter(self, data: SeqDataset) -> Augmenter:
         cfg = self.cfg
@@ -99,16 +95,9 @@ class CL4SRecBody(SASRecBody):
             check_items(batch, "views")
             yield batch
 
-    def loss(self, batch: Batch, plans: Plans = NO_PLANS) -> tuple[torch.Tensor, Parts]:
-        rec, parts = super().loss(batch, plans)
-        if self.training and self.cfg.batching == "packed":
-            plan = self.packed_plan(batch, plans, "views")
-            h = self.encode_packed(batch["views"], plan)
-            if self.cfg.cl_repr == "last":  # an empty view's last position: zeros
-                h = F.pad(h, (0, 0, 0, 1))[plan.last][:, None]
-            else:
-                h = unpack(h, plan, batch["views"].shape)
-        else:
-            h = self.encode_rows(self.encode, batch["views"], plans.get("views"))
-        cl = view_loss(h, self.cfg.cl_repr, self.cfg.tau)
+    def loss(self, batch: Batch, rows: RowEncoder = PLAIN) -> tuple[torch.Tensor, Parts]:
+        rec, parts = super().loss(batch, rows)
+        last = self.cfg.cl_repr == "last"  # an empty view's last output is zeros
+        h = rows(self.stack, batch["views"], "views", last=last)
+        cl = view_loss(h[:, None] if last else h, self.cfg.cl_repr, self.cfg.tau)
         return rec + self.cfg.cl_weight * cl, {**parts, "cl": cl.detach()}

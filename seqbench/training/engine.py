@@ -1,16 +1,18 @@
-"""Micro-batching: run a uniformly drawn batch as length-sorted pieces with the same gradient.
+"""The training step engine: how a batch is run, decided from what the model's loss reads of
+its rows (`SeqModel.rows`, a `pieces.RowSpec`), never by the model.
 
 Authors' code draws each batch uniformly, so one long sequence pads the whole batch to its
-length. Sorting the batch's rows by length and running pieces, each trimmed to its own
-longest row, removes most of that padding. A model whose loss is a mean over the non-zero
-entries of one [B, T] tensor (`SeqModel.micro_key`) and couples no rows gets exactly the
-batch's loss when each piece's mean is weighted by its share of those entries, so the
-gradient equals the uniform batch's (dropout masks are drawn differently, nothing else).
-A model whose loss couples rows (in-batch negatives) cannot split its loss, but when each row's
-encoder output depends only on that row's items it can still encode the rows in such pieces
-(`models.pieces.piecewise`) and compute the coupled loss on the re-assembled outputs.
-Both splits read the rows' lengths, so they are decided on the host from the CPU batch before
-it moves to the device (`step_pieces`): the step gets device tensors and Python ints only.
+length. Under `batching=micro` the engine sorts the batch's rows by length and runs pieces,
+each trimmed to its own longest row. A loss that is a mean over the non-zero entries of one
+[B, T] tensor (`RowSpec.mean_over`) and couples no rows gets exactly the batch's loss when each
+piece's mean is weighted by its share of those entries, so the gradient equals the uniform
+batch's (dropout masks are drawn differently, nothing else). A loss that couples rows cannot
+be split, but when its encoder reads each row alone (`RowSpec.trims`) the engine still encodes
+the rows in such pieces and the loss sees the re-assembled outputs (`StepRows`). Under
+`batching=packed` a model whose stack is a `layers.CausalStack` runs the uniform batch as one
+pass over its packed items. Every split reads the rows' lengths, so it is decided on the host
+from the CPU batch before it moves to the device (`step_pieces`): the step gets device tensors
+and Python ints only.
 """
 
 from __future__ import annotations
@@ -20,13 +22,24 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 
 from seqbench.data.sequences import take_rows
 from seqbench.distributed import Shard, current
 from seqbench.errors import ConfigError
-from seqbench.models.base import Batch, SeqModel
+from seqbench.models.base import Batch, SeqModel, packs
 from seqbench.models.contract import call_loss
-from seqbench.models.pieces import Plans, split_points
+from seqbench.models.layers import fast_dropout
+from seqbench.models.pieces import (
+    NO_PLANS,
+    Plans,
+    RowEncoder,
+    RowPieces,
+    encode_pieces,
+    plan_rows,
+    split_points,
+    unpack,
+)
 
 CPU = torch.device("cpu")
 
@@ -34,11 +47,59 @@ CPU = torch.device("cpu")
 @dataclass(frozen=True)
 class Piece:
     """One piece of a training step: its tensors on the device, the weight of its mean loss
-    and the host-planned cuts of the rows its loss encodes in pieces (`SeqModel.plan_rows`)."""
+    and the host-planned cuts of the rows its loss encodes (`row_plans`)."""
 
     batch: Batch
     weight: float
     plans: Plans
+
+
+class StepRows(RowEncoder):
+    """The rows of one piece as the engine encodes them: each planned tensor over its trimmed
+    pieces, or at its packed items through the model's `CausalStack`; others plainly."""
+
+    def __init__(self, plans: Plans) -> None:
+        self.plans = plans
+
+    def __call__(
+        self, fn: Callable[[torch.Tensor], torch.Tensor], rows: torch.Tensor, key: str,
+        last: bool = False,
+    ) -> torch.Tensor:  # fmt: skip
+        plan = self.plans.get(key)
+        if plan is None:
+            return super().__call__(fn, rows, key, last)
+        if plan.flat is not None:  # packed: an empty row's last output is zeros
+            h = fn.packed(rows, plan)  # type: ignore[attr-defined]
+            return F.pad(h, (0, 0, 0, 1))[plan.last] if last else unpack(h, plan, rows.shape)
+        if last:
+            return encode_pieces(lambda s: fn(s)[:, -1], rows, plan, per_position=False)
+        return encode_pieces(fn, rows, plan)
+
+    def packed(self, key: str) -> RowPieces | None:
+        plan = self.plans.get(key)
+        return plan if plan is not None and plan.flat is not None else None
+
+
+def row_plans(model: SeqModel, batch: Batch) -> Plans:
+    """Host side, on the CPU batch: the cuts of each row tensor the loss encodes, packed under
+    `batching=packed`, trimmed pieces under `batching=micro` for a loss that couples rows
+    over an encoder that trims (none otherwise)."""
+    spec, cfg = model.rows(), model.cfg
+    packed = cfg.batching == "packed" and packs(type(model))
+    trimmed = cfg.batching == "micro" and spec.mean_over is None and spec.trims
+    if not (packed or trimmed):
+        return NO_PLANS
+    return {k: plan_rows(batch[k], cfg.micro_overhead, packed) for k in spec.inputs if k in batch}
+
+
+def prepare(model: SeqModel, split: bool = False) -> None:
+    """Set up `model` for the engine's batching: refuse a loss that couples rows where the
+    batch is `split` over processes; a packed model draws its dropout masks from 16-bit
+    integers (`packed.int_dropout`)."""
+    if split:
+        check_splittable(model, model.name or type(model).__name__)
+    if model.cfg.batching == "packed" and packs(type(model)):
+        fast_dropout(model)
 
 
 def move(batch: Batch, device: torch.device) -> Batch:
@@ -62,14 +123,14 @@ def step_pieces(model: SeqModel, batch: Batch, device: torch.device = CPU) -> li
     tensors, so the step that runs the pieces reads no device tensor to make one."""
     pieces = []
     scale = 1.0
-    shard = current()
-    if shard.active and model.micro_key is not None:  # this rank's rows (`distributed`)
-        batch, scale = shard_batch(batch, model.micro_key, shard)
+    shard, key = current(), model.rows().mean_over
+    if shard.active and key is not None:  # this rank's rows (`distributed`)
+        batch, scale = shard_batch(batch, key, shard)
         if scale == 0.0:
             return []
     for piece, weight in training_pieces(model, batch):
         weight *= scale
-        plans = {k: p.to(device) for k, p in model.plan_rows(piece).items()}
+        plans = {k: p.to(device) for k, p in row_plans(model, piece).items()}
         pieces.append(Piece(move(piece, device), weight, plans))
     return pieces
 
@@ -87,7 +148,7 @@ def accumulate_pieces(
     parts: dict[str, torch.Tensor | float] = {}
     for piece in pieces:
         with autocast():
-            loss, piece_parts = call_loss(model, piece.batch, piece.plans)
+            loss, piece_parts = call_loss(model, piece.batch, StepRows(piece.plans))
         loss = loss.float() * piece.weight
         (scaler.scale(loss) if scaler is not None else loss).backward()
         value = value + loss.detach().double()
@@ -119,13 +180,14 @@ def backward_batch(
     """The gradient of one CPU `batch` as the trainer computes it (its feed builds the pieces,
     `Trainer.step` accumulates them), for benchmarks and tests that step one batch at a time:
     split and planned on the host, moved to `device`, then `backward_pieces`."""
+    prepare(model)
     return backward_pieces(model, step_pieces(model, batch, device), autocast, scaler)
 
 
 def training_pieces(model: SeqModel, batch: Batch) -> list[tuple[Batch, float]]:
-    """How the trainer runs a batch: micro-batches under `batching=micro` for a model with a
-    `micro_key`, else the whole batch with weight 1."""
-    cfg, key = model.cfg, model.micro_key
+    """How the trainer runs a batch: micro-batches under `batching=micro` for a loss that is a
+    mean over one tensor's entries (`RowSpec.mean_over`), else the whole batch with weight 1."""
+    cfg, key = model.cfg, model.rows().mean_over
     if cfg.batching == "micro" and key is not None:
         return micro_batches(batch, key, cfg.micro_overhead)
     return [(batch, 1.0)]
@@ -153,9 +215,9 @@ def micro_batches(batch: Batch, key: str, overhead: int) -> list[tuple[Batch, fl
     return pieces
 
 
-def check_splittable(model_cls: type[SeqModel], name: str) -> None:
+def check_splittable(model: SeqModel, name: str) -> None:
     """Refuse a model whose loss couples the rows of a batch (its gradient cannot be split)."""
-    if model_cls.micro_key is None:
+    if model.rows().mean_over is None:
         raise ConfigError(
             f"--procs: model {name}'s loss couples the rows of a batch (in-batch negatives or "
             "contrastive views), so its gradient cannot be split over processes: use --procs 1"
