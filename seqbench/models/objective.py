@@ -1,6 +1,8 @@
-"""The objective in a model's training step: drawing each batch's negatives (uniform or by
-popularity), scoring them against hidden states in bounded memory, and the loss of the
-registry (`losses.LOSSES`) the run's `Objective` names, on those scores."""
+"""A model's training objective as one object (`TrainingObjective`): the loss of the registry
+(`losses.LOSSES`) the run's `Objective` names, each batch's negatives (uniform or by
+popularity), what the loss reads of a batch's rows (`pieces.RowSpec`, which the training
+engine batches by), the training instances it builds batches from, and the loss from states
+and the item table, its scores of the negatives computed in bounded memory."""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ import torch.nn.functional as F
 from seqbench.data.dataset import SeqDataset
 from seqbench.data.sequences import CausalInstanceRule, NextItemInstances
 from seqbench.errors import ConfigError
-from seqbench.models.layers import check_items
+from seqbench.models.layers import CausalStack, check_items
 from seqbench.models.losses import LOSSES, Objective, ObjectiveFields, full_ce, mean_terms
 from seqbench.models.pieces import RowEncoder, RowSpec, pack
 
@@ -146,7 +148,7 @@ class TrainingObjective:
         packed items where it packs (one lookup of the table for the items, their targets and
         single negatives: one gradient buffer for it), else at every position."""
         plan = rows.packed("seqs")
-        if plan is None:
+        if plan is None or not isinstance(encode, CausalStack):
             h = rows(encode, batch["seqs"], "seqs")[:, -batch["targets"].shape[1] :]
             return self.loss(h, table, batch)
         width = batch["seqs"].shape[1]
@@ -156,7 +158,7 @@ class TrainingObjective:
             looked += ["targets", "negatives"] if items["negatives"].dim() == 1 else ["targets"]
         ids = torch.cat([items[k] for k in looked])
         found = F.embedding(ids, table).split(len(items["seqs"]))
-        h = encode.packed(batch["seqs"], plan, found[0])  # type: ignore[attr-defined]
+        h = encode.packed(batch["seqs"], plan, found[0])
         return self.loss(h, table, items, found[1:])
 
     def parts(self, loss: torch.Tensor) -> dict[str, torch.Tensor]:

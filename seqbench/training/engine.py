@@ -29,7 +29,7 @@ from seqbench.distributed import Shard, current
 from seqbench.errors import ConfigError
 from seqbench.models.base import Batch, SeqModel, packs
 from seqbench.models.contract import call_loss
-from seqbench.models.layers import fast_dropout
+from seqbench.models.layers import CausalStack, fast_dropout
 from seqbench.models.pieces import (
     NO_PLANS,
     Plans,
@@ -69,7 +69,9 @@ class StepRows(RowEncoder):
         if plan is None:
             return super().__call__(fn, rows, key, last)
         if plan.flat is not None:  # packed: an empty row's last output is zeros
-            h = fn.packed(rows, plan)  # type: ignore[attr-defined]
+            if not isinstance(fn, CausalStack):
+                raise TypeError(f"packed rows {key!r} are encoded by rows(self.stack, ...)")
+            h = fn.packed(rows, plan)
             return F.pad(h, (0, 0, 0, 1))[plan.last] if last else unpack(h, plan, rows.shape)
         if last:
             return encode_pieces(lambda s: fn(s)[:, -1], rows, plan, per_position=False)
