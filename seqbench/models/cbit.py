@@ -168,7 +168,7 @@ class CBiT(BERT4RecSBody):
             if shared_mask:
                 inputs, labels = inputs.repeat(self.views, 1), labels.repeat(self.views, 1)
             batch["inputs"], batch["labels"] = inputs, labels
-            if c.augment == "cloze":  # each view encoded alone (`encode_views`)
+            if c.augment == "cloze" and self.rows().trims:  # each view planned alone
                 batch.update({f"view{v}": x for v, x in enumerate(inputs.chunk(self.views))})
             batch.update(self.cloze_draws(labels, gen))
             yield batch
