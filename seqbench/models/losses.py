@@ -106,6 +106,11 @@ class Objective:
     #: uniform negatives over 'all' items or the user's 'unseen' ones (None: not uniform)
     negatives_from: str | None = None
 
+    @property
+    def needs_negatives(self) -> bool:
+        """Whether the loss scores sampled negatives (else: all items)."""
+        return LOSSES[self.loss].needs_negatives
+
     @classmethod
     def resolve(cls, fields: ObjectiveFields, n_items: int) -> Objective:
         """K from the loss's default where `negatives` is 0; α, β from the real catalogue."""

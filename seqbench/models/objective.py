@@ -119,7 +119,7 @@ class TrainingObjective:
     @property
     def needs_negatives(self) -> bool:
         """Whether the loss scores sampled negatives (else: all items)."""
-        return LOSSES[self.spec.loss].needs_negatives
+        return self.spec.needs_negatives
 
     def negatives(
         self, uniform: Callable[[tuple[int, ...]], torch.Tensor], shape: tuple[int, ...],
@@ -259,7 +259,7 @@ def next_item_objective(
     the targets' and (one per target) the negatives' rows of `weight`, where already looked up."""
     targets = batch["targets"]
     valid = targets != 0
-    if not LOSSES[obj.loss].needs_negatives:
+    if not obj.needs_negatives:
         items = weight[1 : obj.n_items + 1]
         return full_ce(h[valid], items, targets[valid] - 1, chunk)
     negs = batch["negatives"][:, -targets.shape[1] :] if targets.dim() == 2 else batch["negatives"]
@@ -283,7 +283,7 @@ def draw_negatives(
     (today's draws), else [*shape, K]; `uniform(shape)` draws outside each row's own items,
     uniform over all items where `negatives_from` is 'all', or by popularity (with their
     `log_q`) where configured."""
-    if not LOSSES[obj.loss].needs_negatives:
+    if not obj.needs_negatives:
         return {}
     full = shape if obj.negatives == 1 else (*shape, obj.negatives)
     if obj.sampling == "popularity" and popularity is not None:
