@@ -23,7 +23,7 @@ from seqbench.runs.execute import execute
 from seqbench.runs.options import Pool
 from seqbench.runs.request import RunRequest
 from seqbench.runs.result import ResultError, RunResult
-from seqbench.training import engine as micro
+from seqbench.training import engine
 from seqbench.training.context import RunContext
 from seqbench.training.trainer import compile_encoder, make_optimizer
 
@@ -211,7 +211,7 @@ def test_fed_epoch_equals_the_plain_loop(data, tmp_path: Path, name: str) -> Non
     losses = []
     for batch in batches:
         opt.zero_grad(set_to_none=True)
-        value, parts = micro.backward_batch(plain, batch)
+        value, parts = engine.backward_batch(plain, batch)
         if plain.cfg.grad_clip > 0:
             torch.nn.utils.clip_grad_norm_(plain.parameters(), plain.cfg.grad_clip)
         opt.step()

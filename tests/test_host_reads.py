@@ -23,7 +23,7 @@ from seqbench.data.dataset import SeqDataset
 from seqbench.models.base import MODELS, get_model, resolve_config
 from seqbench.models.pieces import piecewise
 from seqbench.runs.store import RunFolder
-from seqbench.training import engine as micro
+from seqbench.training import engine
 from seqbench.training.context import RunContext
 
 CPU = torch.device("cpu")
@@ -89,7 +89,7 @@ class DeviceGuard(TorchFunctionMode):
 def moved(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """The batch as the old trainer handed it to the split: already on the device."""
     with DeviceGuard():
-        return micro.move(batch, CPU)
+        return engine.move(batch, CPU)
 
 
 @pytest.fixture(scope="module")
@@ -123,7 +123,7 @@ def test_the_guard_catches_every_kind_of_host_read() -> None:
         lambda t: (t != 0).sum(1).max().item(),  # computed from the device tensor alone
     ]
     with DeviceGuard():
-        t = micro.move({"x": x}, CPU)["x"]
+        t = engine.move({"x": x}, CPU)["x"]
         for read in reads:
             with pytest.raises(HostRead):
                 read(t)
@@ -136,7 +136,7 @@ def test_splitting_a_batch_already_on_the_device_is_caught(data: SeqDataset) -> 
     model = build("sasrec", data)
     batch = first_batch(model, data)
     with DeviceGuard(), pytest.raises(HostRead):
-        micro.micro_batches(moved(batch), "targets", model.cfg.micro_overhead)
+        engine.micro_batches(moved(batch), "targets", model.cfg.micro_overhead)
     with DeviceGuard(), pytest.raises(HostRead):
         piecewise(lambda s: s.float(), moved(batch)["seqs"], overhead=8)
 
@@ -156,7 +156,7 @@ def test_the_split_reads_no_device_tensor(name: str, sets: dict, data: SeqDatase
     model = build(name, data, sets)
     batch = first_batch(model, data)
     with DeviceGuard():
-        pieces = micro.step_pieces(model, batch, CPU)
+        pieces = engine.step_pieces(model, batch, CPU)
     assert pieces and all(marked(t) for p in pieces for t in p.batch.values())
     assert all(type(p.weight) is float for p in pieces)
     assert sum(p.weight for p in pieces) == pytest.approx(1.0)
@@ -190,7 +190,7 @@ def test_training_steps_make_no_host_read(name: str, sets: dict, data: SeqDatase
     for batch in batches:
         opt.zero_grad(set_to_none=True)
         with DeviceGuard():
-            value, parts = micro.backward_batch(model, batch, contextlib.nullcontext, None, CPU)
+            value, parts = engine.backward_batch(model, batch, contextlib.nullcontext, None, CPU)
             opt.step()
             model.after_step(parts)
         assert isinstance(value, float) and all(isinstance(v, float) for v in parts.values())
@@ -218,8 +218,8 @@ def test_the_trainer_hands_the_step_its_cpu_batch(data: SeqDataset, tmp_path, mo
         """The step on pieces built from the CPU batches, their tensors marked as on a device."""
         steps.append(len(pieces))
         with DeviceGuard():
-            moved = [micro.Piece(micro.move(p.batch, CPU), p.weight, p.plans) for p in pieces]
-            return micro.accumulate_pieces(model, moved, autocast, scaler)
+            moved = [engine.Piece(engine.move(p.batch, CPU), p.weight, p.plans) for p in pieces]
+            return engine.accumulate_pieces(model, moved, autocast, scaler)
 
     monkeypatch.setattr(model, "train_batches", train_batches)
     monkeypatch.setattr(trainer_module, "accumulate_pieces", guarded)
@@ -240,7 +240,7 @@ def test_the_step_loss_turns_non_finite_logits_into_nan_without_a_host_read() ->
 
     sp = lambda x: math.log1p(math.exp(x))  # noqa: E731
     with DeviceGuard():
-        tgt = micro.move({"t": torch.tensor([[7, 0, 3]])}, CPU)["t"]
+        tgt = engine.move({"t": torch.tensor([[7, 0, 3]])}, CPU)["t"]
         pos = torch.tensor([[1.0, float("nan"), -2.0]], dtype=torch.float64)
         neg = torch.tensor([[0.5, float("inf"), 3.0]], dtype=torch.float64)
         ok = bce(pos, neg, tgt != 0)

@@ -1,5 +1,5 @@
 """Feeding the training step: one epoch's batches built, split and planned on a background
-thread (`micro.step_pieces`), so the host work of the next steps overlaps the device's work on
+thread (`engine.step_pieces`), so the host work of the next steps overlaps the device's work on
 this one; on CUDA through pinned memory with non-blocking copies.
 
 The thread is the only user of the epoch's generator while it builds, and it builds the whole

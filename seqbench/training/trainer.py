@@ -370,7 +370,7 @@ class Trainer:
         clock.pauses.stepping = True
 
     def step(self, pieces: list[Piece], opt, scaler) -> tuple[torch.Tensor, dict[str, Any]]:
-        """One optimiser step on a batch's `pieces` (built on the host, `micro.step_pieces`):
+        """One optimiser step on a batch's `pieces` (built on the host, `engine.step_pieces`):
         the loss (kept on the device) and its parts, with the model's after-step values."""
         opt.zero_grad(set_to_none=True)
         value, parts = accumulate_pieces(self.model, pieces, self._autocast, scaler)
