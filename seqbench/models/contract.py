@@ -16,6 +16,7 @@ written to contract 1–3 without those variables is called `loss(batch)` and ke
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 import os
 import types
@@ -60,9 +61,11 @@ def call_loss(model: SeqModel, batch: Batch, rows: RowEncoder) -> tuple[torch.Te
     return model.loss(batch)
 
 
+@functools.cache
 def takes_rows(cls: type[SeqModel]) -> bool:
     """Whether seqbench passes the step's row encoder to the model's `loss`: a contract-4 model
-    whose `loss` takes a second argument (`loss(batch)` alone is a whole contract too)."""
+    whose `loss` takes a second argument (`loss(batch)` alone is a whole contract too). Read
+    once per class: `call_loss` asks at every step."""
     declared = getattr(cls, "contract", CONTRACT_VERSION)
     if isinstance(declared, int) and declared < 4:
         return False
