@@ -24,6 +24,7 @@ from seqbench.evaluation.protocols import get_protocol
 from seqbench.machine import check_precision, forced_threads, set_deterministic, thread_choice
 from seqbench.models.base import SeqModel, get_model
 from seqbench.plugins import as_registered, load_plugins
+from seqbench.report.external import load_external
 from seqbench.report.layouts import LAYOUTS, TableOptions
 from seqbench.report.render import render
 from seqbench.report.select import evaluated_under, select_runs
@@ -255,6 +256,9 @@ class ReportRequest:
     baseline: str = "best"
     budget_columns: bool = False
     param: str | None = None
+    #: agreement: the other implementation's runs (a JSON file) and the relative margin
+    external: str | None = None
+    margin: float = 0.05
 
 
 def build_report(
@@ -271,6 +275,8 @@ def build_report(
         baseline=request.baseline,
         budget_columns=request.budget_columns,
         param=request.param,
+        external=load_external(request.external) if request.external else {},
+        margin=request.margin,
         data_dir=data_dir,
         protocols={request.protocol: request.protocol} if request.protocol else {},
     )

@@ -18,7 +18,8 @@ from seqbench.report.stats import CORRECTIONS, TESTS
 
 def test_layout_registry_knows_names_metrics_figures_and_cards() -> None:
     assert LAYOUTS.names() == [
-        "ablation", "audit", "curves", "overall", "protocols", "sensitivity", "stats"
+        "ablation", "agreement", "audit", "curves", "overall", "protocols", "sensitivity",
+        "stats",
     ]  # fmt: skip
     expected = {  # name: (default metrics, draws a figure, reads dataset cards)
         "overall": (("HR@5", "HR@10", "HR@20", "NDCG@5", "NDCG@10", "NDCG@20"), False, False),
@@ -28,6 +29,7 @@ def test_layout_registry_knows_names_metrics_figures_and_cards() -> None:
         "stats": ((), False, True),
         "protocols": (("NDCG@10",), False, False),
         "audit": ((), False, True),
+        "agreement": (("HR@10", "NDCG@10"), False, False),
     }
     for name, (metrics, figure, cards) in expected.items():
         layout = LAYOUTS.get(name)

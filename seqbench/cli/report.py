@@ -87,7 +87,8 @@ def report(
         ),
     ] = None,
     layout: Annotated[
-        str, typer.Option(help="overall|ablation|sensitivity|curves|stats|audit|protocols")
+        str,
+        typer.Option(help="overall|ablation|sensitivity|curves|stats|audit|protocols|agreement"),
     ] = "overall",
     datasets: Annotated[
         list[str] | None, typer.Option("--datasets", "-d", help="datasets (comma-separated ok)")
@@ -146,6 +147,17 @@ def report(
             "(`seqbench evaluate RUN --protocol P`) instead of their own"
         ),
     ] = None,
+    external: Annotated[
+        str | None,
+        typer.Option(
+            help="agreement: another implementation's runs, a JSON file "
+            "{MODEL: {seeds: {SEED: {test: {METRIC: value}}}}}"
+        ),
+    ] = None,
+    margin: Annotated[
+        float,
+        typer.Option(help="agreement: the equivalence margin, a fraction (0.05: ±5%)"),
+    ] = 0.05,
     out: Annotated[str | None, typer.Option(help="write to FILE instead of stdout")] = None,
     plot: Annotated[
         str | None,
@@ -176,6 +188,8 @@ def report(
         baseline=baseline,
         budget_columns=budget_columns,
         param=param,
+        external=external,
+        margin=margin,
     )
     built, notes = build_report(request, runs_dir, data_dir)
     for note in notes:

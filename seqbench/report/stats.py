@@ -303,3 +303,54 @@ def paired_pvalue(a: pd.Series, b: pd.Series, test: str) -> tuple[float, int]:
     joined = pd.concat([a.rename("a"), b.rename("b")], axis=1, join="inner")
     fn = TESTS.get(test)
     return fn(joined["a"].to_numpy(float), joined["b"].to_numpy(float)), len(joined)
+
+
+@dataclass(frozen=True)
+class Equivalence:
+    """Two one-sided tests (TOST) that one implementation's metric equals another's within a
+    relative margin: the ratio of the two sides' geometric seed means, its (1 − 2α) interval,
+    the TOST p (the larger one-sided p) and the margin δ it was judged against."""
+
+    ratio: float
+    low: float
+    high: float
+    p: float
+    margin: float
+    alpha: float
+
+    @property
+    def equivalent(self) -> bool:
+        """Both one-sided tests reject at α: the interval lies inside [1 − δ, 1 + δ]."""
+        return self.p < self.alpha
+
+
+def ratio_equivalence(
+    a: Sequence[float], b: Sequence[float], margin: float, alpha: float = 0.05
+) -> Equivalence:
+    """TOST of a/b within [1 − margin, 1 + margin] on the log seed values (Welch's t on
+    Satterthwaite's degrees of freedom): H0 ratio <= 1 − δ or >= 1 + δ, rejected when both
+    one-sided p are below α. Logs make the margin relative without taking b's mean as
+    fixed; the unit is the trained model (>= 2 seeds a side, every value > 0)."""
+    x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if not 0 < margin < 1:
+        raise ReportError(f"an equivalence margin is a fraction in (0, 1), got {margin}")
+    if np.any(x <= 0) or np.any(y <= 0):
+        raise ReportError("an equivalence test of ratios needs metric values above 0")
+    est = seed_means(np.log(x), np.log(y))
+    lo, hi = math.log(1 - margin), math.log(1 + margin)
+    if est.se == 0:
+        p = 0.0 if lo < est.value < hi else 1.0
+        half = 0.0
+    else:
+        p_low = float(stats.t.sf((est.value - lo) / est.se, est.df))
+        p_high = float(stats.t.cdf((est.value - hi) / est.se, est.df))
+        p = max(p_low, p_high)
+        half = float(stats.t.ppf(1 - alpha, est.df)) * est.se
+    return Equivalence(
+        ratio=math.exp(est.value),
+        low=math.exp(est.value - half),
+        high=math.exp(est.value + half),
+        p=p,
+        margin=margin,
+        alpha=alpha,
+    )

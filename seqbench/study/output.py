@@ -135,6 +135,8 @@ def build_table(
         param=t.param,
         data_dir=data_dir,
         protocols=tp.protocols,
+        external=t.external,
+        margin=t.margin,
     )
     return layout.build(entries, datasets, t.metrics, options)
 

@@ -3,14 +3,18 @@ and datasets shown, the significance test, and the published numbers beside them
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Collection
+from pathlib import Path
 from typing import Any
 
 from seqbench.errors import ConfigError
 from seqbench.evaluation.metrics import METRICS
 from seqbench.registry import closest
+from seqbench.report.external import ExternalRuns, load_external
 from seqbench.report.layouts import LAYOUTS
 from seqbench.report.render import FORMATS
+from seqbench.report.select import ReportError
 from seqbench.report.stats import CORRECTIONS, TESTS
 from seqbench.study.papers import get_spec
 from seqbench.study.spec import DEFAULT_FORMATS, StudyModel, StudyTable
@@ -18,7 +22,7 @@ from seqbench.study.values import mapping, name_list, yaml_keys
 
 #: a table's keys: its fields, less its name (the key it is under) and the spec the
 #: published numbers come from (`published: SPEC`)
-TABLE_KEYS = yaml_keys(StudyTable, "name", "published_from")
+TABLE_KEYS = yaml_keys(StudyTable, "name", "published_from", "external_from")
 
 
 def parse_table(
@@ -50,6 +54,7 @@ def parse_table(
     reference = {str(k): str(v) for k, v in mapping(spec.get("reference"), at).items()}
     source = spec.get("published")
     published, only = _published(spec, at, models)
+    external = _external(spec, where, at, models)
     return StudyTable(
         name=name,
         layout=layout,
@@ -66,6 +71,9 @@ def parse_table(
         published_models=only,
         budget_columns=bool(spec.get("budget_columns", False)),
         protocol=protocol,
+        external_from=str(spec["external"]) if "external" in spec else None,
+        external=external,
+        margin=_margin(spec.get("margin", 0.05), f"{at}.margin"),
     )
 
 
@@ -115,6 +123,37 @@ def _published(
         listed = ", ".join(unknown)
         raise ConfigError(f"{at}.published_models: {listed} must be models of `published` only")
     return published, only
+
+
+def _external(
+    spec: dict[str, Any], where: str, at: str, models: Collection[str]
+) -> dict[str, ExternalRuns]:
+    """The other implementation's runs a table compares with (`external: FILE`, a file in the
+    study's folder), read now so a bad file fails before anything trains."""
+    if "external" not in spec:
+        return {}
+    folder = Path(where).parent.resolve()
+    file = (folder / str(spec["external"])).resolve()
+    if not file.is_relative_to(folder):
+        raise ConfigError(f"{at}.external: {spec['external']} is outside the study's folder")
+    try:
+        runs = load_external(file)
+    except ReportError as e:
+        raise ConfigError(f"{at}.external: {e}") from None
+    runs = {k: dataclasses.replace(r, source=str(spec["external"])) for k, r in runs.items()}
+    labels = {m.lower() for m in models}
+    if not any(k.lower() in labels for k in runs):
+        raise ConfigError(
+            f"{at}.external: {spec['external']} has runs of {', '.join(runs)}, no model of "
+            f"the study ({', '.join(models)}): name them by the study's labels"
+        )
+    return runs
+
+
+def _margin(raw: Any, at: str) -> float:
+    if isinstance(raw, bool) or not isinstance(raw, int | float) or not 0 < raw < 1:
+        raise ConfigError(f"{at}: a fraction in (0, 1), e.g. 0.05 for ±5%, got {raw!r}")
+    return float(raw)
 
 
 def _metrics(spec: dict[str, Any], layout: str, at: str) -> tuple[str, ...]:

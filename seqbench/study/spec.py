@@ -56,6 +56,8 @@ from seqbench.training.context import Tracking
 if TYPE_CHECKING:
     import torch
 
+    from seqbench.report.external import ExternalRuns
+
 STUDY_FILE = "study.yaml"
 DEFAULT_FORMATS = ("markdown", "latex", "html")
 
@@ -173,6 +175,11 @@ class StudyTable:
     #: the label of the one protocol this table shows (a study with several must name it,
     #: except in the `protocols` and `audit` layouts, which show them side by side)
     protocol: str | None = None
+    #: agreement: the other implementation's runs (`external: FILE` in the study's folder)
+    external_from: str | None = None
+    external: dict[str, ExternalRuns] = field(default_factory=dict)
+    #: agreement: the relative equivalence margin
+    margin: float = 0.05
 
 
 @dataclass(frozen=True)

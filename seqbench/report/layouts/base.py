@@ -12,6 +12,7 @@ from typing import ClassVar
 from seqbench.data.dataset import prepared_names
 from seqbench.registry import Registry
 from seqbench.report.entries import order
+from seqbench.report.external import ExternalRuns
 from seqbench.report.select import ReportError, Run, Selection
 from seqbench.report.significance import SignificanceOptions
 from seqbench.report.table_model import Entry, Table
@@ -43,6 +44,9 @@ class TableOptions:
     data_dir: str | Path | None = None
     #: audit: the protocols whose splits it shows, label -> protocol string
     protocols: dict[str, str] = field(default_factory=dict)
+    #: agreement: the other implementation's runs by model label, and the relative margin
+    external: dict[str, ExternalRuns] = field(default_factory=dict)
+    margin: float = 0.05
 
 
 class Layout(ABC):

@@ -1,0 +1,154 @@
+"""seqbench against another implementation of the same model (an authors' code, run outside
+seqbench with the same data, settings and seeds): a row per dataset × model × metric with both
+sides' seed means, their ratio and an equivalence test (TOST) against a declared margin."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+
+from seqbench.report import improving
+from seqbench.report.entries import model_entries
+from seqbench.report.external import ExternalRuns
+from seqbench.report.layouts.base import FOCUS_METRICS, Layout, TableOptions, register
+from seqbench.report.notes import closing_notes
+from seqbench.report.select import ReportError, Run
+from seqbench.report.stats import Equivalence, permutation_floor, ratio_equivalence
+from seqbench.report.table_model import Cell, Entry, Table, comparable_runs, mean_std
+
+
+def _other(e: Entry, d: str, options: TableOptions) -> ExternalRuns | None:
+    ext = {k.lower(): v for k, v in options.external.items()}.get(e.label.lower())
+    return ext if ext is not None and ext.dataset in (None, d) else None
+
+
+def _row(e: Entry, d: str, m: str, ext: ExternalRuns, options: TableOptions) -> list[Cell]:
+    """One model and metric: both sides' cells, the ratio, its interval, TOST p and verdict."""
+    mine = [r.test[m] for r in e.runs[d]]
+    theirs = ext.values(m)
+    ours = Cell()
+    ours.mean, ours.std = mean_std(e.runs[d], m)
+    improving.mark(ours, e.runs[d])
+    other = Cell(mean=statistics.fmean(theirs) if theirs else None)
+    other.std = statistics.stdev(theirs) if len(theirs) > 1 else None
+    counts = Cell(text=f"{len(mine)} v {len(theirs)}")
+    if len(mine) < 2 or len(theirs) < 2:
+        return [ours, other, counts, Cell(text="–"), Cell(text="–"), Cell(text="untested")]
+    eq = ratio_equivalence(mine, theirs, options.margin, options.tests.alpha)
+    return [ours, other, counts, *_verdict(eq)]
+
+
+def _verdict(eq: Equivalence) -> list[Cell]:
+    ratio = f"{eq.ratio:.3f} [{eq.low:.3f}, {eq.high:.3f}]"
+    verdict = "equivalent" if eq.equivalent else "not shown"
+    return [Cell(text=ratio), Cell(text=f"{eq.p:.2g}"), Cell(text=verdict)]
+
+
+class Agreement(Layout):
+    """Does seqbench's model score what the other implementation scores? Not a failure to
+    reject a difference: two one-sided tests that the ratio lies within ±margin."""
+
+    name = "agreement"
+    title = "Agreement with another implementation"
+    metrics = FOCUS_METRICS
+    shows_ablations = False
+
+    def group(
+        self, runs: Sequence[Run], models: Sequence[str] | None
+    ) -> tuple[list[Entry], list[str]]:
+        entries, notes = model_entries(runs, models)
+        if not entries:
+            raise ReportError("only ablated runs selected: the agreement layout shows defaults")
+        return entries, notes
+
+    def table(
+        self,
+        entries: list[Entry],
+        datasets: list[str],
+        metrics: tuple[str, ...],
+        options: TableOptions,
+    ) -> Table:
+        table = self.empty(options)
+        shown: dict[str, Entry] = {}
+        known = {k.lower() for k in options.external}
+        missing = sorted(e.label for e in entries if e.label.lower() not in known)
+        for d in datasets:
+            pairs = [(e, x) for e in entries if e.runs.get(d) and (x := _other(e, d, options))]
+            if pairs and table.rows:
+                table.breaks.append(len(table.rows))
+            for e, ext in pairs:
+                shown[e.label] = e
+                for i, m in enumerate(metrics):
+                    label = options.dataset_labels.get(d, d) if i == 0 else ""
+                    table.rows.append(
+                        [
+                            Cell(text=label),
+                            Cell(text=e.label if i == 0 else ""),
+                            Cell(text=m),
+                            *_row(e, d, m, ext, options),
+                        ]
+                    )
+        if not table.rows:
+            raise ReportError(
+                "no model of the table has the other implementation's runs on its datasets "
+                f"(the file names {', '.join(sorted(options.external))})"
+            )
+        table.notes += self.notes(options, missing)
+        entries = list(shown.values())
+        table.notes += closing_notes(
+            entries, datasets, comparable_runs(entries), False, False, options.dataset_labels
+        )
+        return table
+
+    def empty(self, options: TableOptions) -> Table:
+        """The table's header, once the options say what to compare with and at what margin."""
+        if not options.external:
+            raise ReportError(
+                "the agreement layout needs the other implementation's runs: --external FILE "
+                "(a study table: external: FILE)"
+            )
+        if not 0 < options.margin < 1:
+            raise ReportError(f"--margin {options.margin}: a fraction in (0, 1), e.g. 0.05 for ±5%")
+        pct = f"{options.margin:.0%}"
+        return Table(
+            title=self.title if options.title is None else options.title,
+            header=[
+                "Dataset",
+                "Model",
+                "Metric",
+                "seqbench",
+                "other",
+                "seeds",
+                f"ratio [{1 - 2 * options.tests.alpha:.0%} interval]",
+                "TOST p",
+                f"within ±{pct}",
+            ],
+            rows=[],
+            label_cols=3,
+        )
+
+    @staticmethod
+    def notes(options: TableOptions, missing: list[str]) -> list[str]:
+        """How the verdict is reached, where the other side's numbers come from, what is left."""
+        a, pct = options.tests.alpha, f"{options.margin:.0%}"
+        sources = sorted({x.source for x in options.external.values()})
+        notes = [
+            f"seqbench and other = mean ± std over seeds of the test metric; other = the runs "
+            f"in {', '.join(sources)}. ratio = seqbench / other (geometric means of the seeds) "
+            f"with its {1 - 2 * a:.0%} interval (Welch's t on the log seed values, "
+            "Satterthwaite's degrees of freedom).",
+            f"Equivalence by two one-sided tests (TOST) at α = {a}: 'equivalent' when both "
+            f"reject a ratio outside [{1 - options.margin:.2f}, {1 + options.margin:.2f}] "
+            f"(±{pct}, the margin given), i.e. the interval lies inside it; 'not shown' "
+            "is no evidence of a difference, only that these seeds cannot bound it that "
+            "tightly. The unit is the trained model (>= 2 seeds a side); an exact permutation "
+            f"test of 3 v 3 seeds could not go below p = {permutation_floor(3, 3):.2g}.",
+        ]
+        if missing:
+            notes.append(
+                f"Not compared (no runs of the other implementation): {', '.join(missing)}."
+            )
+        return notes
+
+
+AGREEMENT = register(Agreement())
