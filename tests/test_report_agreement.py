@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +17,7 @@ from scipy import stats
 
 from seqbench.cli import main
 from seqbench.errors import ConfigError
+from seqbench.report.external import load_external
 from seqbench.report.select import ReportError
 from seqbench.report.stats import ratio_equivalence
 from seqbench.study.parse import parse_study
@@ -199,3 +201,14 @@ def test_a_studys_bad_agreement_table_fails_before_training(
     external(folder / "other.json", label="GRU4Rec")
     with pytest.raises(ConfigError, match=says):
         parse_study(study(folder, table), str(folder / "study.yaml"))
+
+
+def test_the_documented_file_format_is_what_the_loader_reads(tmp_path: Path) -> None:
+    page = (Path(__file__).resolve().parents[1] / "docs/guide/reports.md").read_text()
+    section = page[page.index("## Agreement with another implementation") :]
+    block = re.search(r"```json\n(.*?)```", section, re.S)
+    assert block, "the agreement section shows the file format"
+    (tmp_path / "code.json").write_text(block.group(1))
+    runs = load_external(tmp_path / "code.json")
+    assert sorted(runs["LRURec"].values("NDCG@10")) == [0.0309, 0.0312]
+    assert runs["LRURec"].dataset == "beauty"
