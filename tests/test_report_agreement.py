@@ -212,3 +212,42 @@ def test_the_documented_file_format_is_what_the_loader_reads(tmp_path: Path) -> 
     runs = load_external(tmp_path / "code.json")
     assert sorted(runs["LRURec"].values("NDCG@10")) == [0.0309, 0.0312]
     assert runs["LRURec"].dataset == "beauty"
+
+
+def test_the_other_sides_still_improving_seeds_are_marked_and_named(tmp_path: Path) -> None:
+    file = external(tmp_path / "code.json")
+    raw = json.loads(file.read_text())
+    raw["sasrec"]["seeds"]["0"]["still_improving"] = True
+    file.write_text(json.dumps(raw))
+    text = report(tmp_path, "--external", str(file))
+    row = next(line for line in text.splitlines() if "NDCG@10" in line and "|" in line)
+    assert [c.strip() for c in row.strip("|").split("|")][4].endswith("↑")
+    assert "still improving when its budget ended: sasrec (1 of 3 seeds)" in text
+
+
+def test_an_unmarked_other_side_carries_no_mark(tmp_path: Path) -> None:
+    text = report(tmp_path, "--external", str(external(tmp_path / "code.json")))
+    row = next(line for line in text.splitlines() if "NDCG@10" in line and "|" in line)
+    assert "↑" not in [c.strip() for c in row.strip("|").split("|")][4]
+    assert "on the other side" not in text
+
+
+@pytest.mark.parametrize(
+    ("other", "floor"), [(OTHER, "0.1 (3 v 3)"), ({"0": 0.5, "1": 0.52}, "0.2 (3 v 2)")]
+)
+def test_the_seed_notes_say_both_sides_and_the_exact_floor_of_their_counts(
+    tmp_path: Path, other, floor
+) -> None:
+    # hand-computed: the most extreme of C(n, k) equally likely splits, both tails: 2 / C(n, k)
+    text = report(tmp_path, "--external", str(external(tmp_path / "code.json", other)))
+    assert f"could not go below p = {floor}" in text
+    assert "every other cell is one seed" not in text
+
+
+def test_a_still_improving_flag_that_is_not_a_bool_is_refused(tmp_path: Path) -> None:
+    file = tmp_path / "code.json"
+    file.write_text(
+        json.dumps({"sasrec": {"seeds": {"0": {"test": {}, "still_improving": "yes"}}}})
+    )
+    with pytest.raises(ReportError, match=r"sasrec.seeds.0.still_improving: 'yes'"):
+        load_external(file)

@@ -2,7 +2,8 @@
 file so a table can test agreement with them: the one owner of that file's format.
 
     {"LABEL": {"dataset": "beauty",            # optional: the prepared dataset's name
-               "seeds": {"0": {"test": {"NDCG@10": 0.031, "HR@10": 0.061}}, ...},
+               "seeds": {"0": {"test": {"NDCG@10": 0.031, "HR@10": 0.061},
+                               "still_improving": true}, ...},   # optional, default false
                ...}}                            # any other key documents the run (code, command)
 
 LABEL is a model label of the table (a study's label, or the model name in `seqbench report`).
@@ -28,6 +29,8 @@ class ExternalRuns:
     source: str
     dataset: str | None
     test: dict[int, dict[str, float]]
+    #: the seeds whose run the file marks as still improving when its budget ended
+    improving: frozenset[int] = frozenset()
 
     def values(self, metric: str) -> list[float]:
         """The metric of every seed that reports it, in seed order."""
@@ -53,7 +56,7 @@ def _runs(label: str, raw: Any, path: Path) -> ExternalRuns:
     seeds = raw.get("seeds") if isinstance(raw, dict) else None
     if not isinstance(seeds, dict) or not seeds:
         raise ReportError(f"{at}.seeds: missing; give {{SEED: {{test: {{METRIC: value}}}}}}")
-    test = {}
+    test, improving = {}, set()
     for seed, run in seeds.items():
         if not str(seed).isdigit():
             raise ReportError(f"{at}.seeds: {seed!r} is not a seed (a whole number)")
@@ -63,8 +66,14 @@ def _runs(label: str, raw: Any, path: Path) -> ExternalRuns:
         test[int(seed)] = {
             m: _value(v, f"{at}.seeds.{seed}.test.{m}") for m, v in metrics.items() if m in METRICS
         }
+        still = run.get("still_improving", False)
+        if not isinstance(still, bool):
+            raise ReportError(f"{at}.seeds.{seed}.still_improving: {still!r}; give true or false")
+        if still:
+            improving.add(int(seed))
     dataset = raw.get("dataset")
-    return ExternalRuns(label, str(path), None if dataset is None else str(dataset), test)
+    dataset = None if dataset is None else str(dataset)
+    return ExternalRuns(label, str(path), dataset, test, frozenset(improving))
 
 
 def _value(v: Any, at: str) -> float:

@@ -108,11 +108,12 @@ def closing_notes(
     published: bool,
     budget_columns: bool,
     labels: dict[str, str],
+    seeds: bool = True,
 ) -> list[str]:
-    """The notes every comparison table ends with: seeds, published values, budget, protocol
-    and the departures of its runs."""
+    """The notes every comparison table ends with: seeds (unless the table says them itself),
+    published values, budget, protocol and the departures of its runs."""
     notes = []
-    if note := seeds_note(entry_seeds(entries)):
+    if seeds and (note := seeds_note(entry_seeds(entries))):
         notes.append(note)
     if still := improving.note(entry_groups(entries)):
         notes.append(still)

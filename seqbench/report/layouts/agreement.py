@@ -22,6 +22,13 @@ def _other(e: Entry, d: str, options: TableOptions) -> ExternalRuns | None:
     return ext if ext is not None and ext.dataset in (None, d) else None
 
 
+def _pairs(
+    entries: Sequence[Entry], d: str, options: TableOptions
+) -> list[tuple[Entry, ExternalRuns]]:
+    """The entries with runs on dataset d that the other implementation has runs of."""
+    return [(e, x) for e in entries if e.runs.get(d) and (x := _other(e, d, options))]
+
+
 def _row(e: Entry, d: str, m: str, ext: ExternalRuns, options: TableOptions) -> list[Cell]:
     """One model and metric: both sides' cells, the ratio, its interval, TOST p and verdict."""
     mine = [r.test[m] for r in e.runs[d]]
@@ -31,6 +38,7 @@ def _row(e: Entry, d: str, m: str, ext: ExternalRuns, options: TableOptions) -> 
     improving.mark(ours, e.runs[d])
     other = Cell(mean=statistics.fmean(theirs) if theirs else None)
     other.std = statistics.stdev(theirs) if len(theirs) > 1 else None
+    other.improving = bool(ext.improving)
     counts = Cell(text=f"{len(mine)} v {len(theirs)}")
     if len(mine) < 2 or len(theirs) < 2:
         return [ours, other, counts, Cell(text="–"), Cell(text="–"), Cell(text="untested")]
@@ -73,7 +81,7 @@ class Agreement(Layout):
         known = {k.lower() for k in options.external}
         missing = sorted(e.label for e in entries if e.label.lower() not in known)
         for d in datasets:
-            pairs = [(e, x) for e in entries if e.runs.get(d) and (x := _other(e, d, options))]
+            pairs = _pairs(entries, d, options)
             if pairs and table.rows:
                 table.breaks.append(len(table.rows))
             for e, ext in pairs:
@@ -93,10 +101,12 @@ class Agreement(Layout):
                 "no model of the table has the other implementation's runs on its datasets "
                 f"(the file names {', '.join(sorted(options.external))})"
             )
-        table.notes += self.notes(options, missing)
+        pairs = [(d, e, x) for d in datasets for e, x in _pairs(entries, d, options)]
+        counts = {(len(e.runs[d]), len(x.test)) for d, e, x in pairs}
+        table.notes += self.notes(options, missing, counts)
         entries = list(shown.values())
         table.notes += closing_notes(
-            entries, datasets, comparable_runs(entries), False, False, options.dataset_labels
+            entries, datasets, comparable_runs(entries), False, False, options.dataset_labels, False
         )
         return table
 
@@ -128,9 +138,10 @@ class Agreement(Layout):
         )
 
     @staticmethod
-    def notes(options: TableOptions, missing: list[str]) -> list[str]:
+    def notes(options: TableOptions, missing: list[str], counts: set[tuple[int, int]]) -> list[str]:
         """How the verdict is reached, where the other side's numbers come from, what is left."""
         a, pct = options.tests.alpha, f"{options.margin:.0%}"
+        floors = ", ".join(f"{permutation_floor(m, n):.2g} ({m} v {n})" for m, n in sorted(counts))
         sources = sorted({x.source for x in options.external.values()})
         notes = [
             f"seqbench and other = mean ± std over seeds of the test metric; other = the runs "
@@ -142,8 +153,18 @@ class Agreement(Layout):
             f"(±{pct}, the margin given), i.e. the interval lies inside it; 'not shown' "
             "is no evidence of a difference, only that these seeds cannot bound it that "
             "tightly. The unit is the trained model (>= 2 seeds a side); an exact permutation "
-            f"test of 3 v 3 seeds could not go below p = {permutation_floor(3, 3):.2g}.",
+            f"test of the seeds could not go below p = {floors}.",
         ]
+        still = [
+            f"{x.label} ({len(x.improving)} of {len(x.test)} seeds)"
+            for x in options.external.values()
+            if x.improving
+        ]
+        if still:
+            notes.append(
+                f"{improving.MARK} on the other side: its file marks the run as still improving "
+                f"when its budget ended: {'; '.join(still)}."
+            )
         if missing:
             notes.append(
                 f"Not compared (no runs of the other implementation): {', '.join(missing)}."
