@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from seqbench.report.select import Run
+from seqbench.report.select import ReportError, Run
 from seqbench.report.table_model import Entry
 
 
@@ -68,6 +68,17 @@ def model_entries(
             if note:
                 notes.append(note)
         entries.append(Entry(model, per_dataset))
+    return entries, notes
+
+
+def default_entries(
+    runs: Sequence[Run], models: Sequence[str] | None, instead: str
+) -> tuple[list[Entry], list[str]]:
+    """`model_entries` for a layout that shows models' defaults only: refused in one line
+    (`instead` says what to do) when every selected run is ablated."""
+    entries, notes = model_entries(runs, models)
+    if not entries:
+        raise ReportError(f"only ablated runs selected: {instead}")
     return entries, notes
 
 

@@ -324,6 +324,13 @@ class Equivalence:
         return self.p < self.alpha
 
 
+def check_margin(margin: float, name: str = "margin") -> float:
+    """An equivalence margin is a relative fraction in (0, 1); refused in one line naming it."""
+    if not 0 < margin < 1:
+        raise ReportError(f"{name} {margin}: a fraction in (0, 1), e.g. 0.05 for ±5%")
+    return margin
+
+
 def ratio_equivalence(
     a: Sequence[float], b: Sequence[float], margin: float, alpha: float = 0.05
 ) -> Equivalence:
@@ -332,8 +339,7 @@ def ratio_equivalence(
     one-sided p are below α. Logs make the margin relative without taking b's mean as
     fixed; the unit is the trained model (>= 2 seeds a side, every value > 0)."""
     x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
-    if not 0 < margin < 1:
-        raise ReportError(f"an equivalence margin is a fraction in (0, 1), got {margin}")
+    check_margin(margin)
     if np.any(x <= 0) or np.any(y <= 0):
         raise ReportError("an equivalence test of ratios needs metric values above 0")
     est = seed_means(np.log(x), np.log(y))

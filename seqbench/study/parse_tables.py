@@ -15,7 +15,7 @@ from seqbench.report.external import ExternalRuns, load_external
 from seqbench.report.layouts import LAYOUTS
 from seqbench.report.render import FORMATS
 from seqbench.report.select import ReportError
-from seqbench.report.stats import CORRECTIONS, TESTS
+from seqbench.report.stats import CORRECTIONS, TESTS, check_margin
 from seqbench.study.papers import get_spec
 from seqbench.study.spec import DEFAULT_FORMATS, StudyModel, StudyTable
 from seqbench.study.values import mapping, name_list, yaml_keys
@@ -151,9 +151,12 @@ def _external(
 
 
 def _margin(raw: Any, at: str) -> float:
-    if isinstance(raw, bool) or not isinstance(raw, int | float) or not 0 < raw < 1:
+    if isinstance(raw, bool) or not isinstance(raw, int | float):
         raise ConfigError(f"{at}: a fraction in (0, 1), e.g. 0.05 for ±5%, got {raw!r}")
-    return float(raw)
+    try:
+        return check_margin(float(raw), at)
+    except ReportError as e:
+        raise ConfigError(str(e)) from None
 
 
 def _metrics(spec: dict[str, Any], layout: str, at: str) -> tuple[str, ...]:

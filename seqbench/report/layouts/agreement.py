@@ -8,25 +8,27 @@ import statistics
 from collections.abc import Sequence
 
 from seqbench.report import improving
-from seqbench.report.entries import model_entries
+from seqbench.report.entries import default_entries
 from seqbench.report.external import ExternalRuns
 from seqbench.report.layouts.base import FOCUS_METRICS, Layout, TableOptions, register
 from seqbench.report.notes import closing_notes
 from seqbench.report.select import ReportError, Run
-from seqbench.report.stats import Equivalence, permutation_floor, ratio_equivalence
+from seqbench.report.stats import (
+    Equivalence,
+    check_margin,
+    permutation_floor,
+    ratio_equivalence,
+)
 from seqbench.report.table_model import Cell, Entry, Table, comparable_runs, mean_std
 
 
-def _other(e: Entry, d: str, options: TableOptions) -> ExternalRuns | None:
-    ext = {k.lower(): v for k, v in options.external.items()}.get(e.label.lower())
-    return ext if ext is not None and ext.dataset in (None, d) else None
-
-
 def _pairs(
-    entries: Sequence[Entry], d: str, options: TableOptions
+    entries: Sequence[Entry], d: str, external: dict[str, ExternalRuns]
 ) -> list[tuple[Entry, ExternalRuns]]:
-    """The entries with runs on dataset d that the other implementation has runs of."""
-    return [(e, x) for e in entries if e.runs.get(d) and (x := _other(e, d, options))]
+    """The entries with runs on dataset d that the other implementation (by lower-case
+    label) has runs of there."""
+    found = [(e, external.get(e.label.lower())) for e in entries if e.runs.get(d)]
+    return [(e, x) for e, x in found if x is not None and x.dataset in (None, d)]
 
 
 def _row(e: Entry, d: str, m: str, ext: ExternalRuns, options: TableOptions) -> list[Cell]:
@@ -64,10 +66,7 @@ class Agreement(Layout):
     def group(
         self, runs: Sequence[Run], models: Sequence[str] | None
     ) -> tuple[list[Entry], list[str]]:
-        entries, notes = model_entries(runs, models)
-        if not entries:
-            raise ReportError("only ablated runs selected: the agreement layout shows defaults")
-        return entries, notes
+        return default_entries(runs, models, "the agreement layout shows defaults")
 
     def table(
         self,
@@ -78,14 +77,16 @@ class Agreement(Layout):
     ) -> Table:
         table = self.empty(options)
         shown: dict[str, Entry] = {}
-        known = {k.lower() for k in options.external}
-        missing = sorted(e.label for e in entries if e.label.lower() not in known)
+        external = {k.lower(): v for k, v in options.external.items()}
+        missing = sorted(e.label for e in entries if e.label.lower() not in external)
+        counts: set[tuple[int, int]] = set()
         for d in datasets:
-            pairs = _pairs(entries, d, options)
+            pairs = _pairs(entries, d, external)
             if pairs and table.rows:
                 table.breaks.append(len(table.rows))
             for e, ext in pairs:
                 shown[e.label] = e
+                counts.add((len(e.runs[d]), len(ext.test)))
                 for i, m in enumerate(metrics):
                     label = options.dataset_labels.get(d, d) if i == 0 else ""
                     table.rows.append(
@@ -101,8 +102,6 @@ class Agreement(Layout):
                 "no model of the table has the other implementation's runs on its datasets "
                 f"(the file names {', '.join(sorted(options.external))})"
             )
-        pairs = [(d, e, x) for d in datasets for e, x in _pairs(entries, d, options)]
-        counts = {(len(e.runs[d]), len(x.test)) for d, e, x in pairs}
         table.notes += self.notes(options, missing, counts)
         entries = list(shown.values())
         table.notes += closing_notes(
@@ -117,8 +116,7 @@ class Agreement(Layout):
                 "the agreement layout needs the other implementation's runs: --external FILE "
                 "(a study table: external: FILE)"
             )
-        if not 0 < options.margin < 1:
-            raise ReportError(f"--margin {options.margin}: a fraction in (0, 1), e.g. 0.05 for ±5%")
+        check_margin(options.margin, "--margin")
         pct = f"{options.margin:.0%}"
         return Table(
             title=self.title if options.title is None else options.title,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from seqbench.report import budget, improving
-from seqbench.report.entries import model_entries
+from seqbench.report.entries import default_entries
 from seqbench.report.layouts.base import OVERALL_METRICS, Layout, TableOptions, register
 from seqbench.report.notes import closing_notes
 from seqbench.report.select import ReportError, Run
@@ -112,10 +112,7 @@ class Overall(Layout):
     def group(
         self, runs: Sequence[Run], models: Sequence[str] | None
     ) -> tuple[list[Entry], list[str]]:
-        entries, notes = model_entries(runs, models)
-        if not entries:
-            raise ReportError("only ablated runs selected: use --layout ablation")
-        return entries, notes
+        return default_entries(runs, models, "use --layout ablation")
 
     def table(
         self,
