@@ -22,7 +22,7 @@ from seqbench.study.values import mapping, name_list, yaml_keys
 
 #: a table's keys: its fields, less its name (the key it is under) and the spec the
 #: published numbers come from (`published: SPEC`)
-TABLE_KEYS = yaml_keys(StudyTable, "name", "published_from", "external_from")
+TABLE_KEYS = yaml_keys(StudyTable, "name", "published_from")
 
 
 def parse_table(
@@ -71,7 +71,6 @@ def parse_table(
         published_models=only,
         budget_columns=bool(spec.get("budget_columns", False)),
         protocol=protocol,
-        external_from=str(spec["external"]) if "external" in spec else None,
         external=external,
         margin=_margin(spec.get("margin", 0.05), f"{at}.margin"),
     )

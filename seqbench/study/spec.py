@@ -175,8 +175,8 @@ class StudyTable:
     #: the label of the one protocol this table shows (a study with several must name it,
     #: except in the `protocols` and `audit` layouts, which show them side by side)
     protocol: str | None = None
-    #: agreement: the other implementation's runs (`external: FILE` in the study's folder)
-    external_from: str | None = None
+    #: agreement: the other implementation's runs (`external: FILE` in the study's folder;
+    #: each run's `source` is that name)
     external: dict[str, ExternalRuns] = field(default_factory=dict)
     #: agreement: the relative equivalence margin
     margin: float = 0.05
