@@ -24,8 +24,12 @@ from seqbench.models.lrurec import LRURec, LRURecConfig
 
 HERE = Path(__file__).parent
 CODE = Path(sys.argv[1])
-FILES = {"s": "code_runs", "nopad_s": "code_runs_no_padding_targets",
-         "last_s": "code_runs_one_window", "opt_s": "code_runs_seqbench_optimizer"}
+FILES = {
+    "s": "code_runs",
+    "nopad_s": "code_runs_no_padding_targets",
+    "last_s": "code_runs_one_window",
+    "opt_s": "code_runs_seqbench_optimizer",
+}
 KEYS = ("HR@5", "HR@10", "HR@20", "NDCG@5", "NDCG@10", "NDCG@20")
 PROTOCOL = get_protocol("cbit")
 DATA = split_view(load_dataset("beauty", "data"), PROTOCOL)
@@ -121,5 +125,9 @@ for prefix, name in FILES.items():
     )
     entry["reading"] = "python results/modern_code_lrurec_10ep/read_code_weights.py CODE_DIR"
     (HERE / f"{name}_per_user.json").write_text(json.dumps(doc, indent=1) + "\n")
-    print(name, f"reduction {max(checks):.1e}", f"scores {max(gaps):.1e}",
-          {k: round(v["test"]["NDCG@10"], 5) for k, v in entry["seeds"].items()})
+    print(
+        name,
+        f"reduction {max(checks):.1e}",
+        f"scores {max(gaps):.1e}",
+        {k: round(v["test"]["NDCG@10"], 5) for k, v in entry["seeds"].items()},
+    )

@@ -131,6 +131,13 @@ class LRURec(ItemDot, SeqModel):
             switches=(Switch("optimizer", "adam", note="Adam with L2 decay"),),
         ),
         Departure(
+            topic="metric averaging",
+            code="means of per-batch means (users in id order, batches of 256): on Beauty the "
+            "last batch, 91 easy users, counts 2.8 times its share and lifts HR and NDCG by ~3%",
+            seqbench="the mean over users",
+            basis="fix",
+        ),
+        Departure(
             topic="validation schedule",
             code="every 1000 iterations (500 on ML-1M), patience 10 validations, at most 500 "
             "epochs",
