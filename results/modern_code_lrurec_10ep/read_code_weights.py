@@ -1,13 +1,15 @@
 """Read the LRURec code's trained weights with seqbench's LRURec and evaluator.
 
 Run outside the package, from the repository root, after the code's runs exist:
-    python results/modern_code_lrurec_10ep/read_code_weights.py CODE_DIR
+    python results/modern_code_lrurec_10ep/read_code_weights.py CODE_DIR [--one-epoch]
 CODE_DIR is a checkout of yueqirex/LRURec @ e02a559b whose runs/<prefix><seed>/ hold the
 runs the code_runs*.json files describe. For each run it loads models/best_acc_model.pth into
 seqbench's LRURec (the complex in/out projections as real and imaginary Linear layers), checks
 the two models' scores on the test inputs, evaluates valid and test under cbit, reproduces the
 code's reduction (the mean of per-batch means over batches of 256 users in id order) against
-the number the code reported, and writes code_runs*_per_user.json beside this file.
+the number the code reported, and writes code_runs*_per_user.json beside this file
+(--one-epoch: results/modern_code's 1-epoch runs, runs/e1_sS and e1nopad_sS, into
+results/modern_code/code_runs_lrurec_per_user.json).
 """
 
 import json
@@ -87,7 +89,7 @@ def batch_means(per_user, key: str) -> float:
     return float(np.mean([v[b : b + 256].mean() for b in range(0, len(v), 256)]))
 
 
-def read(prefix: str, seed: str) -> tuple[dict, float]:
+def read(prefix: str, seed: str, scores_gap: bool = True) -> tuple[dict, float]:
     path = CODE / "runs" / f"{prefix}{seed}" / "models" / "best_acc_model.pth"
     sd = torch.load(path, map_location="cpu")["model_state_dict"]
     model = LRURec(LRURecConfig(d=32, max_len=20), DATA)
@@ -99,9 +101,49 @@ def read(prefix: str, seed: str) -> tuple[dict, float]:
             pu = model_evaluator(model, DATA, split, PROTOCOL, "cpu").run(model)
             means = {k: float(pu[k].mean()) for k in KEYS}
             out[split] = (means, {k: batch_means(pu, k) for k in KEYS})
-    return out, code_scores_gap(sd, model)
+    return out, code_scores_gap(sd, model) if scores_gap else 0.0
 
 
+def one_epoch() -> None:
+    """results/modern_code's 1-epoch runs (runs/e1_sS, e1nopad_sS) read per user."""
+    study = HERE.parent / "modern_code"
+    entry = json.loads((study / "code_runs.json").read_text())["lrurec"]
+    sides = {"e1_s": entry["seeds"], "e1nopad_s": entry["without_padding_targets"]["seeds"]}
+    out, checks = {}, []
+    for prefix, printed in sides.items():
+        seeds = {}
+        for seed, s in printed.items():
+            got, _ = read(prefix, seed, scores_gap=False)
+            checks += [max(abs(got["test"][1][k] - s["test"][k]) for k in KEYS)]
+            seeds[seed] = {
+                "test": got["test"][0],
+                "valid": got["valid"][0],
+                "code_reported_test": {k: s["test"][k] for k in KEYS},
+            }
+        out[prefix] = seeds
+    doc = {
+        "lrurec": {
+            "dataset": "beauty",
+            "runs": "results/modern_code/code_runs.json's 1-epoch runs, trained again with its "
+            "commands (runs/e1_sS unpatched, runs/e1nopad_sS with LRUREC_DROP_PADDING_TARGETS=1)",
+            "metric_note": "test and valid = the mean over users of seqbench's evaluator (cbit) on "
+            "the code's weights; the code's printed test numbers reproduced from them to within "
+            f"{max(checks):.1e}",
+            "seeds": out["e1_s"],
+            "without_padding_targets": {"seeds": out["e1nopad_s"]},
+        }
+    }
+    (study / "code_runs_lrurec_per_user.json").write_text(json.dumps(doc, indent=1) + "\n")
+    print(
+        "one epoch",
+        f"reduction {max(checks):.1e}",
+        {p: [round(v["test"]["NDCG@10"], 5) for v in o.values()] for p, o in out.items()},
+    )
+
+
+if sys.argv[2:] == ["--one-epoch"]:
+    one_epoch()
+    sys.exit()
 for prefix, name in FILES.items():
     doc = json.loads((HERE / f"{name}.json").read_text())
     entry, checks, gaps = doc["LRURec"], [], []
