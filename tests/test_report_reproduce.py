@@ -23,6 +23,7 @@ paper: Toy
 citation: a test paper
 protocol: cbit
 seeds: [0, 1]
+averaging: its code's means of per-batch means
 datasets: {Synth: synthetic, Toys: toys}
 models:
   Pop: {model: popularity}
@@ -111,6 +112,9 @@ def test_reproduce_runs_missing_and_renders_published(
     assert "Skipped: PopW on Synth: unknown ablation axis 'window' for popularity" in text
     assert "Skipped: Toys: dataset 'toys' not prepared" in text
     assert "at most 1 training epoch(s) per run (--budget-epochs); seeds 0, 1" in text
+    # the paper's averaging, where not over users, is said under the published values
+    said = "The published values are its code's means of per-batch means; seqbench's are means"
+    assert said in text
     # a second call trains nothing; --ci: popularity's two seeds agree, so its cell's interval
     # is the one-sample t interval of its per-user values
     _reproduce(toy, "--ci")

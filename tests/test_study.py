@@ -330,6 +330,17 @@ def test_published_models_are_columns_without_runs(tmp_path) -> None:
     assert [e.label for e in tp.entries] == ["Mine", "CBiT"]
     assert tp.entries[1].runs == {}
     assert tp.published[("beauty", "CBiT", "NDCG@10")] == 0.0537  # CBiT Table 3, Beauty
+    # CBiT's code averages per batch: the table carries that with the numbers
+    assert "per-batch means of 256 users" in tp.table.published_averaging
+
+
+def test_a_table_without_published_values_says_nothing_of_their_averaging(tmp_path) -> None:
+    (tmp_path / "study.yaml").write_text(
+        "protocol: cbit\ndatasets: {Beauty: beauty}\nbudget: {epochs: 1}\n"
+        "models: {Mine: {model: sasrec}}\ntables: {t: {layout: overall}}\n"
+    )
+    (tp,) = table_plans(plan(load_study(tmp_path), need_data=False))
+    assert tp.table.published_averaging == "" and tp.published == {}
 
 
 def test_published_models_must_be_published_and_not_run(tmp_path) -> None:

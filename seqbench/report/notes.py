@@ -109,9 +109,11 @@ def closing_notes(
     budget_columns: bool,
     labels: dict[str, str],
     seeds: bool = True,
+    averaging: str = "",
 ) -> list[str]:
     """The notes every comparison table ends with: seeds (unless the table says them itself),
-    published values, budget, protocol and the departures of its runs."""
+    published values (and their `averaging`, where not over users), budget, protocol and the
+    departures of its runs."""
     notes = []
     if seeds and (note := seeds_note(entry_seeds(entries))):
         notes.append(note)
@@ -123,6 +125,8 @@ def closing_notes(
             "table's budget (a reproduction only where the budget is the paper's); "
             "(value) = published, not run here."
         )
+        if averaging:
+            notes.append(f"The published values are {averaging}; seqbench's are means over users.")
     notes += budget_notes(entries, datasets, budget_columns, labels)
     notes.append(protocol_note(runs))
     notes.append(departures_note(runs))

@@ -50,6 +50,8 @@ class TableSpec:
     reference: dict[str, str] = field(default_factory=dict)
     sweeps: dict[str, tuple[Any, ...]] = field(default_factory=dict)
     published: dict[tuple[str, str, str], float] = field(default_factory=dict)
+    #: how the authors' code averaged the published values, where not over users
+    averaging: str = ""
 
 
 def _require(raw: dict[str, Any], key: str, where: str) -> Any:
@@ -100,6 +102,7 @@ def parse_paper(stem: str, raw: dict[str, Any], where: str) -> dict[str, TableSp
             reference=dict(t.get("reference") or {}),
             sweeps={k: tuple(v) for k, v in (t.get("sweeps") or {}).items()},
             published=published,
+            averaging=str(raw.get("averaging", "")),
         )
     return out
 

@@ -53,7 +53,7 @@ def parse_table(
         raise ConfigError(f"{at}.baseline: {baseline!r} is not a model of the study (or best)")
     reference = {str(k): str(v) for k, v in mapping(spec.get("reference"), at).items()}
     source = spec.get("published")
-    published, only = _published(spec, at, models)
+    published, only, averaging = _published(spec, at, models)
     external = _external(spec, where, at, models)
     return StudyTable(
         name=name,
@@ -69,6 +69,7 @@ def parse_table(
         published_from=str(source) if source is not None else None,
         published=published,
         published_models=only,
+        published_averaging=averaging,
         budget_columns=bool(spec.get("budget_columns", False)),
         protocol=protocol,
         external=external,
@@ -107,21 +108,24 @@ def _significance(spec: dict[str, Any], at: str) -> dict[str, Any]:
 
 def _published(
     spec: dict[str, Any], at: str, models: dict[str, Any]
-) -> tuple[dict[tuple[str, str, str], float], tuple[str, ...]]:
-    """A table's published numbers and `published_models` (columns of those numbers only)."""
+) -> tuple[dict[tuple[str, str, str], float], tuple[str, ...], str]:
+    """A table's published numbers, `published_models` (columns of those numbers only) and
+    how the paper's code averaged them."""
     published: dict[tuple[str, str, str], float] = {}
+    averaging = ""
     if spec.get("published") is not None:
         try:
-            published = dict(get_spec(str(spec["published"])).published)
+            paper = get_spec(str(spec["published"]))
         except ConfigError as e:
             raise ConfigError(f"{at}.published: {e}") from None
+        published, averaging = dict(paper.published), paper.averaging
     key = "published_models"
     only = name_list(spec[key], f"{at}.{key}") if key in spec else ()
     unknown = [m for m in only if m in models or not any(k[1] == m for k in published)]
     if unknown:
         listed = ", ".join(unknown)
         raise ConfigError(f"{at}.published_models: {listed} must be models of `published` only")
-    return published, only
+    return published, only, averaging
 
 
 def _external(

@@ -171,6 +171,8 @@ class StudyTable:
     published: dict[tuple[str, str, str], float] = field(default_factory=dict)
     #: columns of published numbers only (models of `published`, not of the study)
     published_models: tuple[str, ...] = ()
+    #: how the published numbers were averaged, where not over users (the paper spec's)
+    published_averaging: str = ""
     budget_columns: bool = False
     #: the label of the one protocol this table shows (a study with several must name it,
     #: except in the `protocols` and `audit` layouts, which show them side by side)
@@ -297,7 +299,11 @@ def from_paper(spec: TableSpec) -> Study:
         if spec.sweeps:
             sets = tuple({**m.sets, k: scalar(v)} for k, vs in spec.sweeps.items() for v in vs)
         models.append(StudyModel(m.label, m.model, sets, ({**m.ablate},)))
-    common = {"metrics": spec.metrics, "published": dict(spec.published)}
+    common = {
+        "metrics": spec.metrics,
+        "published": dict(spec.published),
+        "published_averaging": spec.averaging,
+    }
     if spec.layout == "sensitivity":
         tables = tuple(
             StudyTable(f"{spec.name}-{k}", "sensitivity", f"{spec.title} — {k}", param=k, **common)

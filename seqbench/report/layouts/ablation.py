@@ -140,7 +140,13 @@ class Ablation(Layout):
         if why := untested_note(untested):
             table.notes.append(why)
         table.notes += closing_notes(
-            entries, used, runs, bool(options.published), options.budget_columns, labels
+            entries,
+            used,
+            runs,
+            bool(options.published),
+            options.budget_columns,
+            labels,
+            averaging=options.published_averaging,
         )
         table.figure = bar_figure(series(entries, datasets, metrics, labels), "test metric")
         return table

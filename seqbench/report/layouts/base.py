@@ -35,6 +35,8 @@ class TableOptions:
     #: overall: Improv. and the test against this entry, or the best other one
     baseline: str = "best"
     published: Published = field(default_factory=dict)
+    #: how the published values were averaged, where not over users (a note under the table)
+    published_averaging: str = ""
     dataset_labels: dict[str, str] = field(default_factory=dict)
     #: overall/ablation: each entry's budget as cells instead of a note
     budget_columns: bool = False

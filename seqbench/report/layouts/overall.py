@@ -162,6 +162,7 @@ class Overall(Layout):
             bool(options.published),
             options.budget_columns,
             options.dataset_labels,
+            averaging=options.published_averaging,
         )
         return table
 
