@@ -341,6 +341,14 @@ def test_a_table_without_published_values_says_nothing_of_their_averaging(tmp_pa
     )
     (tp,) = table_plans(plan(load_study(tmp_path), need_data=False))
     assert tp.table.published_averaging == "" and tp.published == {}
+    # the averaging is the paper spec's, never a key of the study's own table
+    (tmp_path / "study.yaml").write_text(
+        "protocol: cbit\ndatasets: {Beauty: beauty}\nbudget: {epochs: 1}\n"
+        "models: {Mine: {model: sasrec}}\n"
+        "tables: {t: {layout: overall, published_averaging: per batch}}\n"
+    )
+    with pytest.raises(ConfigError, match="published_averaging"):
+        load_study(tmp_path)
 
 
 def test_published_models_must_be_published_and_not_run(tmp_path) -> None:

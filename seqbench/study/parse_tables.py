@@ -20,9 +20,9 @@ from seqbench.study.papers import get_spec
 from seqbench.study.spec import DEFAULT_FORMATS, StudyModel, StudyTable
 from seqbench.study.values import mapping, name_list, yaml_keys
 
-#: a table's keys: its fields, less its name (the key it is under) and the spec the
-#: published numbers come from (`published: SPEC`)
-TABLE_KEYS = yaml_keys(StudyTable, "name", "published_from")
+#: a table's keys: its fields, less its name (the key it is under), the spec the published
+#: numbers come from (`published: SPEC`) and that spec's averaging
+TABLE_KEYS = yaml_keys(StudyTable, "name", "published_from", "published_averaging")
 
 
 def parse_table(
