@@ -16,8 +16,8 @@ import json
 import sys
 from pathlib import Path
 
-import numpy as np
 import torch
+from batch_means import batch_mean
 
 from seqbench.data.dataset import load_dataset
 from seqbench.evaluation.protocols import get_protocol, split_view
@@ -35,7 +35,17 @@ FILES = {
 KEYS = ("HR@5", "HR@10", "HR@20", "NDCG@5", "NDCG@10", "NDCG@20")
 PROTOCOL = get_protocol("cbit")
 DATA = split_view(load_dataset("beauty", "data"), PROTOCOL)
+CONFIG = LRURecConfig(d=32, max_len=20)
 torch.set_num_threads(1)
+sys.path.insert(0, str(CODE))
+import model.lru as code_lru  # noqa: E402  (the code's model, from CODE_DIR)
+
+#: seqbench's evaluators of the two splits, built once for every run read
+EVALUATORS = {
+    s: model_evaluator(LRURec(CONFIG, DATA), DATA, s, PROTOCOL, "cpu") for s in ("valid", "test")
+}
+#: every test user's input window, the inputs both models score
+TEST_INPUTS = torch.from_numpy(DATA.windows(*DATA.eval_split("test")[:2], CONFIG.max_len)).long()
 
 
 def code_to_seqbench(sd: dict) -> dict:
@@ -61,8 +71,6 @@ def code_to_seqbench(sd: dict) -> dict:
 
 def code_scores_gap(sd: dict, model: LRURec) -> float:
     """max |code − seqbench| over the last-position scores of every user's test input."""
-    sys.path.insert(0, str(CODE))
-    import model.lru as code_lru
 
     class Args:
         num_items, bert_hidden_units, bert_num_blocks = DATA.n_items, 32, 2
@@ -72,35 +80,27 @@ def code_scores_gap(sd: dict, model: LRURec) -> float:
     code = code_lru.LRU(Args())
     code.load_state_dict(sd)
     code.eval()
-    users, ends, _ = DATA.eval_split("test")
-    seqs = torch.from_numpy(DATA.windows(users, ends, 20)).long()
     gap = 0.0
     with torch.no_grad():
-        for b in range(0, len(seqs), 256):  # the code scores every position: [256, 32, n]
-            x = seqs[b : b + 256]
+        for b in range(0, len(TEST_INPUTS), 256):  # the code scores every position: [256, 32, n]
+            x = TEST_INPUTS[b : b + 256]
             ours = model.query({"seqs": x}) @ model.item.weight.T + model.item_bias
             gap = max(gap, (code(x)[0][:, -1, :] - ours).abs().max().item())
     return gap
 
 
-def batch_means(per_user, key: str) -> float:
-    """The code's reduction: users in id order, batches of 256, the mean of the batch means."""
-    v = per_user.sort_values("user")[key].to_numpy()
-    return float(np.mean([v[b : b + 256].mean() for b in range(0, len(v), 256)]))
-
-
 def read(prefix: str, seed: str, scores_gap: bool = True) -> tuple[dict, float]:
     path = CODE / "runs" / f"{prefix}{seed}" / "models" / "best_acc_model.pth"
     sd = torch.load(path, map_location="cpu")["model_state_dict"]
-    model = LRURec(LRURecConfig(d=32, max_len=20), DATA)
+    model = LRURec(CONFIG, DATA)
     model.load_state_dict(code_to_seqbench(sd))
     model.eval()
     out = {}
     with torch.no_grad():
         for split in ("valid", "test"):
-            pu = model_evaluator(model, DATA, split, PROTOCOL, "cpu").run(model)
+            pu = EVALUATORS[split].run(model).sort_values("user")  # the code's order
             means = {k: float(pu[k].mean()) for k in KEYS}
-            out[split] = (means, {k: batch_means(pu, k) for k in KEYS})
+            out[split] = (means, {k: batch_mean(pu[k].to_numpy()) for k in KEYS})
     return out, code_scores_gap(sd, model) if scores_gap else 0.0
 
 
