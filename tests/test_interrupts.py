@@ -1,6 +1,7 @@
 """The fault matrix, training side: Ctrl-C or SIGTERM before the first epoch's checkpoint
-checkpoints mid-epoch and the rerun ends with the digits of an unbroken run; a time interval
-checkpoints too (a crash resumes from it); resuming under other threads is refused by name;
+checkpoints mid-epoch and the rerun ends with the digits of an unbroken run; one during the
+epoch's checkpoint write lets it end whole; one in validation leaves no feed thread; a time
+interval checkpoints too (a crash resumes from it); resuming under other threads is refused by name;
 a real short write (a file-size limit, not an injected error) is one line and resumes."""
 
 from __future__ import annotations
@@ -117,6 +118,61 @@ def test_the_interval_checkpoint_survives_a_crash(
     pd.testing.assert_frame_equal(got[1], expected[1], check_exact=True)
 
 
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
+def test_a_signal_during_the_epochs_checkpoint_lets_it_end_whole(
+    sig: str,
+    clean: tuple[Path, tuple],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A signal inside epoch 1's checkpoint write: that checkpoint is written whole (epoch 1,
+    not mid-epoch, no temp left), then the run stops and resumes from it."""
+    import seqbench.training.checkpoint as checkpoint
+
+    root, expected = clean
+    runs, original, calls = f"write-{sig}", checkpoint.save_torch, [0]
+
+    def save_torch(obj, path) -> None:
+        calls[0] += 1
+        if calls[0] == 1:
+            os.kill(os.getpid(), getattr(signal, sig))
+        original(obj, path)
+
+    with monkeypatch.context() as m:
+        m.setattr(checkpoint, "save_torch", save_torch)
+        code, _ = run(root, runs, "--threads", "1")
+    err = capsys.readouterr().err
+    assert code in (130, 143) and "Traceback" not in err, err
+    partial = next((root / runs).glob(".*.partial"))
+    assert sorted(p.name for p in partial.iterdir()) == ["checkpoint.pt", "config.json"]
+    state = torch.load(partial / "checkpoint.pt", weights_only=True)
+    assert state["epoch"] == 1 and not state.get("mid")
+    assert run(root, runs, "--threads", "1")[0] == 0
+    assert "resuming from epoch 1 of 2" in capsys.readouterr().err
+    got = outcome(root, runs)
+    assert got[0] == expected[0]
+    pd.testing.assert_frame_equal(got[1], expected[1], check_exact=True)
+
+
+def test_a_stop_in_validation_ends_the_next_epochs_feed(
+    clean: tuple[Path, tuple], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C in epoch 1's validation: the thread already building epoch 2's batches ends
+    with the run (none is left running in the process)."""
+    import threading
+
+    import seqbench.training.trainer as trainer
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    root, _ = clean
+    with monkeypatch.context() as m:
+        m.setattr(trainer, "summarize", interrupted)
+        assert run(root, "validation", "--threads", "1")[0] == 130
+    assert not [t for t in threading.enumerate() if t.name == "seqbench-feed"]
+
+
 def test_resuming_under_other_threads_is_refused_by_name(
     clean: tuple[Path, tuple], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -163,4 +219,4 @@ def test_a_real_short_write_is_one_line_and_resumes(
 
 
 def matrix_size() -> int:
-    return len(SIGNALS) + 2 + len(LIMITS)
+    return len(SIGNALS) + 5 + len(LIMITS)

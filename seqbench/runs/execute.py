@@ -316,6 +316,7 @@ def _rank_main(
     own process group: signals come from the launcher (`Relay`), once."""
     with contextlib.suppress(OSError):
         os.setpgrp()
+    signal.signal(signal.SIGTERM, _terminated)  # as `seqbench.cli.main`: an exception, unwound
     os.environ.update(
         RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world),
         MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
@@ -331,3 +332,8 @@ def _rank_main(
         execute(req, ctx, options)
     finally:
         distributed.leave()
+
+
+def _terminated(signum: int, frame: object) -> None:
+    """SIGTERM to a rank outside training's steps: stop as Ctrl-C does (temps removed)."""
+    raise Terminated

@@ -7,12 +7,13 @@ The caller names the two files (the run store owns the layout of a run folder): 
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, Self
@@ -114,6 +115,16 @@ class Pauses(SignalTrap):
         if self.asked is not None or not self.stepping:
             raise stop
         self.asked = stop
+
+    @contextlib.contextmanager
+    def holding(self) -> Iterator[None]:
+        """Inside (and inside the trap): a signal is kept as in a step, so that the write in
+        here (the epoch's checkpoint) ends whole and `saved` then stops the run."""
+        before, self.stepping = self.stepping, True
+        try:
+            yield
+        finally:
+            self.stepping = before
 
     def flags(self) -> list[int]:
         """This process's view after a step: [the time budget's `deadline` (host clock) is past,

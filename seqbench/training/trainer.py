@@ -147,11 +147,8 @@ class TrainOptions:
 
 
 class Trainer:
-    """Train a model with early stopping on the protocol's validation metric.
-
-    `files` names the checkpoint files (the run store's partial folder of the run); the
-    context gives the device and the observer that follows the epochs.
-    """
+    """Train a model with early stopping on the protocol's validation metric. `files` names
+    the checkpoint files (the run's partial folder); `ctx` the device and the epochs' observer."""
 
     def __init__(
         self,
@@ -170,6 +167,7 @@ class Trainer:
         self.checkpoints = files.checkpoints
         self.observer = ctx.observer
         self.pauses, self.agreed = Pauses(None), [0, 0, 0, 0]  # fit's; the ranks' view (step)
+        self.newest: EpochFeed | None = None  # the last feed started (closed when fit ends)
         #: this process's rank among the processes training the run (`distributed`)
         self.shard = distributed.current()
         prepare(model, split=self.shard.active)
@@ -225,17 +223,19 @@ class Trainer:
                     break
                 with pauses:
                     feed, gen_state = self._fit_epoch(epoch, opt, feed, gen, scaler, p, pauses)
-                save_shared(self.checkpoints, self._state(epoch, opt, gen_state, p), self.shard)
-                pauses.saved()  # a signal during the epoch's last steps or validation stops here
+                    with pauses.holding():  # a signal now is taken once the write is whole
+                        state = self._state(epoch, opt, gen_state, p)
+                        save_shared(self.checkpoints, state, self.shard)
+                pauses.saved()  # a signal during the epoch's last steps or its write stops here
                 if p.bad >= cfg.patience and epoch >= cfg.min_epochs:
                     stopped = "early"
                     break
                 if budget is not None and p.seconds / 60 >= budget:
                     stopped = "budget"
                     break
-        finally:
-            if feed is not None:
-                feed.close()
+        finally:  # the newest feed too: one started before a stop in validation
+            for started in {feed, self.newest} - {None}:
+                started.close()
             self.observer.on_end()
         best = p.best if p.best["state"] is not None else self._untrained_best()
         return TrainResult(
@@ -244,7 +244,8 @@ class Trainer:
 
     def _feed(self, gen: torch.Generator, skip: int = 0) -> EpochFeed:
         """The next epoch's steps (less the first `skip`), prepared from now on a thread."""
-        return EpochFeed(self.model, self.train_data, gen, self.device, skip)
+        self.newest = EpochFeed(self.model, self.train_data, gen, self.device, skip)
+        return self.newest
 
     def _fit_epoch(
         self,
