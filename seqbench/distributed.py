@@ -16,8 +16,12 @@ The row split and weights live in `training.engine` (`shard_batch`); evaluation 
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import os
+import sys
 from dataclasses import dataclass
+from typing import NoReturn
 
 import torch
 import torch.distributed as dist
@@ -147,6 +151,18 @@ def leave() -> None:
     """Leave the process group (end of a rank's run)."""
     if dist.is_initialized():
         dist.destroy_process_group()
+
+
+def end_process() -> NoReturn:
+    """End a process whose share of a run is done, after `leave`, without Python's
+    finalization: gloo's worker thread may still be freeing the last collective's tensors, and
+    a thread that asks for the GIL while the interpreter finalizes aborts the process
+    (std::terminate: SIGABRT, which fails a finished run). Exit handlers run first."""
+    atexit._run_exitfuncs()  # e.g. the command's scratch folder, removed as at a normal exit
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()
+    os._exit(0)
 
 
 def free_port() -> int:

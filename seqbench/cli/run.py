@@ -169,6 +169,9 @@ def run(
         if done.run.protocol.split is None:  # a temporal split's line went to stderr
             say(audit(data).summary())
         show_result(done.result, done.cached, RunStore(ctx.runs_dir))
+    if group.active:  # a rank of torchrun's: done, and ended as the ranks seqbench spawns are
+        distributed.leave()
+        distributed.end_process()
 
 
 def _execute(

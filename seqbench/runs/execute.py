@@ -332,6 +332,7 @@ def _rank_main(
         execute(req, ctx, options)
     finally:
         distributed.leave()
+    distributed.end_process()
 
 
 def _terminated(signum: int, frame: object) -> None:
