@@ -15,7 +15,7 @@ import torch.multiprocessing as mp
 from helpers import write_tiny
 
 from seqbench.data.dataset import load_dataset
-from seqbench.distributed import all_reduce_grads
+from seqbench.distributed import all_reduce_grads, end_process, free_port, leave
 from seqbench.models.base import get_model, resolve_config
 from seqbench.training.engine import backward_batch
 
@@ -47,15 +47,8 @@ def _rank(rank: int, world: int, port: int, data_dir: Path, batching: str, out: 
         if rank == 0:
             torch.save(_grads(model), out)
     finally:
-        dist.destroy_process_group()
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+        leave()
+    end_process()  # as seqbench's ranks end (no abort in the interpreter's finalization)
 
 
 def test_two_process_gradient_equals_one_process(tmp_path: Path) -> None:
@@ -65,7 +58,7 @@ def test_two_process_gradient_equals_one_process(tmp_path: Path) -> None:
         backward_batch(model, batch)
         one = _grads(model)
         out = tmp_path / f"two-{batching}.pt"
-        mp.spawn(_rank, args=(2, _free_port(), data, batching, out), nprocs=2, join=True)
+        mp.spawn(_rank, args=(2, free_port(), data, batching, out), nprocs=2, join=True)
         two = torch.load(out)
         assert sorted(two) == sorted(one)
         worst = max(float((two[k] - one[k]).abs().max()) for k in one)

@@ -21,7 +21,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 from helpers import write_tiny
 
-from seqbench.distributed import all_reduce_grads, current, free_port
+from seqbench.distributed import all_reduce_grads, current, end_process, free_port, leave
 from seqbench.errors import Terminated
 from seqbench.training.checkpoint import Pauses
 
@@ -52,7 +52,8 @@ def _agree_rank(rank: int, port: int, out: Path) -> None:
             got[name] = (*decided, type(pauses.asked).__name__)
         torch.save(got, out / f"rank{rank}.pt")
     finally:
-        dist.destroy_process_group()
+        leave()
+    end_process()  # as seqbench's ranks end (no abort in the interpreter's finalization)
 
 
 def test_ranks_agree_on_stopping_and_checkpointing(tmp_path: Path) -> None:
