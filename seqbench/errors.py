@@ -1,5 +1,7 @@
 """User-facing errors: one line, naming the file/field and the fix; the CLI exits non-zero."""
 
+from typing import NoReturn
+
 
 class SeqbenchError(Exception):
     """An error caused by user input or data, shown as one line without a traceback."""
@@ -19,3 +21,8 @@ class ModelError(SeqbenchError):
 
 class Terminated(KeyboardInterrupt):
     """SIGTERM, handled as Ctrl-C is (the run checkpoints and says how to resume)."""
+
+
+def raise_terminated(signum: int, frame: object) -> NoReturn:
+    """The SIGTERM handler of a seqbench process: stop as Ctrl-C does (unwound, temps removed)."""
+    raise Terminated

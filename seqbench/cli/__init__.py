@@ -16,7 +16,7 @@ from rich.markup import escape
 from seqbench.cli.app import app, console_err, plain_help
 from seqbench.cli.numbers import bound_numbers
 from seqbench.cli.scratch import use_scratch
-from seqbench.errors import SeqbenchError, Terminated
+from seqbench.errors import SeqbenchError, Terminated, raise_terminated
 
 try:  # recent typer bundles its own click
     from typer._click.exceptions import ClickException
@@ -68,7 +68,7 @@ def _guarded(args: list[str]) -> None:
     try:
         _load_commands()
         main_thread = threading.current_thread() is threading.main_thread()
-        previous = signal.signal(signal.SIGTERM, _terminate) if main_thread else None
+        previous = signal.signal(signal.SIGTERM, raise_terminated) if main_thread else None
         try:
             _main(args)
         finally:
@@ -171,11 +171,6 @@ def last_resort(e: BaseException, args: list[str]) -> None:
         with contextlib.suppress(OSError):
             os.write(2, _FALLBACK)
     sys.exit(70)
-
-
-def _terminate(signum: int, frame: object) -> None:
-    """SIGTERM (a scheduler's stop) is handled as Ctrl-C is: checkpoint, say how to resume."""
-    raise Terminated
 
 
 def _error(message: str) -> None:

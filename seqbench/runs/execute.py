@@ -16,7 +16,7 @@ import torch
 from seqbench import __version__, distributed
 from seqbench.data.audit import Audit, audit
 from seqbench.data.dataset import SeqDataset, load_dataset, prepared_names
-from seqbench.errors import ConfigError, DataError, Terminated
+from seqbench.errors import ConfigError, DataError, Terminated, raise_terminated
 from seqbench.evaluation.evaluator import summarize
 from seqbench.evaluation.protocols import split_view
 from seqbench.evaluation.sharded import model_evaluator
@@ -316,7 +316,7 @@ def _rank_main(
     own process group: signals come from the launcher (`Relay`), once."""
     with contextlib.suppress(OSError):
         os.setpgrp()
-    signal.signal(signal.SIGTERM, _terminated)  # as `seqbench.cli.main`: an exception, unwound
+    signal.signal(signal.SIGTERM, raise_terminated)  # as in `seqbench.cli.main`
     os.environ.update(
         RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world),
         MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
@@ -333,8 +333,3 @@ def _rank_main(
     finally:
         distributed.leave()
     distributed.end_process()
-
-
-def _terminated(signum: int, frame: object) -> None:
-    """SIGTERM to a rank outside training's steps: stop as Ctrl-C does (temps removed)."""
-    raise Terminated
