@@ -115,3 +115,30 @@ def test_a_loss_coupling_rows_is_refused_before_any_process_starts(tmp_path: Pat
     assert e.value.code == 2
     assert len(err) == 1 and "couples the rows of a batch" in err[0] and "--procs 1" in err[0]
     assert not list((tmp_path / "runs").glob("*/metrics.json"))
+
+
+def test_a_finished_rank_ends_with_its_output_and_exit_handlers_but_no_finalization(
+    tmp_path: Path,
+) -> None:
+    """`end_process` (how every rank ends): exit code 0, unflushed output written, exit
+    handlers run, and the interpreter's finalization skipped (the `__del__` of a cycle left
+    for its collection does not run: the finalization that aborted a rank is not reached)."""
+    import subprocess
+    import sys
+
+    marks = tmp_path / "marks"
+    code = f"""
+import atexit, os, sys
+from seqbench.distributed import end_process
+marks = open({str(marks)!r}, "a")
+atexit.register(lambda: (marks.write("atexit"), marks.flush()))
+class Final:
+    def __del__(self, write=os.write):
+        write(2, b" finalized")
+cycle = Final(); cycle.me = cycle
+sys.stdout.write("unflushed"); sys.stderr.write("err")
+end_process()
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "unflushed", "err")
+    assert marks.read_text() == "atexit"
