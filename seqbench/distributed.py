@@ -153,8 +153,8 @@ def leave() -> None:
         dist.destroy_process_group()
 
 
-def end_process() -> NoReturn:
-    """End a process whose share of a run is done, after `leave`, without Python's
+def end_process(code: int = 0) -> NoReturn:
+    """End a process whose share of a run is done or stopped, after `leave`, without Python's
     finalization: gloo's worker thread may still be freeing the last collective's tensors, and
     a thread that asks for the GIL while the interpreter finalizes aborts the process
     (std::terminate: SIGABRT, which fails a finished run). Exit handlers run first."""
@@ -162,7 +162,7 @@ def end_process() -> NoReturn:
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(OSError, ValueError):
             stream.flush()
-    os._exit(0)
+    os._exit(code)
 
 
 def free_port() -> int:

@@ -328,8 +328,11 @@ def _rank_main(
     if rank == 0:
         ctx = dataclasses.replace(ctx, observer=LogObserver())
     distributed.init_from_env(device)
+    code = 0
     try:
         execute(req, ctx, options)
+    except KeyboardInterrupt as stop:  # checkpointed; the launcher says so, as one process does
+        code = 143 if isinstance(stop, Terminated) else 130
     finally:
         distributed.leave()
-    distributed.end_process()
+    distributed.end_process(code)
