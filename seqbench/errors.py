@@ -23,6 +23,11 @@ class Terminated(KeyboardInterrupt):
     """SIGTERM, handled as Ctrl-C is (the run checkpoints and says how to resume)."""
 
 
+def stop_code(stop: BaseException) -> int:
+    """The exit code of a process a stop ended: 143 for SIGTERM (`Terminated`), 130 for Ctrl-C."""
+    return 143 if isinstance(stop, Terminated) else 130
+
+
 def raise_terminated(signum: int, frame: object) -> NoReturn:
     """The SIGTERM handler of a seqbench process: stop as Ctrl-C does (unwound, temps removed)."""
     raise Terminated

@@ -16,7 +16,7 @@ from rich.markup import escape
 from seqbench.cli.app import app, console_err, plain_help
 from seqbench.cli.numbers import bound_numbers
 from seqbench.cli.scratch import use_scratch
-from seqbench.errors import SeqbenchError, Terminated, raise_terminated
+from seqbench.errors import SeqbenchError, raise_terminated, stop_code
 
 try:  # recent typer bundles its own click
     from typer._click.exceptions import ClickException
@@ -99,7 +99,7 @@ def _main(argv: list[str] | None) -> None:
         sys.exit(1)
     except (KeyboardInterrupt, typer.Abort) as e:
         console_err.print("[yellow]interrupted[/yellow]: rerun the same command to resume")
-        sys.exit(143 if isinstance(e, Terminated) else 130)
+        sys.exit(stop_code(e))
     except ClickException as e:  # bad options arrive here in non-standalone mode
         ctx = getattr(e, "ctx", None)
         hint = f" (see `{ctx.command_path} --help`)" if ctx is not None else ""

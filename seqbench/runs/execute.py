@@ -16,7 +16,7 @@ import torch
 from seqbench import __version__, distributed
 from seqbench.data.audit import Audit, audit
 from seqbench.data.dataset import SeqDataset, load_dataset, prepared_names
-from seqbench.errors import ConfigError, DataError, Terminated, raise_terminated
+from seqbench.errors import ConfigError, DataError, Terminated, raise_terminated, stop_code
 from seqbench.evaluation.evaluator import summarize
 from seqbench.evaluation.protocols import split_view
 from seqbench.evaluation.sharded import model_evaluator
@@ -332,7 +332,7 @@ def _rank_main(
     try:
         execute(req, ctx, options)
     except KeyboardInterrupt as stop:  # checkpointed; the launcher says so, as one process does
-        code = 143 if isinstance(stop, Terminated) else 130
+        code = stop_code(stop)
     finally:
         distributed.leave()
     distributed.end_process(code)
