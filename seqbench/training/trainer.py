@@ -233,9 +233,9 @@ class Trainer:
                 if budget is not None and p.seconds / 60 >= budget:
                     stopped = "budget"
                     break
-        finally:  # the newest feed too: one started before a stop in validation
-            for started in {feed, self.newest} - {None}:
-                started.close()
+        finally:  # the newest feed: any other was closed by its epoch (`_fit_epoch`)
+            if self.newest is not None:
+                self.newest.close()
             self.observer.on_end()
         best = p.best if p.best["state"] is not None else self._untrained_best()
         return TrainResult(
