@@ -46,6 +46,13 @@ def outcome(root: Path, runs: str) -> tuple[dict, pd.DataFrame]:
     )
 
 
+def assert_unbroken(root: Path, runs: str, expected: tuple[dict, pd.DataFrame]) -> None:
+    """The resumed run's metrics and history are the unbroken run's, digit for digit."""
+    got = outcome(root, runs)
+    assert got[0] == expected[0]
+    pd.testing.assert_frame_equal(got[1], expected[1], check_exact=True)
+
+
 @pytest.fixture(scope="module")
 def clean(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, tuple[dict, pd.DataFrame]]:
     root = tmp_path_factory.mktemp("interrupts")
@@ -94,9 +101,7 @@ def test_a_signal_before_the_first_checkpoint_resumes_mid_epoch(
     assert "Traceback" not in err and mid_step(root, runs) == n  # the step in flight is saved
     assert run(root, runs, "--threads", "1")[0] == 0
     assert f"resuming from step {n} of epoch 1" in capsys.readouterr().err
-    got = outcome(root, runs)
-    assert got[0] == expected[0]
-    pd.testing.assert_frame_equal(got[1], expected[1], check_exact=True)
+    assert_unbroken(root, runs, expected)
 
 
 def test_the_interval_checkpoint_survives_a_crash(
@@ -113,9 +118,7 @@ def test_the_interval_checkpoint_survives_a_crash(
         assert run(root, "crash", "--threads", "1", "--checkpoint-minutes", "1e-9")[0] == 130
     assert mid_step(root, "crash") == 8
     assert run(root, "crash", "--threads", "1")[0] == 0
-    got = outcome(root, "crash")
-    assert got[0] == expected[0]
-    pd.testing.assert_frame_equal(got[1], expected[1], check_exact=True)
+    assert_unbroken(root, "crash", expected)
 
 
 @pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
@@ -149,9 +152,7 @@ def test_a_signal_during_the_epochs_checkpoint_lets_it_end_whole(
     assert state["epoch"] == 1 and not state.get("mid")
     assert run(root, runs, "--threads", "1")[0] == 0
     assert "resuming from epoch 1 of 2" in capsys.readouterr().err
-    got = outcome(root, runs)
-    assert got[0] == expected[0]
-    pd.testing.assert_frame_equal(got[1], expected[1], check_exact=True)
+    assert_unbroken(root, runs, expected)
 
 
 def test_a_stop_in_validation_ends_the_next_epochs_feed(

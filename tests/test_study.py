@@ -319,12 +319,19 @@ def test_dataset_seeds_name_a_dataset_label(tmp_path) -> None:
         load_study(tmp_path)
 
 
-def test_published_models_are_columns_without_runs(tmp_path) -> None:
-    (tmp_path / "study.yaml").write_text(
+def _beauty_study(root: Path, models: str, table: str) -> None:
+    """A one-epoch study of `models` on Beauty under CBiT's protocol, with one table `t`."""
+    (root / "study.yaml").write_text(
         "protocol: cbit\ndatasets: {Beauty: beauty}\nbudget: {epochs: 1}\n"
-        "models: {Mine: {model: sasrec}}\n"
-        "tables: {t: {layout: overall, published: cbit-table3, published_models: [CBiT]}}\n"
+        f"models: {models}\ntables: {{t: {table}}}\n"
     )
+
+
+def test_published_models_are_columns_without_runs(tmp_path) -> None:
+    _beauty_study(
+        tmp_path, "{Mine: {model: sasrec}}",
+        "{layout: overall, published: cbit-table3, published_models: [CBiT]}",
+    )  # fmt: skip
     p = plan(load_study(tmp_path), need_data=False)
     (tp,) = table_plans(p)
     assert [e.label for e in tp.entries] == ["Mine", "CBiT"]
@@ -335,29 +342,22 @@ def test_published_models_are_columns_without_runs(tmp_path) -> None:
 
 
 def test_a_table_without_published_values_says_nothing_of_their_averaging(tmp_path) -> None:
-    (tmp_path / "study.yaml").write_text(
-        "protocol: cbit\ndatasets: {Beauty: beauty}\nbudget: {epochs: 1}\n"
-        "models: {Mine: {model: sasrec}}\ntables: {t: {layout: overall}}\n"
-    )
+    _beauty_study(tmp_path, "{Mine: {model: sasrec}}", "{layout: overall}")
     (tp,) = table_plans(plan(load_study(tmp_path), need_data=False))
     assert tp.table.published_averaging == "" and tp.published == {}
     # the averaging is the paper spec's, never a key of the study's own table
-    (tmp_path / "study.yaml").write_text(
-        "protocol: cbit\ndatasets: {Beauty: beauty}\nbudget: {epochs: 1}\n"
-        "models: {Mine: {model: sasrec}}\n"
-        "tables: {t: {layout: overall, published_averaging: per batch}}\n"
+    _beauty_study(
+        tmp_path, "{Mine: {model: sasrec}}", "{layout: overall, published_averaging: per batch}"
     )
     with pytest.raises(ConfigError, match="published_averaging"):
         load_study(tmp_path)
 
 
 def test_published_models_must_be_published_and_not_run(tmp_path) -> None:
-    (tmp_path / "study.yaml").write_text(
-        "protocol: cbit\ndatasets: {Beauty: beauty}\nbudget: {epochs: 1}\n"
-        "models: {SASRec: {model: sasrec}}\n"
-        "tables: {t: {layout: overall, published: cbit-table3, "
-        "published_models: [SASRec, NoSuch]}}\n"
-    )
+    _beauty_study(
+        tmp_path, "{SASRec: {model: sasrec}}",
+        "{layout: overall, published: cbit-table3, published_models: [SASRec, NoSuch]}",
+    )  # fmt: skip
     with pytest.raises(ConfigError, match=r"published_models: SASRec, NoSuch must be models"):
         load_study(tmp_path)
 
