@@ -120,6 +120,13 @@ def metrics(ranks):
     return out
 
 
+def make_module(item_count):
+    """The code's SASRec (SASRec.yaml's model_params, max length 200) in its SeqRec module."""
+    model = SASRec(item_num=item_count, add_head=True, maxlen=MAX_LEN, hidden_units=64,
+                   num_blocks=2, num_heads=1, dropout_rate=0.1)
+    return SeqRec(model, lr=0.001, predict_top_k=10, filter_seen=True)
+
+
 def save_state(path, module, opt, record, best, best_epoch, wait, best_state, epoch):
     """The run after `epoch`, whole or not at all (temp file, then rename)."""
     st = {"module": module.state_dict(), "opt": opt.state_dict(), "record": record,
@@ -138,9 +145,7 @@ def main():
     collate = PaddingCollateFn()
     train_loader = DataLoader(train_ds, batch_size=BATCH, shuffle=True, collate_fn=collate)
     eval_loader = DataLoader(eval_ds, batch_size=TEST_BATCH, shuffle=False, collate_fn=collate)
-    model = SASRec(item_num=item_count, add_head=True, maxlen=MAX_LEN, hidden_units=64,
-                   num_blocks=2, num_heads=1, dropout_rate=0.1)
-    module = SeqRec(model, lr=0.001, predict_top_k=10, filter_seen=True)
+    module = make_module(item_count)
     opt = module.configure_optimizers()
     record = {"seed": SEED, "valid_by_epoch": [], "users": len(eval_ds)}
     best, best_epoch, wait, best_state, start = -float("inf"), 0, 0, None, 1

@@ -2,7 +2,8 @@
 seqbench's `sasrec_ce` (positions=left, the port's) and seqbench's evaluator, protocol
 `seqbench`: are the two models the same function, and do the two evaluations agree?
 
-usage: python same_weights.py RUN_JSON   (RUN_JSON.state.pt must exist)
+usage: SEQBENCH_DATA=DIR python same_weights.py RUN_JSON   (RUN_JSON.state.pt must exist;
+seqbench importable; DIR holds the prepared ml-1m-5core, default ./data)
 Prints the largest score difference over all test inputs (the same item ids on both sides),
 the code's test metrics from its own top-100 (run_kv.py) and seqbench's from the same weights.
 """
@@ -22,7 +23,6 @@ from seqbench.evaluation.sharded import model_evaluator  # noqa: E402
 from seqbench.models.base import get_model, resolve_config  # noqa: E402
 
 torch.set_num_threads(1)
-DATA_DIR = "/work/main/data"
 P = get_protocol("seqbench")
 
 
@@ -50,18 +50,15 @@ def to_seqbench(sd: dict) -> dict:
     return {k: v.clone().contiguous() for k, v in out.items()}
 
 
-def code_scores(sd: dict, seqs: list[list[int]]) -> torch.Tensor:
+def code_scores(module, seqs: list[list[int]]) -> torch.Tensor:
     """The code model's scores of every item at the last position of each input."""
-    model = run_kv.SASRec(item_num=3416, add_head=True, maxlen=200, hidden_units=64,
-                          num_blocks=2, num_heads=1, dropout_rate=0.1)
-    model.load_state_dict({k[len("model."):]: v for k, v in sd.items()})
-    model.eval()
+    module.eval()
     out = []
     with torch.no_grad():
         for s in range(0, len(seqs), 256):
             rows = [torch.tensor(x[-200:]) for x in seqs[s: s + 256]]
             ids = torch.nn.utils.rnn.pad_sequence(rows, batch_first=True)
-            o = model(ids, None)
+            o = module.model(ids, None)
             last = (ids != 0).sum(1) - 1
             out.append(o[torch.arange(len(rows)), last])
     return torch.cat(out)
@@ -70,7 +67,7 @@ def code_scores(sd: dict, seqs: list[list[int]]) -> torch.Tensor:
 def main() -> None:
     st = torch.load(RUN + ".state.pt", weights_only=False)
     sd = st["best_state"]
-    data = split_view(load_dataset("ml-1m-5core", DATA_DIR), P)
+    data = split_view(load_dataset("ml-1m-5core"), P)
     cls = get_model("sasrec_ce")
     torch.manual_seed(0)
     sb = cls(resolve_config(cls, "ml-1m-5core", {"positions": "left"}), data)
@@ -79,12 +76,11 @@ def main() -> None:
     with torch.no_grad():
         got = summarize(model_evaluator(sb, data, "test", P, "cpu").run(sb))
     # the same weights' scores, both ways, on every user's test input (all but the last item)
-    by_user: dict[int, list[int]] = {}
-    for line in open(run_kv.DATA):
-        u, i = map(int, line.split())
-        by_user.setdefault(u, []).append(i)
-    seqs = [items[:-1] for _, items in sorted(by_user.items())]
-    code = code_scores(sd, seqs)[:, 1:]  # items 1..3416
+    module = run_kv.make_module(3416)
+    module.load_state_dict(sd)
+    _, validation_full, test, _ = run_kv.prepare_data()
+    seqs = validation_full.groupby("user_id", sort=True)["item_id"].agg(list).tolist()
+    code = code_scores(module, seqs)[:, 1:]  # items 1..3416
     sb_ids = torch.arange(1, 3417)
     with torch.no_grad():
         rows = [torch.tensor(x[-200:]) for x in seqs]
@@ -94,11 +90,6 @@ def main() -> None:
             q = sb.encode(ids)[:, -1]
             scores = q @ sb.emb.item.weight.T
             diffs.append((scores[:, sb_ids] - code[s: s + 256]).abs().max())
-    module = run_kv.SeqRec(run_kv.SASRec(item_num=3416, add_head=True, maxlen=200,
-                                         hidden_units=64, num_blocks=2, num_heads=1,
-                                         dropout_rate=0.1), lr=0.001)
-    module.load_state_dict(sd)
-    _, validation_full, test, _ = run_kv.prepare_data()
     code_eval = run_kv.metrics(run_kv.test_ranks(module, validation_full, test))
     print(json.dumps({
         "run": RUN, "best_epoch": st["best_epoch"],
