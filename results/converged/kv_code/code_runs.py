@@ -8,13 +8,17 @@ import json
 import os
 import sys
 
-CODE = "github antklen/sasrec-bert4rec-recsys23 @ 29c272e (src/datasets.py, models.py, modules.py, preprocess.py unmodified), run outside this repository"
+CODE = (
+    "github antklen/sasrec-bert4rec-recsys23 @ 29c272e (src/datasets.py, models.py,"
+    " modules.py, preprocess.py unmodified), run outside this repository"
+)
 
 
 def main(out: str, paths: list[str]) -> None:
     seeds, per_user = {}, {}
     for p in paths:
-        r = json.load(open(p))
+        with open(p) as f:
+            r = json.load(f)
         seeds[str(r["seed"])] = {
             "test": r["test"],
             "best_epoch": r["best_epoch"],
@@ -44,10 +48,11 @@ def main(out: str, paths: list[str]) -> None:
             " generators restored; CPU, one torch thread"
         ),
         "data": (
-            "CBiT's ml-1m.txt (ML-1M-3416, seqbench's ml-1m-5core source, 6,040 users, 3,416 items)"
-            " read as the code's 'user item' rows in file order; run.py's prepare_data (add_time_idx"
-            " sort=False): training = all but each user's last two items, validation target = the"
-            " second last, test target = the last with the validation item in the input"
+            "make_data.py writes seqbench's prepared ml-1m-5core (ML-1M-3416: 6,040 users, 3,416"
+            " items, 999,611 interactions) as the code's 'user item' lines, each user's items in"
+            " order, seqbench's ids; run.py's prepare_data (add_time_idx sort=False): training ="
+            " all but each user's last two items, validation target = the second last, test"
+            " target = the last with the validation item in the input"
         ),
         "settings": (
             "src/configs/SASRec.yaml with run_final.sh's dataset.max_length=200: maxlen 200,"
@@ -55,7 +60,11 @@ def main(out: str, paths: list[str]) -> None:
             " full softmax CE (SeqRec), validation on all 6,040 users (validation_size 10,000),"
             " patience 10, at most 100 epochs"
         ),
-        "command": "nice python run_kv.py SEED runs/kv_sSEED.json (then: python code_runs.py kv_code_runs.json runs/kv_s*.json)",
+        "command": (
+            "python make_data.py SEQBENCH_DATA/ml-1m-5core data/ml-1m-3416.txt; nice python"
+            " run_kv.py SEED runs/kv_sSEED.json; then python code_runs.py kv_code_runs.json"
+            " runs/kv_s*.json"
+        ),
         "metric_note": (
             "means over the 6,040 users of HR@k and NDCG@k (one relevant item) from the code's own"
             " top-100 after filter_seen (the whole history excluded = seqbench's protocol"
@@ -70,7 +79,8 @@ def main(out: str, paths: list[str]) -> None:
     os.replace(tmp, out)
     ranks_out = out.replace(".json", "_ranks.json")
     with open(ranks_out + ".tmp", "w") as f:
-        json.dump({"note": "each user's rank of the test item in the code's filtered top 100 (0 = not in it), by seed", "ranks": per_user}, f)
+        note = "each user's rank of the test item in the code's filtered top 100 (0 = not in it)"
+        json.dump({"note": note + ", by seed", "ranks": per_user}, f)
     os.replace(ranks_out + ".tmp", ranks_out)
 
 

@@ -14,7 +14,7 @@ df = pq.read_table(os.path.join(src, "interactions.parquet")).to_pandas()
 df = df.sort_values(["user", "position"], kind="stable")
 assert df["item"].min() == 1 and df["item"].max() == df["item"].nunique() == 3416
 with open(out + ".tmp", "w") as f:
-    for u, i in zip(df["user"].to_numpy() + 1, df["item"].to_numpy()):
+    for u, i in zip(df["user"].to_numpy() + 1, df["item"].to_numpy(), strict=True):
         f.write(f"{u} {i}\n")
 os.replace(out + ".tmp", out)
 print(df["user"].nunique(), "users,", df["item"].nunique(), "items,", len(df), "interactions")

@@ -53,12 +53,11 @@ sys.modules["transformers"] = tf
 sys.path.insert(0, SRC)
 
 import pandas as pd  # noqa: E402
-from torch.utils.data import DataLoader  # noqa: E402
-
 from datasets import CausalLMDataset, CausalLMPredictionDataset, PaddingCollateFn  # noqa: E402
 from models import SASRec  # noqa: E402
 from modules import SeqRec  # noqa: E402
 from preprocess import add_time_idx  # noqa: E402
+from torch.utils.data import DataLoader  # noqa: E402
 
 random.seed(SEED)
 np.random.seed(SEED)
@@ -103,7 +102,7 @@ def test_ranks(module, data, test):
     with torch.no_grad():
         for i, batch in enumerate(loader):
             out = module.predict_step(batch, i)
-            for u, preds in zip(out["user_ids"], out["preds"]):
+            for u, preds in zip(out["user_ids"], out["preds"], strict=True):
                 hit = np.flatnonzero(preds == target[int(u)])
                 ranks[int(u)] = int(hit[0]) + 1 if len(hit) else 0
     return ranks

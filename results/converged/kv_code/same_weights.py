@@ -86,16 +86,18 @@ def main() -> None:
         rows = [torch.tensor(x[-200:]) for x in seqs]
         diffs = []
         for s in range(0, len(rows), 256):
-            ids = torch.stack([torch.nn.functional.pad(r, (200 - len(r), 0)) for r in rows[s: s + 256]])
+            block = rows[s: s + 256]
+            ids = torch.stack([torch.nn.functional.pad(r, (200 - len(r), 0)) for r in block])
             q = sb.encode(ids)[:, -1]
             scores = q @ sb.emb.item.weight.T
             diffs.append((scores[:, sb_ids] - code[s: s + 256]).abs().max())
     code_eval = run_kv.metrics(run_kv.test_ranks(module, validation_full, test))
+    shown = ("HR@10", "NDCG@10", "HR@20", "NDCG@20")
     print(json.dumps({
         "run": RUN, "best_epoch": st["best_epoch"],
         "max_abs_score_diff": float(max(diffs)),
-        "code_eval_same_weights": {k: code_eval[k] for k in ("HR@10", "NDCG@10", "HR@20", "NDCG@20")},
-        "seqbench_eval_same_weights": {k: got[k] for k in ("HR@10", "NDCG@10", "HR@20", "NDCG@20")},
+        "code_eval_same_weights": {k: code_eval[k] for k in shown},
+        "seqbench_eval_same_weights": {k: got[k] for k in shown},
     }))
 
 

@@ -14,37 +14,52 @@ NAMES = {"ndcg@10": "NDCG@10", "hr@10": "HR@10", "ndcg@50": "NDCG@50", "hr@50": 
          "ndcg@100": "NDCG@100"}
 
 
-RANKS: dict[str, dict] = {}
+def named(means: dict) -> dict:
+    """The code's metric means under seqbench's names (those it has)."""
+    return {NAMES[k]: v for k, v in means.items() if k in NAMES}
 
 
-def seed_record(run: str) -> tuple[int, dict]:
-    done = json.load(open(os.path.join(run, "done.json")))
-    epochs = [json.loads(line) for line in open(os.path.join(run, "epochs.jsonl"))]
-    assert len(epochs) == done["epochs"] and all(e["n_valid"] == e["n_test"] == 6040 for e in epochs)
+def read_json(path: str):
+    with open(path) as f:
+        return json.load(f)
+
+
+def seed_record(run: str) -> tuple[int, dict, dict]:
+    """A run's seed, its record (test at the best validation NDCG@10 epoch) and its test ranks."""
+    done = read_json(os.path.join(run, "done.json"))
+    with open(os.path.join(run, "epochs.jsonl")) as f:
+        epochs = [json.loads(line) for line in f]
+    assert len(epochs) == done["epochs"]
+    assert all(e["n_valid"] == e["n_test"] == 6040 for e in epochs)
     best = max(epochs, key=lambda e: e["valid"]["ndcg@10"])  # the first of equals, as max
-    ranks = json.load(open(os.path.join(run, f"ranks_ep{best['epoch']}.json")))
-    RANKS[str(done["seed"])] = ranks["test"]
+    ranks = read_json(os.path.join(run, f"ranks_ep{best['epoch']}.json"))
     return done["seed"], {
-        "test": {NAMES[k]: v for k, v in best["test"].items() if k in NAMES},
-        "valid": {NAMES[k]: v for k, v in best["valid"].items() if k in NAMES},
+        "test": named(best["test"]),
+        "valid": named(best["valid"]),
         "best_epoch": best["epoch"],
         "epochs": done["epochs"],
         "still_improving": True,
-        "by_epoch": [{"epoch": e["epoch"], "cpu_s": e["cpu_s"],
-                      "valid": {NAMES[k]: v for k, v in e["valid"].items() if k in NAMES},
-                      "test": {NAMES[k]: v for k, v in e["test"].items() if k in NAMES}}
-                     for e in epochs],
+        "by_epoch": [{"epoch": e["epoch"], "cpu_s": e["cpu_s"], "valid": named(e["valid"]),
+                      "test": named(e["test"])} for e in epochs],
         "cpu_s": done["cpu_s"], "wall_s": done["wall_s"], "max_rss_mb": done["max_rss_mb"],
         "torch": done["torch"],
-    }
+    }, ranks["test"]
 
 
 def main(out: str, runs: list[str]) -> None:
-    seeds = dict(sorted((str(s), r) for s, r in map(seed_record, runs)))
+    records = sorted((str(s), r, ranks) for s, r, ranks in map(seed_record, runs))
+    seeds = {s: r for s, r, _ in records}
     doc = {"HSTU": {
         "dataset": "ml-1m-5core",
-        "code": "github meta-recsys/generative-recommenders @ db1bf8f2e8f6a92a738dafd52a245eafb25a222b, generative_recommenders/research/ (trainer/train.py:train_fn), run outside this repository",
-        "environment": "torch 2.13.0+cpu, fbgemm_gpu_cpu 1.8.0, gin-config, absl-py, tensorboard; one torch thread, nice",
+        "code": (
+            "github meta-recsys/generative-recommenders @"
+            " db1bf8f2e8f6a92a738dafd52a245eafb25a222b, generative_recommenders/research/"
+            " (trainer/train.py:train_fn), run outside this repository"
+        ),
+        "environment": (
+            "torch 2.13.0+cpu, fbgemm_gpu_cpu 1.8.0, gin-config, absl-py, tensorboard; one torch"
+            " thread, nice"
+        ),
         "patched": (
             "one line of its files: trainer/train.py:258 `device = rank` -> `device ="
             " os.environ.get(\"GR_DEVICE\", rank)` (GR_DEVICE=cpu); only research/ and configs/"
@@ -76,7 +91,11 @@ def main(out: str, runs: list[str]) -> None:
             " negatives, temperature 0.05, L2-normalised item and user embeddings, AdamW lr 1e-3"
             " betas (0.9, 0.98) weight decay 0, batch 128"
         ),
-        "command": "GR_DEVICE=cpu nice python run_gr.py SEED 10 data/ml-1m-5core runs/code-sSEED (data: python make_data.py SEQBENCH_DATA/ml-1m-5core data/ml-1m-5core; then python code_runs.py code_runs.json runs/code-s0 runs/code-s1 runs/code-s2)",
+        "command": (
+            "GR_DEVICE=cpu nice python run_gr.py SEED 10 data/ml-1m-5core runs/code-sSEED (data:"
+            " python make_data.py SEQBENCH_DATA/ml-1m-5core data/ml-1m-5core; then python"
+            " code_runs.py code_runs.json runs/code-s0 runs/code-s1 runs/code-s2)"
+        ),
         "metric_note": (
             "means over the 6,040 users; full ranking over items 1..3416 excluding the items of the"
             " input window (at most 200; seqbench's cbit); MRR over the code's top 2,500 (ranks"
@@ -93,7 +112,7 @@ def main(out: str, runs: list[str]) -> None:
     with open(ranks + ".tmp", "w") as f:
         json.dump({"note": "each user's rank of the test item at the seed's best validation"
                    " epoch, as the code ranks (2501 = beyond its top 2,500), by seed",
-                   "ranks": RANKS}, f)
+                   "ranks": {s: ranks for s, _, ranks in records}}, f)
     os.replace(ranks + ".tmp", ranks)
 
 

@@ -34,15 +34,14 @@ torch.manual_seed(SEED)
 sys.path.insert(0, HERE)
 
 import fbgemm_gpu  # noqa: E402,F401
+import generative_recommenders.research.trainer.train as T  # noqa: E402
 import gin  # noqa: E402
 import torch.distributed as dist  # noqa: E402
+from generative_recommenders.research.data.dataset import DatasetV2  # noqa: E402
+from generative_recommenders.research.data.reco_dataset import RecoDataset  # noqa: E402
 from torch.nn.parallel import DistributedDataParallel  # noqa: E402
 from torch.utils.data import ConcatDataset, DataLoader  # noqa: E402
 from torch.utils.data.distributed import DistributedSampler  # noqa: E402
-
-import generative_recommenders.research.trainer.train as T  # noqa: E402
-from generative_recommenders.research.data.dataset import DatasetV2  # noqa: E402
-from generative_recommenders.research.data.reco_dataset import RecoDataset  # noqa: E402
 
 
 def setup(rank, world_size, master_port):
@@ -130,7 +129,7 @@ def add_to_summary_writer(writer, batch_id, metrics, prefix, world_size):
             f.write(json.dumps(rec) + "\n")
         users = ids.tolist()
         ranks = {"valid": {}, "test": {}}
-        for u, r in zip(users, rank.tolist()):
+        for u, r in zip(users, rank.tolist(), strict=True):
             if u >= SHIFT:
                 ranks["test"][u - SHIFT] = r
             else:
