@@ -243,3 +243,37 @@ def test_run_batches_raises_the_first_error_in_order_and_stops() -> None:
     with pytest.raises(ValueError, match="batch 3"):
         run_batches(work, 400, 2, torch.device("cpu"))
     assert len(ran) < 400  # the batches not started were cancelled
+
+
+def test_a_stop_as_the_pool_starts_a_thread_leaves_no_thread_running(monkeypatch) -> None:
+    """SIGTERM sent just as the pool has started its thread, before the pool has recorded it:
+    `run_batches` raises the stop only once every thread it started has ended (one left
+    running in torch as the interpreter finalizes aborts the process: SIGABRT)."""
+    import os
+    import signal
+
+    from seqbench.errors import Terminated, raise_terminated
+
+    start = threading.Thread.start
+
+    def start_then_stop(thread: threading.Thread) -> None:
+        start(thread)
+        if thread.name.startswith("seqbench-eval"):
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    ran: list[int] = []
+
+    def work(i: int) -> int:
+        ran.append(i)
+        time.sleep(0.3)
+        return i
+
+    before = signal.signal(signal.SIGTERM, raise_terminated)
+    try:
+        monkeypatch.setattr(threading.Thread, "start", start_then_stop)
+        with pytest.raises(Terminated):
+            run_batches(work, 6, 1, torch.device("cpu"))
+    finally:
+        signal.signal(signal.SIGTERM, before)
+    assert not [t for t in threading.enumerate() if t.name.startswith("seqbench-eval")]
+    assert ran == [0]  # the batch in flight ended; the rest were cancelled

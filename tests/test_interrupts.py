@@ -221,3 +221,52 @@ def test_a_real_short_write_is_one_line_and_resumes(
 
 def matrix_size() -> int:
     return len(SIGNALS) + 5 + len(LIMITS)
+
+
+def test_stops_deferred_hands_a_stop_to_the_handler_there_on_leaving() -> None:
+    """SIGTERM sent to the process inside `stops_deferred`: the code inside runs to its end,
+    then the handler that was installed takes it (and it is back in place)."""
+    from seqbench.errors import Terminated, raise_terminated, stops_deferred
+
+    before = signal.signal(signal.SIGTERM, raise_terminated)
+    steps = []
+    try:
+        with pytest.raises(Terminated), stops_deferred():
+            os.kill(os.getpid(), signal.SIGTERM)
+            steps.append("after the signal")
+        assert signal.getsignal(signal.SIGTERM) is raise_terminated
+        with stops_deferred():
+            steps.append("no signal")
+    finally:
+        signal.signal(signal.SIGTERM, before)
+    assert steps == ["after the signal", "no signal"]
+
+
+def test_a_stop_as_the_feed_starts_its_thread_ends_the_thread() -> None:
+    """SIGTERM sent just as an epoch's feed has started its thread: building the feed raises
+    the stop, and no feed thread is left running (the caller never held the feed to close)."""
+    import threading
+
+    from test_batching import build
+
+    from seqbench.errors import Terminated, raise_terminated
+    from seqbench.testing.probe import train_data
+    from seqbench.training.feed import EpochFeed
+
+    data = train_data()
+    model = build("sasrec", data)
+    start = threading.Thread.start
+
+    def start_then_stop(thread: threading.Thread) -> None:
+        start(thread)
+        if thread.name == "seqbench-feed":
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    before = signal.signal(signal.SIGTERM, raise_terminated)
+    try:
+        with pytest.MonkeyPatch.context() as m, pytest.raises(Terminated):
+            m.setattr(threading.Thread, "start", start_then_stop)
+            EpochFeed(model, data, torch.Generator().manual_seed(0), torch.device("cpu"))
+    finally:
+        signal.signal(signal.SIGTERM, before)
+    assert not [t for t in threading.enumerate() if t.name == "seqbench-feed"]

@@ -224,6 +224,62 @@ def test_killed_sweep_resumes_without_retraining(tiny_data: str, tmp_path: Path)
     assert load_manifest("killed", str(runs))["runs"][0]["status"] == "pending"
 
 
+_ENDING_PLUGIN = """
+import os
+from seqbench.errors import Terminated
+from seqbench.models import register
+from seqbench.models.sasrec import SASRec
+from seqbench.runs import executors
+from seqbench.runs.jobs import Outcome
+
+@register("ending_probe")
+class EndingProbe(SASRec):
+    \"\"\"Registered only so that the worker loads this file as a plugin.\"\"\"
+
+marks = os.open({marks!r}, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+
+class Final:
+    def __del__(self, write=os.write, fd=marks):
+        write(fd, b"finalized")
+
+cycle = Final()
+cycle.me = cycle  # collected only by the interpreter's finalization
+
+def run_job(job, send, threads=None):
+    if job.stop:
+        raise Terminated
+    return Outcome("done")
+
+executors.run_job = run_job
+"""
+
+
+@pytest.mark.parametrize(("stop", "code"), [(True, 143), (False, 0)])
+def test_a_worker_ends_without_the_interpreters_finalization(
+    tmp_path: Path, stop: bool, code: int
+) -> None:
+    """A sweep worker, stopped by SIGTERM in its run (143) or done (0), leaves without the
+    finalization in which torch's threads aborted a stopped worker ('terminate called without
+    an active exception', SIGABRT: its run failed as 'worker process died'). A cycle's
+    `__del__`, which only finalization runs, marks whether it was reached."""
+    import multiprocessing as mp
+    from types import SimpleNamespace
+
+    from seqbench.runs.executors import _Worker
+
+    marks, plugin = tmp_path / "marks", tmp_path / "ending_probe.py"
+    plugin.write_text(_ENDING_PLUGIN.format(marks=str(marks)))
+    worker = _Worker(mp.get_context("spawn"), forced_threads(1), (str(plugin),))
+    worker.send(SimpleNamespace(index=0, stop=stop))
+    assert worker.conn.recv() == ("start", 0)
+    if not stop:
+        assert worker.conn.recv()[2].status == "done"
+        worker.conn.send(None)
+    worker.proc.join(60)
+    assert worker.proc.exitcode == code
+    assert marks.read_text() == ""
+
+
 @pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="reads /proc (Linux)")
 def test_a_worker_stopped_by_sigterm_fails_its_run_in_one_line(
     tiny_data: str, tmp_path: Path

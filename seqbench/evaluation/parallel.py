@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TypeVar
 
 import torch
 
 from seqbench.allocator import release_freed_memory
+from seqbench.errors import stops_deferred
 
 T = TypeVar("T")
 #: batches between two hand-backs of the free heap (each costs a few milliseconds)
@@ -55,10 +56,12 @@ def run_batches(work: Callable[[int], T], n: int, workers: int, device: torch.de
     pool = ThreadPoolExecutor(
         max(1, workers), "seqbench-eval", initializer=torch.set_num_threads, initargs=(1,)
     )
+    futures: list[Future[T]] = []
     try:
-        with pool:  # leaving it waits for every worker to end
-            futures = [pool.submit(task, i) for i in range(n)]
+        with pool:  # leaving it waits for every worker it started to end
             try:
+                with stops_deferred():  # a stop cannot land between a thread's start and
+                    futures = [pool.submit(task, i) for i in range(n)]  # the pool's record
                 return [f.result() for f in futures]
             except BaseException:
                 for f in futures:

@@ -14,13 +14,13 @@ import ctypes
 import multiprocessing as mp
 import os
 import signal
-import sys
 import threading
 import time
 from collections.abc import Callable
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
+from seqbench.distributed import end_process
 from seqbench.errors import ConfigError
 from seqbench.machine import (
     ThreadChoice,
@@ -108,6 +108,8 @@ def _worker_main(
     plugins: tuple[str, ...],
     gpu: str | None,
 ) -> None:
+    """A worker: serve jobs, then leave without the interpreter's finalization
+    (`end_process`), in which torch's threads can abort a stopped worker (SIGABRT)."""
     if gpu is not None:  # before anything starts CUDA in this process
         os.environ["CUDA_VISIBLE_DEVICES"] = gpu
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and stops us
@@ -118,7 +120,8 @@ def _worker_main(
     try:
         _serve(conn, threads)
     except KeyboardInterrupt:  # SIGTERM: the run saved a checkpoint at the step in flight
-        sys.exit(STOPPED)
+        end_process(STOPPED)
+    end_process()
 
 
 def _serve(conn: Connection, threads: ThreadChoice) -> None:

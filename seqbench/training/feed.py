@@ -17,6 +17,7 @@ from collections.abc import Iterator
 import torch
 
 from seqbench.data.dataset import SeqDataset
+from seqbench.errors import stops_deferred
 from seqbench.models.base import Batch, SeqModel
 from seqbench.training.engine import Piece, step_pieces
 
@@ -51,7 +52,13 @@ class EpochFeed:
         self._error: BaseException | None = None
         self._threads = torch.get_num_threads()
         self._thread = threading.Thread(target=self._run, name="seqbench-feed", daemon=True)
-        self._thread.start()
+        try:
+            with stops_deferred():  # a stop taken here finds the thread started: it is closed
+                self._thread.start()
+        except BaseException:
+            if self._thread.ident is not None:  # started: ended before the stop goes on
+                self.close()
+            raise
 
     def _run(self) -> None:
         torch.set_num_threads(self._threads)  # a new thread starts with the process default

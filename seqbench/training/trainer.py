@@ -210,10 +210,10 @@ class Trainer:
         scaler = self.scaler()
         self.observer.on_start(cfg.epochs, p.start - 1)
         skip = p.mid["step"] if p.mid else 0
-        feed = self._feed(gen, skip) if opt is not None and p.start <= cfg.epochs else None
         minutes = self.options.checkpoint_minutes
         self.pauses = pauses = Pauses(None if minutes is None else minutes * 60, self.shard)
-        try:
+        try:  # from the first feed on: `finally` ends the newest feed's thread
+            feed = self._feed(gen, skip) if opt is not None and p.start <= cfg.epochs else None
             budget = self.options.max_minutes
             for epoch in range(p.start, cfg.epochs + 1):
                 if opt is None or feed is None:
