@@ -11,12 +11,15 @@ from seqbench.errors import ConfigError
 T = TypeVar("T")
 
 
-def closest(name: str, choices: list[str], n: int = 3) -> str:
-    """Format 'did you mean' hints for an unknown name."""
+def closest(name: str, choices: list[str], n: int = 3, listed: int | None = None) -> str:
+    """Format 'did you mean' hints for an unknown name; with no close match, every valid name,
+    or only their count when there are more than `listed` (a list too long for one line)."""
     near = difflib.get_close_matches(name, choices, n=n, cutoff=0.4)
-    shown = near or sorted(choices)
-    label = "closest" if near else "valid"
-    return f"{label}: {', '.join(shown)}"
+    if near:
+        return f"closest: {', '.join(near)}"
+    if listed is not None and len(choices) > listed:
+        return f"none close among {len(choices)} names"
+    return f"valid: {', '.join(sorted(choices))}"
 
 
 class Registry(Generic[T]):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 from importlib import resources
 from pathlib import Path
 
@@ -73,6 +74,16 @@ def test_unknown_name_lists_closest() -> None:
         get_spec("beuty")
     with pytest.raises(DataError, match="amazon2018-gift_cards"):
         get_spec("amazon2018-gift_card")
+
+
+def test_an_unknown_name_with_nothing_close_counts_the_names_instead_of_listing_them() -> None:
+    names = dataset_names(expand=True)
+    assert len(names) > 12 and not difflib.get_close_matches("qqqq", names, cutoff=0.4)
+    with pytest.raises(DataError) as raised:
+        get_spec("qqqq")
+    message = str(raised.value)
+    assert f"none close among {len(names)} names" in message
+    assert "`seqbench datasets` lists them all" in message and "synthetic" not in message
 
 
 def test_packaged_yaml_is_the_repo_yaml() -> None:

@@ -193,7 +193,7 @@ def get_spec(name: str) -> DatasetSpec:
                         f.setdefault("sha256", known.get(f["file"]))
                 return parse_spec(name, body)
     raise DataError(
-        f"unknown dataset {name!r} ({closest(name, dataset_names(expand=True))}); "
+        f"unknown dataset {name!r} ({closest(name, dataset_names(expand=True), listed=12)}); "
         "`seqbench datasets` lists them all"
     )
 
