@@ -69,6 +69,7 @@ def test_a_study_dry_run_shows_each_missing_configuration(
     cells, below = ([c.strip() for c in lines[i].strip("│").split("│")] for i in (at, at + 1))
     assert cells[:4] == ["sasrec", "synthetic", cells[2], "1,000"] and below[1] == "seeds 0,1"
     assert "estimate, not a measurement" in out and "would train 2 run(s)" in out
+    assert "of training, if none stops early" in out  # the cap's epochs, not a forecast
 
 
 def test_a_minutes_budget_caps_each_estimate_and_the_study_total(

@@ -95,7 +95,8 @@ def run_cell(
 def show_estimates(p: Plan, rows: list[tuple[str | None, str]], ctx: RunContext) -> None:
     """The missing runs' size and estimated cost on this machine (`seqbench run --dry-run`'s
     figures), a row per configuration with the seeds that share it."""
-    table = Table(title="missing runs: size, work per epoch, estimated cost (total: all epochs)")
+    title = "missing runs: size, work per epoch, estimated cost (total: a run, every epoch)"
+    table = Table(title=title)
     columns = ("model", "dataset", "params", "sequences", "s/epoch", "total", "MB")
     for col in columns:
         table.add_column(col, justify="left" if col in ("model", "dataset") else "right")
@@ -124,7 +125,7 @@ def show_estimates(p: Plan, rows: list[tuple[str | None, str]], ctx: RunContext)
         console.print(fit_to_terminal(table, console))
         total = sum(min(e.total_seconds, cap) * len(seeds) for _, seeds, e in seen.values())
         budget = "" if minutes is None else f", each at most {duration(cap)} (the budget)"
-        say(f"all missing runs: ≈ {duration(total)} of training{budget}")
+        say(f"all missing runs: ≈ {duration(total)} of training{budget}, if none stops early")
         say(f"({next(iter(seen.values()))[2].method()})")
 
 
