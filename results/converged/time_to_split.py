@@ -3,9 +3,10 @@
 Gusak et al. (RecSys 2025) publish one test and one validation CSV per dataset and model, one
 row per point of a 108-point grid (hidden units x blocks x heads x dropout, in that product
 order). This prints, for Beauty and ML-1M, the grid point chosen on validation NDCG@10 (their
-published value) and the grid point with seqbench's SASRec+ defaults (d 64, 2 blocks, 1 head,
-dropout 0.1): `python time_to_split.py CLONE` on a clone of monkey0head/time-to-split at
-5a33f9f73229fc6f0130598e844d0c610029205c (the CSVs are read, nothing of theirs is run).
+published value) and the grid point with seqbench's SASRec+ architecture (d 64, 2 blocks, 1
+head, dropout 0.1): `python time_to_split.py CLONE > time_to_split.md` on a clone of
+monkey0head/time-to-split at 5a33f9f73229fc6f0130598e844d0c610029205c (the CSVs are read,
+nothing of theirs is run).
 """
 
 import csv
@@ -40,12 +41,12 @@ def main(clone: Path) -> None:
         best = max(val, key=lambda g: val[g]["NDCG@10"])
         for label, point in (
             ("best on validation", best),
-            ("seqbench's defaults", GRID.index(SEQBENCH)),
+            ("seqbench's architecture", GRID.index(SEQBENCH)),
         ):
             values = " | ".join(f"{test[point][m]:.4f}" for m in METRICS)
             setting = ", ".join(str(x) for x in GRID[point])
-            chosen = val[point]["NDCG@10"]
-            print(f"| {name} | {point} ({label}) | {setting} | {chosen:.4f} | {values} |")
+            valid = val[point]["NDCG@10"]
+            print(f"| {name} | {point} ({label}) | {setting} | {valid:.4f} | {values} |")
 
 
 if __name__ == "__main__":
