@@ -12,6 +12,7 @@ from report_fixtures import N_USERS, data_cards, load_runs, main_store
 from seqbench.errors import ConfigError
 from seqbench.report.entries import run_entries, variant_entries
 from seqbench.report.layouts import ABLATION, DATASET_STATS, LAYOUTS, OVERALL, TableOptions
+from seqbench.report.notes import seeds_note
 from seqbench.report.render import FORMATS, format_for
 from seqbench.report.stats import CORRECTIONS, TESTS
 
@@ -109,3 +110,22 @@ def test_stats_reads_the_cards_of_the_named_datasets(tmp_path: Path) -> None:
         "165.60",
         "95.53%",
     ]
+
+
+@pytest.mark.parametrize(
+    ("cells", "expected"),
+    [
+        (
+            [("A", "beauty", 3), ("B", "beauty", 1)],
+            "for A on beauty (3 seeds); every other cell is one seed.",
+        ),
+        (
+            [("A", "beauty", 3), ("A", "ml-1m", 2)],
+            "for A on beauty (3 seeds), A on ml-1m (2 seeds).",
+        ),
+        ([("A", "beauty", 1)], None),
+    ],
+)
+def test_the_seed_note_says_other_cells_are_one_seed_only_where_some_are(cells, expected) -> None:
+    note = seeds_note(cells)
+    assert note == (None if expected is None else "Mean ± sample std over seeds " + expected)
