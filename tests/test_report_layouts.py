@@ -5,14 +5,22 @@ values, a study's data directory; values checked against the fixture's hand-chos
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from report_fixtures import N_USERS, data_cards, load_runs, main_store
 
 from seqbench.errors import ConfigError
 from seqbench.report.entries import run_entries, variant_entries
-from seqbench.report.layouts import ABLATION, DATASET_STATS, LAYOUTS, OVERALL, TableOptions
-from seqbench.report.notes import seeds_note
+from seqbench.report.layouts import (
+    ABLATION,
+    DATASET_STATS,
+    LAYOUTS,
+    OVERALL,
+    PublishedSource,
+    TableOptions,
+)
+from seqbench.report.notes import seeds_note, source_note
 from seqbench.report.render import FORMATS, format_for
 from seqbench.report.stats import CORRECTIONS, TESTS
 
@@ -129,3 +137,19 @@ def test_stats_reads_the_cards_of_the_named_datasets(tmp_path: Path) -> None:
 def test_the_seed_note_says_other_cells_are_one_seed_only_where_some_are(cells, expected) -> None:
     note = seeds_note(cells)
     assert note == (None if expected is None else "Mean ± sample std over seeds " + expected)
+
+
+def test_a_published_source_says_its_protocol_where_it_is_not_the_tables() -> None:
+    lrurec = PublishedSource(("ml-1m-5core",), "Yue et al., WSDM 2024", "cbit", "per batch")
+    mine = PublishedSource(("beauty",), "Gusak et al., RecSys 2025", "seqbench")
+    runs = [SimpleNamespace(protocol_spec=SimpleNamespace(name="seqbench"))]
+    labels = {"ml-1m-5core": "ML-1M-3416"}
+    datasets = ["beauty", "ml-1m-5core"]
+    assert source_note(lrurec, datasets, runs, labels) == (
+        "Published values on ML-1M-3416: Yue et al., WSDM 2024, under protocol cbit (full "
+        "ranking, history in the T-window excluded), not this table's seqbench; they are per "
+        "batch; seqbench's are means over users."
+    )
+    assert source_note(mine, datasets, runs, labels) == (
+        "Published values on beauty: Gusak et al., RecSys 2025, under protocol seqbench."
+    )

@@ -112,8 +112,11 @@ def test_reproduce_runs_missing_and_renders_published(
     assert "Skipped: PopW on Synth: unknown ablation axis 'window' for popularity" in text
     assert "Skipped: Toys: dataset 'toys' not prepared" in text
     assert "at most 1 training epoch(s) per run (--budget-epochs); seeds 0, 1" in text
-    # the paper's averaging, where not over users, is said under the published values
-    said = "The published values are its code's means of per-batch means; seqbench's are means"
+    # the paper, its protocol and its averaging (where not over users) are said under the table
+    said = (
+        "Published values on Synth: a test paper, under protocol cbit; they are its code's "
+        "means of per-batch means; seqbench's are means over users."
+    )
     assert said in text
     # a second call trains nothing; --ci: popularity's two seeds agree, so its cell's interval
     # is the one-sample t interval of its per-user values

@@ -338,18 +338,18 @@ def test_published_models_are_columns_without_runs(tmp_path) -> None:
     assert tp.entries[1].runs == {}
     assert tp.published[("beauty", "CBiT", "NDCG@10")] == 0.0537  # CBiT Table 3, Beauty
     # CBiT's code averages per batch: the table carries that with the numbers
-    assert "per-batch means of 256 users" in tp.table.published_averaging
+    (source,) = tp.table.published_sources
+    assert "per-batch means of 256 users" in source.averaging
+    assert source.protocol == "cbit" and "CIKM 2022" in source.citation
 
 
 def test_a_table_without_published_values_says_nothing_of_their_averaging(tmp_path) -> None:
     _beauty_study(tmp_path, "{Mine: {model: sasrec}}", "{layout: overall}")
     (tp,) = table_plans(plan(load_study(tmp_path), need_data=False))
-    assert tp.table.published_averaging == "" and tp.published == {}
-    # the averaging is the paper spec's, never a key of the study's own table
-    _beauty_study(
-        tmp_path, "{Mine: {model: sasrec}}", "{layout: overall, published_averaging: per batch}"
-    )
-    with pytest.raises(ConfigError, match="published_averaging"):
+    assert tp.table.published_sources == () and tp.published == {}
+    # the sources are the paper specs', never a key of the study's own table
+    _beauty_study(tmp_path, "{Mine: {model: sasrec}}", "{layout: overall, published_sources: [x]}")
+    with pytest.raises(ConfigError, match="published_sources"):
         load_study(tmp_path)
 
 
@@ -359,6 +359,44 @@ def test_published_models_must_be_published_and_not_run(tmp_path) -> None:
         "{layout: overall, published: cbit-table3, published_models: [SASRec, NoSuch]}",
     )  # fmt: skip
     with pytest.raises(ConfigError, match=r"published_models: SASRec, NoSuch must be models"):
+        load_study(tmp_path)
+
+
+def _two_dataset_study(root: Path, published: str) -> None:
+    (root / "study.yaml").write_text(
+        "protocol: seqbench\ndatasets: {Beauty: beauty, ML-1M-3416: ml-1m-5core}\n"
+        "budget: {epochs: 1}\nmodels: {SASRec+: {model: sasrec_ce}, LRURec: {model: lrurec}}\n"
+        f"tables: {{t: {{layout: overall, published: {published}}}}}\n"
+    )
+
+
+def test_each_dataset_may_take_its_published_values_from_its_own_paper(tmp_path) -> None:
+    _two_dataset_study(tmp_path, "{Beauty: time-to-split-loo, ML-1M-3416: modern-baselines-ml1m}")
+    (tp,) = table_plans(plan(load_study(tmp_path), need_data=False))
+    # transcribed: Time to Split's released Beauty test.csv (grid point 100); LRURec's Table 3
+    assert tp.published[("beauty", "SASRec+", "NDCG@10")] == 0.0588
+    assert tp.published[("ml-1m-5core", "SASRec+", "NDCG@10")] == 0.1902
+    assert tp.published[("ml-1m-5core", "LRURec", "NDCG@10")] == 0.1930
+    # Time to Split publishes ML-1M too, but this table takes ML-1M's from LRURec's paper only
+    assert ("beauty", "LRURec", "NDCG@10") not in tp.published
+    beauty, ml1m = tp.table.published_sources
+    assert (beauty.datasets, beauty.protocol) == (("beauty",), "seqbench")
+    assert (ml1m.datasets, ml1m.protocol) == (("ml-1m-5core",), "cbit")
+    assert "Time to Split" in beauty.citation and "LRURec" in ml1m.citation
+
+
+@pytest.mark.parametrize(
+    ("published", "said"),
+    [
+        ("{Yelp: cbit-table3}", r"published.Yelp: 'Yelp' is not a dataset label of the study"),
+        ("{Beauty: modern-baselines-ml1m}", "modern-baselines-ml1m publishes nothing on beauty"),
+        ("{Beauty: no-such-spec}", r"published.Beauty: unknown paper spec 'no-such-spec'"),
+        ("[cbit-table3]", r"published: a paper spec's name or \{DATASET: SPEC\}, got \["),
+    ],
+)
+def test_a_published_source_per_dataset_is_checked_in_one_line(tmp_path, published, said) -> None:
+    _two_dataset_study(tmp_path, published)
+    with pytest.raises(ConfigError, match=said):
         load_study(tmp_path)
 
 

@@ -9,7 +9,7 @@ from collections.abc import Iterable, Sequence
 from seqbench.evaluation.protocols import PROTOCOLS
 from seqbench.report import budget, improving
 from seqbench.report.select import Run
-from seqbench.report.table_model import Entry
+from seqbench.report.table_model import Entry, PublishedSource
 
 
 def protocol_note(runs: Sequence[Run]) -> str:
@@ -112,11 +112,11 @@ def closing_notes(
     budget_columns: bool,
     labels: dict[str, str],
     seeds: bool = True,
-    averaging: str = "",
+    sources: Sequence[PublishedSource] = (),
 ) -> list[str]:
     """The notes every comparison table ends with: seeds (unless the table says them itself),
-    published values (and their `averaging`, where not over users), budget, protocol and the
-    departures of its runs."""
+    published values (each dataset's paper, its protocol and averaging), budget, protocol and
+    the departures of its runs."""
     notes = []
     if seeds and (note := seeds_note(entry_seeds(entries))):
         notes.append(note)
@@ -128,14 +128,33 @@ def closing_notes(
             "table's budget (a reproduction only where the budget is the paper's); "
             "(value) = published, not run here."
         )
-        if averaging:
-            notes.append(f"The published values are {averaging}; seqbench's are means over users.")
+        notes += [
+            source_note(s, datasets, runs, labels)
+            for s in sources
+            if set(s.datasets) & set(datasets)
+        ]
     notes += budget_notes(entries, datasets, budget_columns, labels)
     notes.append(protocol_note(runs))
     notes.append(departures_note(runs))
     if origins := origins_note(runs):
         notes.append(origins)
     return notes
+
+
+def source_note(
+    source: PublishedSource, datasets: Sequence[str], runs: Sequence[Run], labels: dict[str, str]
+) -> str:
+    """Which paper the published values on some of the table's datasets come from, the protocol
+    it measured them under (and that it is not the table's, where so) and how it averaged."""
+    shown = ", ".join(labels.get(d, d) for d in datasets if d in source.datasets)
+    text = f"Published values on {shown}: {source.citation}, under protocol {source.protocol}"
+    mine = runs[0].protocol_spec.name
+    if source.protocol != mine:
+        desc = PROTOCOLS.get(source.protocol).description if source.protocol in PROTOCOLS else ""
+        text += (f" ({desc})" if desc else "") + f", not this table's {mine}"
+    if source.averaging:
+        return f"{text}; they are {source.averaging}; seqbench's are means over users."
+    return text + "."
 
 
 def budget_notes(

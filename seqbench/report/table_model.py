@@ -33,6 +33,17 @@ class Cell:
     improving: bool = False
 
 
+@dataclass(frozen=True)
+class PublishedSource:
+    """Where a table's published values on some datasets come from: the paper, the protocol
+    it measured them under and how its code averaged them (empty: over users), for the notes."""
+
+    datasets: tuple[str, ...]
+    citation: str
+    protocol: str
+    averaging: str = ""
+
+
 @dataclass
 class Comparison:
     """One paired comparison of a table, before and after the multiple-test correction."""

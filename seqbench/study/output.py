@@ -130,7 +130,7 @@ def build_table(
         tests=SignificanceOptions(t.test, t.alpha, t.correction, ci=t.ci),
         baseline=t.baseline if any(e.label == t.baseline for e in entries) else "best",
         published=tp.published,
-        published_averaging=t.published_averaging,
+        published_sources=t.published_sources,
         dataset_labels=tp.labels,
         budget_columns=t.budget_columns,
         param=t.param,

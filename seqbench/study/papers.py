@@ -14,7 +14,7 @@ from typing import Any
 
 from seqbench.errors import ConfigError
 from seqbench.registry import closest
-from seqbench.report.layouts import LAYOUTS
+from seqbench.report.layouts import LAYOUTS, PublishedSource
 from seqbench.study.values import scalar
 from seqbench.yamlsafe import load_yaml
 
@@ -52,6 +52,12 @@ class TableSpec:
     published: dict[tuple[str, str, str], float] = field(default_factory=dict)
     #: how the authors' code averaged the published values, where not over users
     averaging: str = ""
+
+    def source(self, datasets: tuple[str, ...] | None = None) -> PublishedSource:
+        """Where this spec's published numbers on `datasets` (None: all of them) come from."""
+        mine = tuple(dict.fromkeys(d for d, _, _ in self.published))
+        shown = mine if datasets is None else tuple(d for d in mine if d in datasets)
+        return PublishedSource(shown, self.citation or self.paper, self.protocol, self.averaging)
 
 
 def _require(raw: dict[str, Any], key: str, where: str) -> Any:

@@ -12,7 +12,7 @@ from seqbench.errors import ConfigError
 from seqbench.evaluation.metrics import METRICS
 from seqbench.registry import closest
 from seqbench.report.external import ExternalRuns, load_external
-from seqbench.report.layouts import LAYOUTS
+from seqbench.report.layouts import LAYOUTS, PublishedSource
 from seqbench.report.render import FORMATS
 from seqbench.report.select import ReportError
 from seqbench.report.stats import CORRECTIONS, TESTS, check_margin
@@ -20,9 +20,9 @@ from seqbench.study.papers import get_spec
 from seqbench.study.spec import DEFAULT_FORMATS, StudyModel, StudyTable
 from seqbench.study.values import mapping, name_list, yaml_keys
 
-#: a table's keys: its fields, less its name (the key it is under), the spec the published
-#: numbers come from (`published: SPEC`) and that spec's averaging
-TABLE_KEYS = yaml_keys(StudyTable, "name", "published_from", "published_averaging")
+#: a table's keys: its fields, less its name (the key it is under) and the sources of the
+#: published numbers (their paper specs', from `published: SPEC` or `{DATASET: SPEC}`)
+TABLE_KEYS = yaml_keys(StudyTable, "name", "published_sources")
 
 
 def parse_table(
@@ -52,8 +52,7 @@ def parse_table(
     if baseline != "best" and baseline not in models:
         raise ConfigError(f"{at}.baseline: {baseline!r} is not a model of the study (or best)")
     reference = {str(k): str(v) for k, v in mapping(spec.get("reference"), at).items()}
-    source = spec.get("published")
-    published, only, averaging = _published(spec, at, models)
+    published, only, sources = _published(spec, at, models, datasets)
     external = _external(spec, where, at, models)
     return StudyTable(
         name=name,
@@ -66,10 +65,9 @@ def parse_table(
         baseline=baseline,
         reference=reference,
         param=str(spec["param"]) if "param" in spec else None,
-        published_from=str(source) if source is not None else None,
         published=published,
         published_models=only,
-        published_averaging=averaging,
+        published_sources=sources,
         budget_columns=bool(spec.get("budget_columns", False)),
         protocol=protocol,
         external=external,
@@ -107,25 +105,39 @@ def _significance(spec: dict[str, Any], at: str) -> dict[str, Any]:
 
 
 def _published(
-    spec: dict[str, Any], at: str, models: dict[str, Any]
-) -> tuple[dict[tuple[str, str, str], float], tuple[str, ...], str]:
+    spec: dict[str, Any], at: str, models: dict[str, Any], datasets: dict[str, str]
+) -> tuple[dict[tuple[str, str, str], float], tuple[str, ...], tuple[PublishedSource, ...]]:
     """A table's published numbers, `published_models` (columns of those numbers only) and
-    how the paper's code averaged them."""
+    their sources: one paper spec (`published: SPEC`) or one per dataset label of the study
+    (`published: {Beauty: SPEC, ...}`), each with its citation, protocol and averaging."""
     published: dict[tuple[str, str, str], float] = {}
-    averaging = ""
-    if spec.get("published") is not None:
+    sources: list[PublishedSource] = []
+    raw = spec.get("published")
+    if raw is not None and not isinstance(raw, str | dict):
+        raise ConfigError(f"{at}.published: a paper spec's name or {{DATASET: SPEC}}, got {raw!r}")
+    per_dataset = raw if isinstance(raw, dict) else {None: raw} if raw is not None else {}
+    for label, name in per_dataset.items():
+        where = f"{at}.published" + (f".{label}" if label is not None else "")
+        if label is not None and label not in datasets:
+            known = ", ".join(datasets)
+            raise ConfigError(f"{where}: {label!r} is not a dataset label of the study ({known})")
         try:
-            paper = get_spec(str(spec["published"]))
+            paper = get_spec(str(name))
         except ConfigError as e:
-            raise ConfigError(f"{at}.published: {e}") from None
-        published, averaging = dict(paper.published), paper.averaging
+            raise ConfigError(f"{where}: {e}") from None
+        wanted = None if label is None else (datasets[label],)
+        source = paper.source(wanted)
+        if not source.datasets:
+            raise ConfigError(f"{where}: {name} publishes nothing on {datasets[label]}")
+        published.update({k: v for k, v in paper.published.items() if k[0] in source.datasets})
+        sources.append(source)
     key = "published_models"
     only = name_list(spec[key], f"{at}.{key}") if key in spec else ()
     unknown = [m for m in only if m in models or not any(k[1] == m for k in published)]
     if unknown:
         listed = ", ".join(unknown)
         raise ConfigError(f"{at}.published_models: {listed} must be models of `published` only")
-    return published, only, averaging
+    return published, only, tuple(sources)
 
 
 def _external(

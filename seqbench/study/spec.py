@@ -49,6 +49,7 @@ from typing import TYPE_CHECKING, Any
 from seqbench.errors import ConfigError
 from seqbench.limits import INT64_MAX
 from seqbench.machine import check_precision, known_precision
+from seqbench.report.layouts import PublishedSource
 from seqbench.study.papers import TableSpec
 from seqbench.study.values import Point, scalar
 from seqbench.training.context import Tracking
@@ -167,12 +168,11 @@ class StudyTable:
     baseline: str = "best"
     reference: dict[str, str] = field(default_factory=dict)
     param: str | None = None
-    published_from: str | None = None
     published: dict[tuple[str, str, str], float] = field(default_factory=dict)
     #: columns of published numbers only (models of `published`, not of the study)
     published_models: tuple[str, ...] = ()
-    #: how the published numbers were averaged, where not over users (the paper spec's)
-    published_averaging: str = ""
+    #: the paper spec of each dataset's published numbers: citation, protocol, averaging
+    published_sources: tuple[PublishedSource, ...] = ()
     budget_columns: bool = False
     #: the label of the one protocol this table shows (a study with several must name it,
     #: except in the `protocols` and `audit` layouts, which show them side by side)
@@ -302,7 +302,7 @@ def from_paper(spec: TableSpec) -> Study:
     common = {
         "metrics": spec.metrics,
         "published": dict(spec.published),
-        "published_averaging": spec.averaging,
+        "published_sources": (spec.source(),),
     }
     if spec.layout == "sensitivity":
         tables = tuple(
@@ -316,7 +316,6 @@ def from_paper(spec: TableSpec) -> Study:
             spec.title,
             baseline=spec.baseline,
             reference=dict(spec.reference),
-            published_from=spec.name,
             **common,
         )
         tables = (table,)

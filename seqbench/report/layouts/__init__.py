@@ -14,6 +14,7 @@ from seqbench.report.layouts.base import (
     OVERALL_METRICS,
     Layout,
     Published,
+    PublishedSource,
     TableOptions,
 )
 from seqbench.report.layouts.curves import CURVES
@@ -36,5 +37,6 @@ __all__ = [
     "SPLIT_AUDIT",
     "Layout",
     "Published",
+    "PublishedSource",
     "TableOptions",
 ]

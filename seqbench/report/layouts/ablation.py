@@ -146,7 +146,7 @@ class Ablation(Layout):
             bool(options.published),
             options.budget_columns,
             labels,
-            averaging=options.published_averaging,
+            sources=options.published_sources,
         )
         table.figure = bar_figure(series(entries, datasets, metrics, labels), "test metric")
         return table

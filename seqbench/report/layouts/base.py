@@ -15,7 +15,7 @@ from seqbench.report.entries import order
 from seqbench.report.external import ExternalRuns
 from seqbench.report.select import ReportError, Run, Selection
 from seqbench.report.significance import SignificanceOptions
-from seqbench.report.table_model import Entry, Table
+from seqbench.report.table_model import Entry, PublishedSource, Table
 
 OVERALL_METRICS = ("HR@5", "HR@10", "HR@20", "NDCG@5", "NDCG@10", "NDCG@20")
 FOCUS_METRICS = ("HR@10", "NDCG@10")
@@ -35,8 +35,8 @@ class TableOptions:
     #: overall: Improv. and the test against this entry, or the best other one
     baseline: str = "best"
     published: Published = field(default_factory=dict)
-    #: how the published values were averaged, where not over users (a note under the table)
-    published_averaging: str = ""
+    #: the papers of the published values, one per dataset at most (notes under the table)
+    published_sources: tuple[PublishedSource, ...] = ()
     dataset_labels: dict[str, str] = field(default_factory=dict)
     #: overall/ablation: each entry's budget as cells instead of a note
     budget_columns: bool = False

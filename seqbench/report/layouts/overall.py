@@ -162,7 +162,7 @@ class Overall(Layout):
             bool(options.published),
             options.budget_columns,
             options.dataset_labels,
-            averaging=options.published_averaging,
+            sources=options.published_sources,
         )
         return table
 
