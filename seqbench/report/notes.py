@@ -66,12 +66,12 @@ def origins_note(runs: Sequence[Run]) -> str | None:
 def seeds_note(cells: Iterable[tuple[str, str, int]]) -> str | None:
     """Name the cells (label, dataset, number of seeds) that average several seeds, if any, and
     say that the others are one seed only where some are."""
-    cells = set(cells)
-    several = sorted(c for c in cells if c[2] > 1)
+    distinct = set(cells)
+    several = sorted(c for c in distinct if c[2] > 1)
     if not several:
         return None
     shown = ", ".join(f"{label} on {d} ({n} seeds)" for label, d, n in several)
-    rest = "; every other cell is one seed" if len(several) < len(cells) else ""
+    rest = "; every other cell is one seed" if len(several) < len(distinct) else ""
     return f"Mean ± sample std over seeds for {shown}{rest}."
 
 
