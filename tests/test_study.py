@@ -233,6 +233,42 @@ def test_study_run_trains_then_rerenders_from_the_store(
     assert "2 of 2 runs in the run store" in capsys.readouterr().out
 
 
+def test_study_show_says_where_a_started_run_stands(
+    folder: dict[str, Path], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import seqbench.training.trainer as trainer
+
+    raw = study(
+        budget={"epochs": 3},
+        models={"sasrec": BASE["models"]["sasrec"]},
+        tables={"main": {"layout": "overall"}},
+    )
+    (folder["root"] / "study.yaml").write_text(yaml.safe_dump(raw))
+    calls, summarize = [0], trainer.summarize
+
+    def stop_in_the_second_validation(*args: object, **kwargs: object) -> object:
+        calls[0] += 1
+        if calls[0] == 2:  # epoch 1 is checkpointed, epoch 2 ends in Ctrl-C
+            raise KeyboardInterrupt
+        return summarize(*args, **kwargs)
+
+    with monkeypatch.context() as m, pytest.raises(SystemExit):
+        m.setattr(trainer, "summarize", stop_in_the_second_validation)
+        run_study(folder)
+    capsys.readouterr()
+    show = ["study", "show", str(folder["root"]), "--data-dir", str(folder["data"])]
+    show += ["--runs-dir", str(folder["runs"])]
+    main(show)
+    out = " ".join(capsys.readouterr().out.split())
+    assert "started · 1 epoch (best 1) · resumes" in out
+    assert "trains the 1 missing (1 resume from their checkpoints)" in out
+    (partial,) = folder["runs"].glob(".*.partial")
+    run_id = partial.name[1 : -len(".partial")]
+    with RunStore(folder["runs"]).lock(run_id, print):  # as a process training it holds it
+        main(show)
+    assert "started · 1 epoch (best 1) · training now" in " ".join(capsys.readouterr().out.split())
+
+
 def test_missing_dataset_names_the_prepare_command(
     folder: dict[str, Path], capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:

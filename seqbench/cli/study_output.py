@@ -24,7 +24,7 @@ from seqbench.runs.jobs import dataset
 from seqbench.runs.store import RunStore
 from seqbench.runs.tracking import tracking_for
 from seqbench.study.output import RUN_FILES
-from seqbench.study.plan import IN_FOLDER, NO_COUNTS, Plan, StudyRun, statuses
+from seqbench.study.plan import IN_FOLDER, NO_COUNTS, STARTED, Plan, StudyRun, statuses
 from seqbench.study.run import (
     Rendering,
     StudyResult,
@@ -77,6 +77,8 @@ def show_plan(
     if missing:
         again = sum(s == NO_COUNTS for _, s in rows)
         why = f" ({again} in {RUN_FILES}/ without the per-user counts its tests need)" * bool(again)
+        begun = sum(s == STARTED for _, s in rows)
+        why += f" ({begun} resume from their checkpoints)" * bool(begun)
         say(f"`seqbench study run {folder}` trains the {len(missing)} missing{why}")
     return len(missing)
 
@@ -89,6 +91,10 @@ def run_cell(
     if status in ("done", IN_FOLDER) and run_id is not None:
         m = store.load_result(run_id) if status == "done" else committed[run_id].result
         status = f"{status} · {m.epochs_shown} epochs (best {m.best_epoch})"
+    elif status == STARTED and run_id is not None and (s := store.started(run_id)):
+        plural = "s" * (s.epochs != 1)
+        where = f"{s.epochs} epoch{plural} (best {s.best})" if s.epochs else "no epoch yet"
+        status = f"{status} · {where} · {'training now' if s.running else 'resumes'}"
     return status if run_id is None else f"{status}\n{run_id}"
 
 
@@ -102,7 +108,7 @@ def show_estimates(p: Plan, rows: list[tuple[str | None, str]], ctx: RunContext)
         table.add_column(col, justify="left" if col in ("model", "dataset") else "right")
     seen: dict[str, tuple[StudyRun, list[int], Estimate]] = {}
     for r, (_, status) in zip(p.runs, rows, strict=True):
-        if status != "missing":
+        if status not in ("missing", STARTED):
             continue
         run = r.resolved
         if run is None:  # a missing run's data is prepared: it was resolved in the plan

@@ -290,6 +290,8 @@ def _default_reference(label: str, study: Study, entries: dict[str, TableEntry])
 IN_FOLDER = "from the folder"
 #: a run the folder has without the per-user counts a table's tests need: trained again
 NO_COUNTS = "in the folder without per-user counts: trained again"
+#: a run the store has begun (its partial folder): the next `study run` resumes it
+STARTED = "started"
 
 
 def statuses(
@@ -297,8 +299,9 @@ def statuses(
 ) -> list[tuple[str | None, str]]:
     """(run id, status) of each planned run: done (in the store), from the folder (one of the
     `committed` run ids with its per-user counts), in the folder without them (trained
-    again), missing, or its dataset not prepared. A run whose data is not
-    prepared is still found in the folder: identified on the checksums its runs record."""
+    again), started (resumed from its checkpoint), missing, or its dataset not prepared. A
+    run whose data is not prepared is still found in the folder: identified on the checksums
+    its runs record."""
     sums: dict[str, set[str]] = {}
     for run in committed.values() if isinstance(committed, Mapping) else ():
         sums.setdefault(run.dataset, set()).add(run.checksum)
@@ -319,8 +322,10 @@ def statuses(
             out.append((run_id, "done"))
         elif run_id in usable:
             out.append((run_id, IN_FOLDER))
+        elif run_id in committed:
+            out.append((run_id, NO_COUNTS))
         else:
-            out.append((run_id, NO_COUNTS if run_id in committed else "missing"))
+            out.append((run_id, STARTED if store.partial(run_id).is_dir() else "missing"))
     return out
 
 

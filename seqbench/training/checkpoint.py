@@ -170,6 +170,13 @@ def load_checkpoint(paths: tuple[Path, ...], warn: Callable[[str], None]) -> dic
     return None
 
 
+def standing(files: CheckpointFiles) -> tuple[int, int] | None:
+    """(epochs finished, best epoch so far) by a run's newest readable checkpoint; None before
+    its first."""
+    state = load_checkpoint(files.checkpoints, lambda _: None)
+    return None if state is None else (int(state["epoch"]), int(state["best"]["epoch"]))
+
+
 @dataclass
 class CheckpointState:
     """Where training stands: finished epochs' history, the best epoch, epochs without
