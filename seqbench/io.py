@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import glob
 import json
 import os
@@ -129,3 +130,19 @@ def load_torch(path: str | Path) -> Any:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return torch.load(path, map_location="cpu", weights_only=True)
+
+
+def flock_held(path: Path) -> bool:
+    """Whether a process holds an flock on `path` now: a non-blocking shared probe, released
+    at once (closing the file releases it); False when there is no such file."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False

@@ -21,6 +21,7 @@ from seqbench.report.render import FORMATS
 from seqbench.runs.estimate import Estimate, estimate
 from seqbench.runs.exported import ExportedRun
 from seqbench.runs.jobs import dataset
+from seqbench.runs.started import started
 from seqbench.runs.store import RunStore
 from seqbench.runs.tracking import tracking_for
 from seqbench.study.output import RUN_FILES
@@ -91,7 +92,7 @@ def run_cell(
     if status in ("done", IN_FOLDER) and run_id is not None:
         m = store.load_result(run_id) if status == "done" else committed[run_id].result
         status = f"{status} · {m.epochs_shown} epochs (best {m.best_epoch})"
-    elif status == STARTED and run_id is not None and (s := store.started(run_id)):
+    elif status == STARTED and run_id is not None and (s := started(store, run_id)):
         plural = "s" * (s.epochs != 1)
         where = f"{s.epochs} epoch{plural} (best {s.best})" if s.epochs else "no epoch yet"
         status = f"{status} · {where} · {'training now' if s.running else 'resumes'}"

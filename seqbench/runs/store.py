@@ -28,7 +28,6 @@ from seqbench.paths import check_name, runs_dir
 from seqbench.plugins import describe_origin
 from seqbench.runs.identity import RunSpec
 from seqbench.runs.result import Evaluation, ResultError, RunResult, read_config
-from seqbench.training.checkpoint import standing
 
 PARTIAL_PREFIX = "."
 PARTIAL_SUFFIX = ".partial"
@@ -215,16 +214,6 @@ class DamagedRun:
         )
 
 
-@dataclass(frozen=True)
-class Started:
-    """An unfinished run: the epochs its newest checkpoint holds (0: none yet), its best epoch
-    so far, and whether a process holds its lock (trains it) now."""
-
-    epochs: int
-    best: int
-    running: bool
-
-
 class RunStore:
     """Folder layout: <root>/<run_id>/ when finished, <root>/.<run_id>.partial/ while running,
     and <root>/.<run_id>.lock, locked by the process that trains the run."""
@@ -245,28 +234,9 @@ class RunStore:
     def is_done(self, run_id: str) -> bool:
         return self.metrics_path(run_id).is_file()
 
-    def started(self, run_id: str) -> Started | None:
-        """Where an unfinished run stands (None: never started, or finished)."""
-        work = RunFolder(self.partial(run_id))
-        if not work.path.is_dir():
-            return None
-        epochs, best = standing(work) or (0, 0)
-        return Started(epochs, best, self._held(run_id))
-
-    def _held(self, run_id: str) -> bool:
-        """Whether a process holds the run's lock now: a non-blocking shared probe, released at
-        once (closing the file releases it)."""
-        try:
-            fd = os.open(self.root / f"{PARTIAL_PREFIX}{run_id}{LOCK_SUFFIX}", os.O_RDONLY)
-        except FileNotFoundError:
-            return False
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return True
-        finally:
-            os.close(fd)
-        return False
+    def lock_path(self, run_id: str) -> Path:
+        """The file whose flock the process training the run holds (`lock`)."""
+        return self.root / f"{PARTIAL_PREFIX}{check_name('run id', run_id, self.root)}{LOCK_SUFFIX}"
 
     def load_result(self, run_id: str) -> RunResult:
         """The stored result of a finished run (a one-line ResultError if it is damaged)."""
@@ -403,7 +373,7 @@ class RunStore:
         flock is released by the kernel when its holder dies, so a killed run leaves no stale
         lock. The holder unlinks the file; a waiter that locked an unlinked file retries.
         """
-        path = self.root / f"{PARTIAL_PREFIX}{run_id}{LOCK_SUFFIX}"
+        path = self.lock_path(run_id)
         path.parent.mkdir(parents=True, exist_ok=True)
         while True:
             fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o644)
