@@ -140,8 +140,9 @@ def run(
         seed=seed,
         protocol=protocol,
         precision=precision,
+        budget_minutes=budget_minutes,
     )
-    options = RunOptions(force=force, max_minutes=budget_minutes)
+    options = RunOptions(force=force)
     return execute_run(req, ctx, options).result
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from seqbench.cli import main
+from seqbench.runs.identity import hash_identity
 from seqbench.runs.migrate import MigrationError, plan_store
 from seqbench.study.parse import load_study
 from seqbench.study.plan import plan
@@ -144,6 +145,47 @@ def test_a_store_made_before_the_migration_is_re_keyed_not_retrained(tmp_path: P
     assert planned == set(legacy.values()) and len(planned) == 3
     main(["runs", "migrate", str(old)])  # nothing left to do
     assert {p.name for p in old.iterdir()} == set(legacy.values())
+
+
+def test_a_run_under_a_time_budget_is_re_keyed_with_its_budget(tmp_path: Path) -> None:
+    """A run trained under 15 minutes before ids hashed the budget (its record without it, its
+    id the hash of that, the budget only in its result) is re-keyed to the id results/modern's
+    study asks for, which no unbudgeted run of the same spec has; numbers untouched."""
+    repo = Path(__file__).resolve().parents[1]
+    src = next((repo / "results" / "modern" / "metrics").glob("ml-1m-5core-sasrec_ce-*"))
+    rec = json.loads((src / "config.json").read_text())
+    assert rec["budget_minutes"] == 15.0
+    before = {k: v for k, v in rec.items() if k != "budget_minutes"}
+    keys = ("model", "dataset", "config", "revision", "protocol", "seed", "data_checksum")
+    identity = {k: before[k] for k in (*keys, "precision", "device")}
+    before["run_id"] = hash_identity(identity)
+    store = tmp_path / "store"
+    shutil.copytree(src, store / before["run_id"])
+    (store / before["run_id"] / "config.json").write_text(json.dumps(before))
+    main(["runs", "migrate", str(store)])
+    (moved,) = store.iterdir()
+    assert moved.name == src.name != before["run_id"]
+    assert json.loads((moved / "config.json").read_text())["budget_minutes"] == 15.0
+    test = json.loads((src / "metrics.json").read_text())["test"]
+    assert json.loads((moved / "metrics.json").read_text())["test"] == test
+    study = plan(load_study(str(repo / "results" / "modern")), need_data=False)
+    planned = {r.request.identify(rec["data_checksum"]).run_id for r in study.runs}
+    assert src.name in planned and before["run_id"] not in planned
+
+
+def test_a_run_over_several_processes_is_left_in_place(tmp_path: Path) -> None:
+    """A re-keyed record of a run over two processes (`procs` hashed, by hand here) is today's:
+    migrate keeps its id instead of refusing it as a record that does not hash to it."""
+    repo = Path(__file__).resolve().parents[1]
+    src = next((repo / "results" / "stosa" / "metrics").iterdir())
+    rec = {**json.loads((src / "config.json").read_text()), "procs": 2}
+    keys = ("model", "dataset", "config", "revision", "protocol", "seed", "data_checksum")
+    rec["run_id"] = hash_identity({k: rec[k] for k in (*keys, "precision", "device", "procs")})
+    store = tmp_path / "store"
+    shutil.copytree(src, store / rec["run_id"])
+    (store / rec["run_id"] / "config.json").write_text(json.dumps(rec))
+    (move,) = plan_store(store)
+    assert move.new_id == move.old_id == rec["run_id"] and not move.moves
 
 
 def test_two_records_of_one_experiment_are_a_collision(tmp_path: Path) -> None:

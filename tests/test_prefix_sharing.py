@@ -189,7 +189,7 @@ def test_a_revision_1_linrec_run_is_re_keyed_to_todays_per_row_request(tmp_path:
     positions=right into the record, under revision 2, at the id today's request for exactly
     that gets; the numbers untouched, the run now the per-row ablation of today's default."""
     repo = Path(__file__).resolve().parents[1]
-    committed = repo / "results" / "modern" / "metrics" / "beauty-linrec-efe658ab3949"
+    committed = repo / "results" / "modern" / "metrics" / "beauty-linrec-1c7cca9d6536"
     src = revision_1(committed, tmp_path / "old")
     store = tmp_path / "store"
     shutil.copytree(src, store / src.name)
@@ -199,7 +199,11 @@ def test_a_revision_1_linrec_run_is_re_keyed_to_todays_per_row_request(tmp_path:
     assert new["revision"] == 2 and new["migrated_from"] == src.name
     assert new["config"]["positions"] == "right" and new["config"]["instances"] == "prefixes"
     request = RunRequest(
-        "linrec", "beauty", ablate={"instances": "prefixes"}, sets={"positions": "right"}
+        "linrec",
+        "beauty",
+        ablate={"instances": "prefixes"},
+        sets={"positions": "right"},
+        budget_minutes=15,  # results/modern's budget
     )
     assert folder.name == request.identify(new["data_checksum"]).run_id == committed.name
     metrics = json.loads((folder / "metrics.json").read_text())
@@ -212,8 +216,10 @@ def test_a_revision_1_linrec_run_is_re_keyed_to_todays_per_row_request(tmp_path:
 
 def revision_1(src: Path, where: Path) -> Path:
     """A committed run re-keyed from revision 1, back to the record revision 1 wrote (no
-    positions or share_step; per-row prefixes its default; its id the hash of that)."""
+    positions or share_step; per-row prefixes its default; no time budget in its identity;
+    its id the hash of that)."""
     rec = json.loads((src / "config.json").read_text())
+    rec.pop("budget_minutes")
     old = where / rec["migrated_from"]
     shutil.copytree(src, old)
     config = {k: v for k, v in rec["config"].items() if k not in ("positions", "share_step")}
@@ -228,7 +234,7 @@ def test_a_0_4_0_linrec_run_is_re_keyed_straight_to_revision_2(tmp_path: Path) -
     """A record of seqbench 0.4.0 (the version hashed, fields at their then-default left out)
     lands where the two steps (to revision 1, then 2) land, as the per-row ablation."""
     repo = Path(__file__).resolve().parents[1]
-    committed = repo / "results" / "modern" / "metrics" / "beauty-linrec-efe658ab3949"
+    committed = repo / "results" / "modern" / "metrics" / "beauty-linrec-1c7cca9d6536"
     rec = json.loads((committed / "config.json").read_text())
     left_out = {"min_epochs": 0, "optimizer": "adam", "order": "original", "instances": "prefixes"}
     config = {

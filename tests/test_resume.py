@@ -17,9 +17,10 @@ from seqbench.cli import main
 from seqbench.data.dataset import SeqDataset
 from seqbench.models.sasrec import SASRec
 from seqbench.runs.execute import execute
-from seqbench.runs.options import RunOptions
+from seqbench.runs.identity import hash_identity
 from seqbench.runs.request import RunRequest
-from seqbench.runs.store import RunStore
+from seqbench.runs.result import read_config
+from seqbench.runs.store import RunFolder, RunStore
 from seqbench.training.context import RunContext
 from seqbench.training.trainer import TrainingError
 
@@ -152,17 +153,27 @@ def test_default_dataset_and_cached_rerun(data_root, tmp_path, capsys) -> None:
     assert "cached" in capsys.readouterr().out
 
 
-def test_budget_cut_run_is_not_served_for_an_unbudgeted_request(synthetic_frames, tmp_path):
+def test_a_time_budget_is_its_own_experiment(synthetic_frames, tmp_path):
+    """A run under a time budget has its own id (its record names the budget), so neither it
+    nor the unbudgeted run answers for, or replaces, the other in one store."""
     inter, items = synthetic_frames
     data = SeqDataset.from_frames("synthetic", inter, items, {"checksum": "budget"})
-    req = RunRequest("sasrec", "synthetic", sets={"d": "8", "epochs": "3"})
+    sets = {"d": "8", "epochs": "3"}
+    req = RunRequest("sasrec", "synthetic", sets=sets)
+    budgeted = RunRequest("sasrec", "synthetic", sets=sets, budget_minutes=1e-9)
     store = RunStore(tmp_path)
-    ctx, budget = RunContext(runs_dir=store.root), RunOptions(max_minutes=1e-9)
-    cut, _ = execute(req, ctx, budget, data=data)
-    assert cut.stopped == "budget" and cut.epochs_run == 1
-    assert execute(req, ctx, budget, data=data)[1]
+    ctx = RunContext(runs_dir=store.root)
+    cut, _ = execute(budgeted, ctx, data=data)
+    assert cut.stopped == "budget" and cut.epochs_run == 1 and cut.budget_minutes == 1e-9
     full, cached = execute(req, ctx, data=data)
     assert not cached and full.epochs_run == 3 and full.stopped == "max_epochs"
+    assert cut.run_id != full.run_id
+    again, cached = execute(budgeted, ctx, data=data)
+    assert cached and again.run_id == cut.run_id and again.epochs_run == 1
+    spec = read_config(RunFolder(store.final(cut.run_id)).config)
+    assert spec.budget_minutes == 1e-9 and spec.run_id == cut.run_id
+    unbudgeted = req.resolve(data, "cpu").spec.identity()
+    assert "budget_minutes" not in unbudgeted and hash_identity(unbudgeted) == full.run_id
 
 
 def test_a_budget_ends_the_epoch_part_way(synthetic_frames, tmp_path):
@@ -172,9 +183,9 @@ def test_a_budget_ends_the_epoch_part_way(synthetic_frames, tmp_path):
     inter, items = synthetic_frames
     data = SeqDataset.from_frames("synthetic", inter, items, {"checksum": "share"})
     sets = {"d": "8", "epochs": "3", "batch_size": "8"}
-    req = RunRequest("sasrec", "synthetic", sets=sets)
+    req = RunRequest("sasrec", "synthetic", sets=sets, budget_minutes=1e-9)
     ctx = RunContext(runs_dir=tmp_path)
-    cut, _ = execute(req, ctx, RunOptions(max_minutes=1e-9), data=data)
+    cut, _ = execute(req, ctx, data=data)
     run = req.resolve(data, "cpu")
     model = run.model_cls(run.cfg, data)
     steps = sum(1 for _ in model.train_batches(data, torch.Generator().manual_seed(0)))

@@ -81,12 +81,15 @@ IDENTITY = (
     "model", "dataset", "config", "revision", "protocol", "seed", "data_checksum", "precision",
     "device",
 )  # fmt: skip
+#: hashed only where a record holds them (a plugin's code, processes > 1, a time budget)
+OPTIONAL = ("code", "procs", "budget_minutes")
 
 
 @pytest.mark.parametrize("path", COMMITTED, ids=lambda p: p.parent.name)
 def test_committed_run_ids_are_the_hash_of_their_recorded_identity(path: Path) -> None:
     recorded = json.loads(path.read_text())
-    blob = json.dumps({k: recorded[k] for k in IDENTITY}, sort_keys=True).encode()
+    keys = IDENTITY + tuple(k for k in OPTIONAL if k in recorded)
+    blob = json.dumps({k: recorded[k] for k in keys}, sort_keys=True).encode()
     by_hand = f"{recorded['dataset']}-{recorded['model']}-{hashlib.sha256(blob).hexdigest()[:12]}"
     assert by_hand == path.parent.name == recorded["run_id"]
     # every field of the model's config written out, none left out at any value
@@ -94,7 +97,7 @@ def test_committed_run_ids_are_the_hash_of_their_recorded_identity(path: Path) -
     assert set(recorded["config"]) == {f.name for f in dataclasses.fields(cls.Config)}
     assert recorded["revision"] == cls.revision
     values = {
-        **{k: recorded[k] for k in IDENTITY},
+        **{k: recorded[k] for k in keys},
         "protocol": protocol_from_dict(recorded["protocol"]),
     }
     assert RunSpec(**values).run_id == path.parent.name

@@ -145,7 +145,7 @@ def run(
     if group.active and procs not in (None, group.world):
         raise ConfigError(f"--procs {procs}, but torchrun started {group.world} processes")
     procs = procs or group.world
-    options = RunOptions(force, resume, budget_minutes, checkpoint_minutes)
+    options = RunOptions(force, resume, checkpoint_minutes)
     data: SeqDataset | None = None
     for s in seed or [0]:
         req = RunRequest(
@@ -158,6 +158,7 @@ def run(
             epochs=epochs,
             precision=precision,
             procs=procs,
+            budget_minutes=budget_minutes,
         )
         if dry_run:
             show_dry_run(req, ctx)
@@ -344,8 +345,9 @@ def migrate(
     plugin: Plugins = None,
 ) -> None:
     """Re-key runs stored by seqbench <= 0.5.0 (ids that hashed the version), of an earlier
-    model revision a config keeps, or from before a config field was added, from each run's
-    recorded spec: nothing is re-trained, no number changes, the old id stays in the record."""
+    model revision a config keeps, from before a config field was added, or trained under a
+    time budget before ids hashed it, from each run's recorded spec: nothing is re-trained, no
+    number changes, the old id stays in the record."""
     from pathlib import Path
 
     from seqbench.runs.migrate import apply_moves, plan_store, rename_ids

@@ -92,13 +92,11 @@ def execute(
         if shard.active:
             stored = distributed.broadcast(stored)
         if stored is not None:
-            if _answers(stored, options):
-                if ctx.tracking is not None:  # logged though not trained now
-                    folder = RunFolder(store.final(run_id))
-                    history = pd.read_parquet(folder.history) if folder.history.exists() else None
-                    _track(ctx, stored, run.spec, history, data, folder.path)
-                return stored, True
-            force = True
+            if ctx.tracking is not None:  # logged though not trained now
+                folder = RunFolder(store.final(run_id))
+                history = pd.read_parquet(folder.history) if folder.history.exists() else None
+                _track(ctx, stored, run.spec, history, data, folder.path)
+            return stored, True
         if checked.temporal:  # leave-one-out runs print what they always printed
             ctx.observer.on_log(checked.summary())
         work = _work_folder(store, run.spec, force, shard)
@@ -115,12 +113,6 @@ def execute(
     # the run is complete in the store before any tracker sees it
     _track(ctx, result, run.spec, history, data, store.final(run_id))
     return result, False
-
-
-def _answers(stored: RunResult, options: RunOptions) -> bool:
-    """Whether a stored run answers this request: a run cut short by a time budget only
-    answers a request with that same budget."""
-    return stored.stopped != "budget" or stored.budget_minutes == options.max_minutes
 
 
 def _track(
@@ -205,7 +197,7 @@ def _train_and_test(
     model = run.model_cls(run.cfg, data)
     shard = distributed.seed_rank(request.seed)
     n_params = sum(p.numel() for p in model.parameters())
-    train = TrainOptions(request.precision, options.max_minutes, options.checkpoint_minutes)
+    train = TrainOptions(request.precision, request.budget_minutes, options.checkpoint_minutes)
     trainer = Trainer(model, data, run.protocol, request.seed, work, ctx, train)
     result = trainer.fit(resume=options.resume)
 
@@ -224,7 +216,7 @@ def _train_and_test(
         epochs_run=len(result.history),
         last_epoch_share=result.history[-1].get("share", 1.0) if result.history else 1.0,
         stopped=result.stopped,
-        budget_minutes=options.max_minutes,
+        budget_minutes=request.budget_minutes,
         valid=result.valid,
         test=summarize(test),
         n_users_evaluated=len(test),
@@ -261,7 +253,7 @@ def execute_procs(
     check_splittable(run.model_cls(run.cfg, data), run.request.model)  # before any spawn
     store = RunStore(ctx.runs_dir)
     stored = None if options.force else store.stored(run.run_id)
-    if stored is not None and _answers(stored, options):
+    if stored is not None:
         return stored, True
     procs = run.request.procs
     threads = ctx.threads or default_threads(procs)  # the cores shared among the ranks

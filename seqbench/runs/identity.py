@@ -1,6 +1,7 @@
 """A run's identity: what its run id hashes (the model, its resolved config with every field
 written out, the model's revision, dataset checksum, protocol definition, seed, precision,
-device type and a plugin model's class and source), and what its run folder records beside it."""
+device type, a time budget, and a plugin model's class and source), and what its run folder
+records beside it."""
 
 from __future__ import annotations
 
@@ -23,6 +24,9 @@ IDENTITY_KEYS = (
     "precision",
     "device",
 )
+#: keys hashed only where a run has them (`RunSpec.identity`): a plugin's code, processes > 1
+#: and a time budget, so that every run without them keeps its id
+OPTIONAL_IDENTITY_KEYS = ("code", "procs", "budget_minutes")
 
 
 def hash_identity(identity: dict[str, Any]) -> str:
@@ -30,6 +34,13 @@ def hash_identity(identity: dict[str, Any]) -> str:
     blob = json.dumps(identity, sort_keys=True, default=str).encode()
     digest = hashlib.sha256(blob).hexdigest()[:12]
     return f"{identity['dataset']}-{identity['model']}-{digest}"
+
+
+def recorded_identity(record: dict[str, Any]) -> dict[str, Any]:
+    """What a run's recorded spec (read back as a dict) hashes: the identity keys and the
+    optional ones it holds."""
+    keys = (*IDENTITY_KEYS, *OPTIONAL_IDENTITY_KEYS)
+    return {k: record[k] for k in keys if k in record}
 
 
 @dataclass(frozen=True)
@@ -61,18 +72,24 @@ class RunSpec:
     #: issue 53: the processes training it data-parallel; hashed only when > 1 (other float
     #: summation order and dropout draws), so every one-process run keeps its id
     procs: int = 1
+    #: the training time budget in minutes (None: none): it decides where training stops, so
+    #: a run under another budget is another experiment; hashed only when set
+    budget_minutes: float | None = None
     #: a run re-keyed by `seqbench runs migrate`: its old id and the seqbench that made it
     migrated_from: str | None = None
     seqbench_version: str | None = None
 
     def identity(self) -> dict[str, Any]:
-        """What the run id hashes: every key of `IDENTITY_KEYS`, and `code` for a plugin."""
+        """What the run id hashes: every key of `IDENTITY_KEYS`, and `code` for a plugin,
+        `procs` above 1 and `budget_minutes` when set."""
         out: dict[str, Any] = {k: getattr(self, k) for k in IDENTITY_KEYS}
         out["protocol"] = self.protocol.to_dict()
         if self.code is not None:
             out["code"] = self.code
         if self.procs != 1:  # issue 53
             out["procs"] = self.procs
+        if self.budget_minutes is not None:
+            out["budget_minutes"] = float(self.budget_minutes)
         return out
 
     @property

@@ -5,7 +5,8 @@ is renamed to it, its old id kept in its record. Nothing is re-trained and no nu
 Before, a run id hashed the seqbench version, and a config field sitting at a value that kept
 the ids of runs stored before the field was left out of the hash (`quiet`); what such an absent
 field meant is frozen here (`ABSENT`), the only place that still knows it. A run of an earlier
-model revision that a config keeps is re-keyed to today's (`runs.revise`).
+model revision that a config keeps is re-keyed to today's (`runs.revise`), and a run trained
+under a time budget before ids hashed it takes that budget into its id.
 """
 
 from __future__ import annotations
@@ -22,9 +23,9 @@ from seqbench.io import atomic_path, write_json
 from seqbench.models.base import MODELS, ModelConfig, SeqModel, resolve_config
 from seqbench.models.losses import LOSSES
 from seqbench.plugins import origin
-from seqbench.runs.identity import IDENTITY_KEYS, ablation_of, hash_identity
+from seqbench.runs.identity import ablation_of, hash_identity, recorded_identity
 from seqbench.runs.result import load_json
-from seqbench.runs.revise import REVISED, revisable, revise, with_added_fields
+from seqbench.runs.revise import REVISED, revisable, revise, with_added_fields, with_budget
 from seqbench.runs.store import EVALUATIONS, PARTIAL_PREFIX, RunFolder
 
 #: the releases whose models compute what today's do from the same full config (every change
@@ -162,6 +163,7 @@ def plan_move(path: Path) -> Move:
     }
     if (code := origin(cls)) is not None:
         identity["code"] = code.identity()
+    identity = with_budget(identity, metrics)
     new_id = hash_identity(identity)
     default = rec.get("default_config")
     if default is None:
@@ -187,14 +189,14 @@ def plan_move(path: Path) -> Move:
 def _rekeyed(path: Path, rec: dict[str, Any], metrics: dict[str, Any]) -> Move:
     """The move of a record already re-keyed (it hashes to its id): the config fields added
     since (`ADDED`), then a revision today's model computes under a config (`REVISED`)."""
-    old_id = hash_identity({k: rec[k] for k in (*IDENTITY_KEYS, "code") if k in rec})
+    old_id = hash_identity(recorded_identity(rec))
     if old_id != rec.get("run_id"):
         where = RunFolder(path).config
         raise MigrationError(f"{where}: the record does not hash to its run_id: restore it")
-    rec = with_added_fields(rec)
+    rec = with_budget(with_added_fields(rec), metrics)
     if revisable(rec):
         return _revised(path, old_id, rec, metrics)
-    new_id = hash_identity({k: rec[k] for k in (*IDENTITY_KEYS, "code") if k in rec})
+    new_id = hash_identity(recorded_identity(rec))
     return Move(path, old_id, new_id, {**rec, "run_id": new_id}, {**metrics, "run_id": new_id})
 
 

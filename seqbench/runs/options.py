@@ -32,11 +32,10 @@ def max_local_workers() -> tuple[int, str]:
 @dataclass(frozen=True)
 class RunOptions:
     """How to treat one run beside its context: retrain a stored one (`force`), continue an
-    interrupted one (`resume`), and the training time budget in minutes."""
+    interrupted one (`resume`); its time budget is part of the run (`RunRequest`)."""
 
     force: bool = False
     resume: bool = True
-    max_minutes: float | None = None
     #: a mid-epoch checkpoint at least this often (None: at epoch ends only)
     checkpoint_minutes: float | None = 10.0
 

@@ -42,6 +42,9 @@ class RunRequest:
     precision: str = "fp32"
     #: processes training the run data-parallel (`seqbench run --procs N`; 1: this one)
     procs: int = 1
+    #: stop training after this many minutes (None: the epochs and early stopping alone); part
+    #: of the run's identity
+    budget_minutes: float | None = None
 
     def overrides(self) -> dict[str, Value]:
         """The --set layer of the config: --set key=value pairs, and --epochs as epochs=N."""
@@ -86,6 +89,7 @@ class RunRequest:
             departures=switched(cls.declared_departures(), values, default),
             code=None if (found := origin(cls)) is None else found.identity(),
             procs=self.procs,
+            budget_minutes=None if self.budget_minutes is None else float(self.budget_minutes),
         )
         return ResolvedRun(self, cls, cfg, protocol, spec)
 

@@ -349,6 +349,7 @@ CONFIG_OPTIONAL: dict[str, type | str] = {
     "departures": "texts",
     "code": "names",
     "procs": int,
+    "budget_minutes": float,
     "migrated_from": str,
     "seqbench_version": str,
 }

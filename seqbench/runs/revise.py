@@ -12,7 +12,12 @@ from typing import Any
 
 from seqbench.models.base import MODELS, SeqModel, resolve_config
 from seqbench.models.departures import switched
-from seqbench.runs.identity import IDENTITY_KEYS, ablation_of, hash_identity
+from seqbench.runs.identity import (
+    IDENTITY_KEYS,
+    OPTIONAL_IDENTITY_KEYS,
+    ablation_of,
+    hash_identity,
+)
 
 
 @dataclass(frozen=True)
@@ -53,6 +58,15 @@ def with_added_fields(rec: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def with_budget(rec: dict[str, Any], metrics: dict[str, Any]) -> dict[str, Any]:
+    """A record of a run trained under a time budget before run ids hashed it (seqbench <=
+    0.5.x): the budget its result recorded, written into its identity (its id moves)."""
+    minutes = metrics.get("budget_minutes")
+    if "budget_minutes" in rec or minutes is None:
+        return rec
+    return {**rec, "budget_minutes": float(minutes)}
+
+
 def revisable(rec: dict[str, Any]) -> bool:
     """Whether a record is of an earlier revision of its model that `REVISED` keeps."""
     rule = REVISED.get(str(rec.get("model")))
@@ -72,7 +86,7 @@ def revise(
     default = {**today, **rec.get("default_config", {})}
     default.update({k: today[k] for k in rule.moved})
     identity = {k: rec[k] for k in IDENTITY_KEYS} | {"config": config, "revision": cls.revision}
-    identity.update({k: rec[k] for k in ("code", "procs") if k in rec})
+    identity.update({k: rec[k] for k in OPTIONAL_IDENTITY_KEYS if k in rec})
     new_id = hash_identity(identity)
     record = {**identity, "run_id": new_id, "default_config": default}
     record["departures"] = switched(cls.declared_departures(), config, default)

@@ -36,6 +36,7 @@ def expand(
     protocol: str = "seqbench",
     epochs: int | None = None,
     precision: str = "fp32",
+    budget_minutes: float | None = None,
 ) -> list[RunRequest]:
     """Requests for datasets × (configs or [{}]) × grid × ablations × seeds, in that order.
 
@@ -61,7 +62,7 @@ def expand(
                         overrides = {**(sets or {}), **point, **g}
                         req = RunRequest(
                             model, data, sets=overrides, ablate=a, seed=seed, protocol=protocol,
-                            epochs=epochs, precision=precision,
+                            epochs=epochs, precision=precision, budget_minutes=budget_minutes,
                         )  # fmt: skip
                         out.append(req)
     return out

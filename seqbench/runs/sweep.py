@@ -22,7 +22,7 @@ from seqbench.models.base import config_keys, get_model, parse_value
 from seqbench.runs.batch import SweepObserver, SweepResult, resolve_request, run_requests
 from seqbench.runs.executors import EXECUTORS
 from seqbench.runs.manifest import check_name, default_name, write_manifest
-from seqbench.runs.options import Pool, RunOptions
+from seqbench.runs.options import Pool
 from seqbench.runs.request import ResolvedRun, RunRequest
 from seqbench.runs.search import Dim, expand, parse_space, random_configs, tpe_search
 from seqbench.training.context import RunContext
@@ -142,6 +142,7 @@ class SweepDefinition:
             protocol=self.protocol,
             epochs=self.budget_epochs,
             precision=self.precision,
+            budget_minutes=self.budget_minutes,
         )
 
 
@@ -172,10 +173,9 @@ def run_sweep(
     name = name or default_name(definition.model, spec)
     runs_dir = ctx.runs_dir
     check_name(name, spec, runs_dir)
-    options = RunOptions(max_minutes=definition.budget_minutes)
 
     def execute_batch(reqs: Sequence[RunRequest | ResolvedRun]) -> list[SweepResult]:
-        return run_requests(reqs, ctx, pool, options, observer)
+        return run_requests(reqs, ctx, pool, observer=observer)
 
     if definition.search == "tpe":
         done: list[SweepResult] = []

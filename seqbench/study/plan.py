@@ -154,6 +154,7 @@ def _runs(study: Study, m: StudyModel, dataset: str, budget: Budget) -> list[Stu
                     protocol=protocol,
                     epochs=budget.epochs,
                     precision=study.precision,
+                    budget_minutes=budget.minutes,
                 )
                 out.append(StudyRun(m, label, dataset, sets, ablate, req, plabel))
     return out

@@ -14,7 +14,7 @@ from seqbench.errors import ConfigError
 from seqbench.report.significance import PER_USER
 from seqbench.runs.batch import SweepObserver, SweepResult, run_requests
 from seqbench.runs.exported import ExportedRun, load_exported, reusable
-from seqbench.runs.options import Pool, RunOptions
+from seqbench.runs.options import Pool
 from seqbench.runs.reevaluate import reevaluate
 from seqbench.runs.store import RunStore
 from seqbench.study.output import (
@@ -60,9 +60,8 @@ def run_study(
     t0 = time.perf_counter()
     store = RunStore(ctx.runs_dir)
     reused = from_folder(p, store, reusable(committed or {}))
-    options = RunOptions(max_minutes=p.budget.minutes)
     results = run_requests(
-        p.runnable, ctx=ctx, pool=pool, options=options, observer=observer,
+        p.runnable, ctx=ctx, pool=pool, observer=observer,
         committed={i: run.result for i, run in reused.items()},
     )  # fmt: skip
     ids = [r.run_id if r.status != "failed" else None for r in results]

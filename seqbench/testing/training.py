@@ -14,7 +14,6 @@ from seqbench.data.synthetic import generate
 from seqbench.models.base import SeqModel
 from seqbench.plugins import as_registered
 from seqbench.runs.execute import execute
-from seqbench.runs.options import RunOptions
 from seqbench.runs.request import RunRequest
 from seqbench.testing.probe import Broken, Probe, Skipped, first_batch, scores_of, train_loss
 from seqbench.training.context import RunContext
@@ -152,8 +151,8 @@ def learning(
     with tempfile.TemporaryDirectory() as tmp:
         ctx = RunContext(runs_dir=tempfile.mkdtemp(dir=tmp))
         pop, _ = execute(RunRequest("popularity", data.name), ctx, data=data)
-        req = RunRequest(name, data.name, sets=dict(sets or {}))
-        got, _ = execute(req, ctx, RunOptions(max_minutes=minutes), data=data)
+        req = RunRequest(name, data.name, sets=dict(sets or {}), budget_minutes=minutes)
+        got, _ = execute(req, ctx, data=data)
     return got.test["NDCG@10"], pop.test["NDCG@10"]
 
 
