@@ -88,6 +88,22 @@ def test_seeds_are_counted_as_distinct_seeds(store: Path, capsys) -> None:
     assert "sasrec on synthetic (2 seeds)" in out
 
 
+def test_a_budgeted_run_and_its_full_twin_are_two_configs_of_one_cell(
+    store: Path, capsys
+) -> None:
+    """Seed 0 under a tiny time budget and seed 0 trained to its end are two runs (two ids);
+    a report averages neither with the other: it shows one configuration, names the other
+    run left out, and counts one seed."""
+    main(["run", "sasrec", "-d", "synthetic", "--threads", "1", *SMALL])
+    main(["run", "sasrec", "-d", "synthetic", "--threads", "1", "--budget-minutes", "1e-9", *SMALL])
+    assert len(ids(store)) == 2
+    capsys.readouterr()
+    main(["report", "-d", "synthetic"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "2 configurations differ in budget_minutes" in out
+    assert "Left out: 1 run(s)" in out and "(2 seeds)" not in out
+
+
 def test_the_command_a_sweep_prints_works_as_printed(store: Path, capsys) -> None:
     main(["run", "sasrec", "-d", "synthetic", "--threads", "1", "--ablate", "loss=bce", *SMALL])
     capsys.readouterr()

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 from seqbench.report.select import ReportError, Run
 from seqbench.report.table_model import Entry
+from seqbench.runs.identity import OPTIONAL_IDENTITY_KEYS
 
 
 def order(names: Sequence[str], wanted: Sequence[str] | None) -> list[str]:
@@ -20,8 +21,9 @@ def order(names: Sequence[str], wanted: Sequence[str] | None) -> list[str]:
 
 
 def experiment(r: Run) -> dict:
-    """What a run's id hashes but its seed: its config and what else decides its numbers."""
-    keys = ("revision", "precision", "device", "code")
+    """What a run's id hashes but its seed: its config and what else decides its numbers (a
+    time budget too: a 15-minute run and the same run trained to its end are two configs)."""
+    keys = ("revision", "precision", "device", *OPTIONAL_IDENTITY_KEYS)
     recorded = {k: getattr(r.spec, k) for k in keys}
     return {**r.settings, **{k: v for k, v in recorded.items() if v is not None}}
 
