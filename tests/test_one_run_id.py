@@ -88,9 +88,7 @@ def test_seeds_are_counted_as_distinct_seeds(store: Path, capsys) -> None:
     assert "sasrec on synthetic (2 seeds)" in out
 
 
-def test_a_budgeted_run_and_its_full_twin_are_two_configs_of_one_cell(
-    store: Path, capsys
-) -> None:
+def test_a_budgeted_run_and_its_full_twin_are_two_configs_of_one_cell(store: Path, capsys) -> None:
     """Seed 0 under a tiny time budget and seed 0 trained to its end are two runs (two ids);
     a report averages neither with the other: it shows one configuration, names the other
     run left out, and counts one seed."""
