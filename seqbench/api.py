@@ -32,6 +32,7 @@ from seqbench.report.significance import SignificanceOptions
 from seqbench.report.table_model import Table
 from seqbench.runs.batch import SweepObserver
 from seqbench.runs.execute import default_dataset, execute
+from seqbench.runs.exported import as_kept
 from seqbench.runs.manifest import sweep_run_ids
 from seqbench.runs.options import Pool, RunOptions
 from seqbench.runs.request import ResolvedRun, RunRequest, Value
@@ -283,7 +284,8 @@ def build_report(
     )
     selection, notes = None, []
     if not chosen.cards:
-        stored, damaged = RunStore(runs_dir).scan()
+        found, damaged = RunStore(runs_dir).scan()
+        stored = [as_kept(r) for r in found]
         notes = [f"skipped: {d}" for d in damaged]
         run_ids = request.run_ids
         bad = [str(d) for d in damaged if d.run_id in (run_ids or set())]

@@ -224,3 +224,19 @@ def test_a_committed_run_cannot_be_reevaluated_without_weights(
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert "study.yaml: evaluate: duorec: run synthetic-" in err
     assert "without its weights, so it cannot be re-evaluated" in err
+
+
+def test_report_reads_a_study_folder_with_its_per_user_counts(capsys, monkeypatch) -> None:
+    """`seqbench report --runs-dir results/STUDY/metrics` tests with the folder's per-user
+    counts (two-level test), as the study's own table does; each run's per-user mean is its
+    recorded test metric (the evaluator's, an independent record)."""
+    folder = Path(__file__).resolve().parents[1] / "results" / "modern" / "metrics"
+    monkeypatch.setenv("COLUMNS", "200")
+    args = ["-d", "beauty", "--models", "sasrec_ce,lrurec", "--metrics", "NDCG@10"]
+    main(["report", "--runs-dir", str(folder), *args])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "two-level t-test" in out and "kept no per-user results" not in out
+    for run_id, run in load_exported(folder).items():
+        if run_id.startswith(("beauty-sasrec_ce-", "beauty-lrurec-")):
+            mean = run.per_user["NDCG@10"].mean()
+            assert math.isclose(mean, run.result.test["NDCG@10"], rel_tol=1e-9)

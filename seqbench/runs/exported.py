@@ -100,6 +100,15 @@ class ExportedRun(Run):
         return pacsv.read_csv(path).to_pandas() if path.read_text().strip() else pd.DataFrame()
 
 
+def as_kept(run: Run) -> Run:
+    """`run` read the way its folder keeps it: a study's exported copy (per-user counts in
+    `ranks.parquet`, history as CSV: `--runs-dir results/STUDY/metrics`) as an ExportedRun,
+    so its tests use those counts; a run store's run as it is."""
+    if run.has_per_user or not (run.path / RANKS).is_file():
+        return run
+    return ExportedRun(run.path, run.result, run.spec)
+
+
 def load_exported(folder: Path) -> dict[str, ExportedRun]:
     """The runs exported under `folder` (one sub-folder per run id), by run id."""
     out = {}
