@@ -12,12 +12,7 @@ from typing import Any
 
 from seqbench.models.base import MODELS, SeqModel, resolve_config
 from seqbench.models.departures import switched
-from seqbench.runs.identity import (
-    IDENTITY_KEYS,
-    OPTIONAL_IDENTITY_KEYS,
-    ablation_of,
-    hash_identity,
-)
+from seqbench.runs.identity import ablation_of, hash_identity, recorded_identity
 
 
 @dataclass(frozen=True)
@@ -85,8 +80,7 @@ def revise(
     today = dataclasses.asdict(resolve_config(cls, str(rec["dataset"])))
     default = {**today, **rec.get("default_config", {})}
     default.update({k: today[k] for k in rule.moved})
-    identity = {k: rec[k] for k in IDENTITY_KEYS} | {"config": config, "revision": cls.revision}
-    identity.update({k: rec[k] for k in OPTIONAL_IDENTITY_KEYS if k in rec})
+    identity = recorded_identity(rec) | {"config": config, "revision": cls.revision}
     new_id = hash_identity(identity)
     record = {**identity, "run_id": new_id, "default_config": default}
     record["departures"] = switched(cls.declared_departures(), config, default)
